@@ -1,0 +1,113 @@
+/*
+ * XtqPut: a one-sided put that carries an AQL command (packet + kernel
+ * arguments) and a payload to a target rank, where the engine rewrites and
+ * enqueues it with no target application thread involved.
+ */
+#ifndef XTQ_PUT_H
+#define XTQ_PUT_H
+
+#include <xtq/common.h>
+#include <xtq/aql.h>
+
+XTQ_EXTERN_C_BEGIN
+
+/** xtq_put flags. */
+enum xtq_put_flags {
+    /** Also report when the task has finished on the target. */
+    XTQ_PUT_REMOTE_COMPLETION = 1u << 0,
+    /** Return -XTQ_EAGAIN instead of waiting when resources are exhausted. */
+    XTQ_PUT_NONBLOCKING = 1u << 1,
+};
+
+/** Completion state bits. */
+enum xtq_completion_state {
+    XTQ_COMPLETION_LOCAL = 1u << 0,  /**< buffers may be reused */
+    XTQ_COMPLETION_REMOTE = 1u << 1, /**< task finished on the target */
+    XTQ_COMPLETION_DONE = 1u << 2,   /**< everything requested is known; status final */
+};
+
+/**
+ * Completion object, owned by the caller, valid until DONE. The library
+ * fills it; read it with xtq_completion_test() / xtq_completion_wait().
+ * Errors travel with the completion: `status` names the first error
+ * (e.g. -XTQ_ENOKERNEL reported by the target), `prov_errno` the
+ * transport's own code when the error came from libfabric.
+ */
+typedef struct xtq_completion {
+    uint32_t state;     /**< XTQ_COMPLETION_* bits (atomic) */
+    int32_t status;     /**< 0 or -XTQ_E*; final once DONE is set */
+    int32_t prov_errno; /**< libfabric's code, or 0 */
+    int32_t target;     /**< target rank */
+    uint64_t seq;       /**< per-target sequence number of the put */
+    void *context;      /**< for the caller; untouched by the library */
+    uint64_t internal_[4];
+} xtq_completion_t;
+
+/** 1 when the completion is DONE, else 0. Never blocks, never progresses. */
+XTQ_API int xtq_completion_test(const xtq_completion_t *comp);
+
+/**
+ * Wait until DONE (progressing the engine in manual mode).
+ * @return the completion's status, or -XTQ_ETIMEDOUT.
+ */
+XTQ_API int xtq_completion_wait(xtq_ctx_t *ctx, xtq_completion_t *comp, int64_t timeout_ns);
+
+/**
+ * Send a command and a payload to `target`. The two buffers are gathered by
+ * the transport into one message; the library does not copy them.
+ *
+ * @param cmd         AQL packet followed by the kernel arguments (built with
+ *                    xtq_cmd_kernel() / xtq_cmd_function()).
+ * @param payload     may be NULL when payload_len is 0.
+ * @param flags       XTQ_PUT_* flags.
+ * @param comp        completion to fill; the buffers must stay untouched
+ *                    until it reports LOCAL. NULL makes xtq_put() wait for
+ *                    local completion itself (remote completion then cannot
+ *                    be requested).
+ * @return 0 when the put was issued (its outcome arrives in `comp`),
+ *         -XTQ_EAGAIN (XTQ_PUT_NONBLOCKING and no resources),
+ *         -XTQ_EINVAL, -XTQ_EMSGSIZE, -XTQ_ESRCRANK (bad target), -XTQ_EHOSTDOWN.
+ */
+XTQ_API int xtq_put(xtq_ctx_t *ctx, int target, const void *cmd, size_t cmd_len,
+                    const void *payload, size_t payload_len, uint32_t flags,
+                    xtq_completion_t *comp);
+
+/** Largest cmd_len + payload_len accepted by xtq_put() in this context. */
+XTQ_API size_t xtq_put_max_size(const xtq_ctx_t *ctx);
+
+/** Bytes a kernel command needs: one packet plus the kernel arguments. */
+static inline size_t xtq_cmd_kernel_size(size_t kernarg_size)
+{
+    return XTQ_AQL_PACKET_SIZE + kernarg_size;
+}
+
+/** Geometry of a kernel dispatch. Zero sizes are read as 1. */
+typedef struct xtq_dispatch_geometry {
+    uint32_t dimensions; /**< 1..3 (0 is read as 1) */
+    uint32_t grid[3];
+    uint16_t workgroup[3];
+} xtq_dispatch_geometry_t;
+
+/**
+ * Build a kernel-dispatch command for the kernel and queue registered at
+ * `kernel_index` / `queue_index` on the target: a packet whose header is
+ * valid, followed by `kernarg_size` bytes copied from `kernarg` (arguments 0
+ * and 1 are overwritten by the target; NULL kernarg means zeros).
+ * @param cmd_len receives the command length.
+ * @return 0, -XTQ_EINVAL, -XTQ_ENOSPC (cmd_cap too small).
+ */
+XTQ_API int xtq_cmd_kernel(void *cmd, size_t cmd_cap, uint32_t kernel_index,
+                           uint32_t queue_index, const xtq_dispatch_geometry_t *geometry,
+                           const void *kernarg, size_t kernarg_size, size_t *cmd_len);
+
+/**
+ * Build an agent-dispatch (function) command: one packet carrying the
+ * function index, the queue index and arguments 2 and 3 (0 and 1 are the
+ * target buffer and payload, written by the target).
+ */
+XTQ_API int xtq_cmd_function(void *cmd, size_t cmd_cap, uint32_t function_index,
+                             uint32_t queue_index, uint64_t arg2, uint64_t arg3, size_t *cmd_len);
+
+XTQ_EXTERN_C_END
+
+#endif /* XTQ_PUT_H */

@@ -1,0 +1,269 @@
+/*
+ * The internal common header: every .c file of libxtq includes it first.
+ * container_of, ARRAY_SIZE, static asserts, branch hints, logging, and the
+ * structures shared across files (signal, queue, agent, kernel objects).
+ */
+#ifndef XTQ_INTERNAL_H
+#define XTQ_INTERNAL_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+
+#include <xtq/xtq.h>
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define XTQ_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define XTQ_CACHELINE 64
+#define XTQ_ALIGN_UP(x, a) (((x) + ((a)-1)) & ~((__typeof__(x))(a)-1))
+#define XTQ_UNUSED __attribute__((unused))
+
+/* ---- logging ---------------------------------------------------------- */
+
+enum xtq__log_level {
+    XTQ__LOG_ERROR = 0,
+    XTQ__LOG_WARN = 1,
+    XTQ__LOG_INFO = 2,
+    XTQ__LOG_DEBUG = 3,
+    XTQ__LOG_TRACE = 4,
+};
+
+/* X(id, name) */
+#define XTQ__SUBSYS_LIST(X)                                                                \
+    X(CORE, "core")                                                                        \
+    X(REGISTRY, "registry")                                                                \
+    X(ENGINE, "engine")                                                                    \
+    X(OFI, "ofi")                                                                          \
+    X(AGENT, "agent")                                                                      \
+    X(CPU, "cpu")                                                                          \
+    X(CUDA, "cuda")                                                                        \
+    X(ROCR, "rocr")                                                                        \
+    X(MPI, "mpi")
+
+#define XTQ__SUBSYS_ENUM_(id, name) XTQ__SUBSYS_##id,
+enum xtq__subsys { XTQ__SUBSYS_LIST(XTQ__SUBSYS_ENUM_) XTQ__SUBSYS_COUNT };
+#undef XTQ__SUBSYS_ENUM_
+
+/* Per-subsystem threshold: a message is printed when level <= threshold.
+ * Filled from XTQ_LOG_LEVEL / XTQ_LOG_SUBSYS on first use. */
+extern int xtq__log_threshold[XTQ__SUBSYS_COUNT];
+void xtq__log_init(void);
+void xtq__log_emit(enum xtq__subsys subsys, enum xtq__log_level level, const char *file,
+                   int line, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+#define XTQ_LOG(subsys, level, ...)                                                         \
+    do {                                                                                    \
+        if (unlikely((int)(XTQ__LOG_##level) <= xtq__log_threshold[XTQ__SUBSYS_##subsys])) \
+            xtq__log_emit(XTQ__SUBSYS_##subsys, XTQ__LOG_##level, __FILE__, __LINE__,       \
+                          __VA_ARGS__);                                                     \
+    } while (0)
+
+/* Data-path form: logs the first time only (per call site). */
+#define XTQ_LOG_ONCE(subsys, level, ...)                                                    \
+    do {                                                                                    \
+        static atomic_int xtq_once_;                                                        \
+        if (unlikely((int)(XTQ__LOG_##level) <= xtq__log_threshold[XTQ__SUBSYS_##subsys]) && \
+            atomic_exchange_explicit(&xtq_once_, 1, memory_order_relaxed) == 0)             \
+            xtq__log_emit(XTQ__SUBSYS_##subsys, XTQ__LOG_##level, __FILE__, __LINE__,       \
+                          __VA_ARGS__);                                                     \
+    } while (0)
+
+#define xtq_err(subsys, ...) XTQ_LOG(subsys, ERROR, __VA_ARGS__)
+#define xtq_warn(subsys, ...) XTQ_LOG(subsys, WARN, __VA_ARGS__)
+#define xtq_info(subsys, ...) XTQ_LOG(subsys, INFO, __VA_ARGS__)
+#define xtq_dbg(subsys, ...) XTQ_LOG(subsys, DEBUG, __VA_ARGS__)
+
+/* ---- parameters (xtq/params.def) ------------------------------------- */
+
+#define X(name, type, def, help) XTQ__PARAM_##name,
+enum xtq__param_id {
+#include "params.def"
+    XTQ__PARAM_COUNT
+};
+#undef X
+
+/* Typed readers; an unparsable value logs a warning and yields the default. */
+int64_t xtq__param_int(enum xtq__param_id id);
+uint64_t xtq__param_size(enum xtq__param_id id);
+bool xtq__param_bool(enum xtq__param_id id);
+const char *xtq__param_string(enum xtq__param_id id);
+
+/* ---- time ------------------------------------------------------------- */
+
+uint64_t xtq__now_ns(void); /* CLOCK_MONOTONIC */
+
+static inline void xtq__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield" ::: "memory");
+#endif
+}
+
+/* Futex helpers on a 32-bit word (Linux). */
+int xtq__futex_wait(_Atomic uint32_t *addr, uint32_t expected, int64_t timeout_ns);
+void xtq__futex_wake(_Atomic uint32_t *addr, int count);
+
+/* ---- signals ------------------------------------------------------------
+ * value is first so a device can decrement it with one 64-bit atomic.
+ * Waiters register in `waiters`, then sleep on the futex word `seq`, which
+ * every host-side change bumps. A signal changed by a device that cannot
+ * wake futexes has XTQ__SIGNAL_DEVICE set: its waiters sleep in short
+ * bounded naps instead of indefinitely. */
+enum { XTQ__SIGNAL_DEVICE = 1u << 0, XTQ__SIGNAL_EXTERNAL_MEM = 1u << 1 };
+
+struct xtq_signal {
+    _Atomic int64_t value;
+    _Atomic uint32_t seq;
+    _Atomic uint32_t waiters;
+    uint32_t flags;
+    uint32_t magic;
+    uint8_t pad_[40];
+};
+XTQ_STATIC_ASSERT(sizeof(struct xtq_signal) == 64, "signal is one cache line");
+#define XTQ__SIGNAL_MAGIC 0x5851534eu
+
+/* Initialise a signal in memory the caller owns (an agent's device-visible
+ * pool, say); xtq_signal_destroy() will not free it. */
+void xtq__signal_init_at(struct xtq_signal *sig, int64_t initial, uint32_t flags);
+/* Wake waiters after a change made without xtq_signal_store/add. */
+void xtq__signal_notify(struct xtq_signal *sig);
+
+/* ---- kernel and function objects --------------------------------------
+ * Back-ends embed these first and recover themselves with container_of. */
+struct xtq_kernel {
+    xtq_agent_t *agent;
+    uint64_t object; /* what kernel_object holds after the rewrite */
+    uint32_t kernarg_size;
+    uint32_t flags;
+};
+
+struct xtq_function {
+    xtq_agent_t *agent;
+    uint64_t object; /* what reserved2 holds after the rewrite */
+};
+
+/* ---- queues ----------------------------------------------------------
+ * Indices and the ring live where the agent's consumer can read them
+ * (host memory for the CPU agent, pinned/mapped memory for a GPU). */
+struct xtq__queue_indices {
+    _Atomic uint64_t write_index;
+    uint8_t pad0_[XTQ_CACHELINE - 8];
+    _Atomic uint64_t read_index;
+    uint8_t pad1_[XTQ_CACHELINE - 8];
+};
+
+/* Called by the agent when a packet that carried a cookie has finished
+ * (status 0, or a negative XTQ error if the agent could not run it).
+ * Runs on the agent's thread: must be short and thread-safe. */
+typedef void (*xtq__retire_fn)(void *cookie, int status);
+
+struct xtq_queue {
+    xtq_aql_packet_t *ring;
+    uint32_t size;
+    uint32_t mask;
+    struct xtq__queue_indices *idx;
+    xtq_signal_t *doorbell;
+    xtq_agent_t *agent;
+    /* Producers that want to hear of completion put a cookie here before
+     * publishing; the agent copies it when it takes the packet, then calls
+     * retire(cookie, status) when the packet has finished. NULL: nothing. */
+    void **cookies;
+    xtq__retire_fn retire;
+    _Atomic uint32_t registrations; /* lookup-table entries naming it */
+    uint32_t id;
+};
+
+/* ---- agents (hsa-glue/) ---------------------------------------------
+ * One const operations table per kind; every slot filled (unsupported ones
+ * return -XTQ_ENOSYS). */
+struct xtq__agent_ops {
+    const char *name;
+    int (*queue_create)(xtq_agent_t *agent, uint32_t size, xtq_queue_t **queue);
+    int (*queue_destroy)(xtq_queue_t *queue);
+    /* Wake the agent's packet processor for `queue` after a doorbell store. */
+    void (*doorbell)(xtq_queue_t *queue, uint64_t index);
+    int (*kernel_destroy)(xtq_kernel_t *kernel);
+    int (*function_destroy)(xtq_function_t *function);
+    /* Make host memory (receive regions) reachable by the agent's device. */
+    int (*mem_register)(xtq_agent_t *agent, void *addr, size_t len);
+    int (*mem_deregister)(xtq_agent_t *agent, void *addr, size_t len);
+    /* Stop workers, free everything. */
+    void (*close)(xtq_agent_t *agent);
+};
+
+struct xtq_agent {
+    const struct xtq__agent_ops *ops;
+    enum xtq_agent_kind kind;
+    xtq_ctx_t *ctx;
+    xtq_agent_info_t info;
+};
+
+/* One per kind, indexed by kind (libfabric hmem pattern). */
+struct xtq__agent_provider {
+    enum xtq_agent_kind kind;
+    const char *name;
+    /* 0 if usable here; else -XTQ_ENOAGENT and a reason. Loads runtimes
+     * with dlopen; never fails the build or the process. */
+    int (*probe)(char *reason, size_t reason_len, unsigned *device_count);
+    int (*open)(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent);
+};
+extern const struct xtq__agent_provider xtq__cpu_agent_provider;
+extern const struct xtq__agent_provider xtq__cuda_agent_provider;
+extern const struct xtq__agent_provider xtq__rocr_agent_provider;
+
+/* hsa-glue/agent.c: open every available agent into the context. */
+int xtq__agents_open(xtq_ctx_t *ctx);
+void xtq__agents_close(xtq_ctx_t *ctx);
+
+/* ---- the context ------------------------------------------------------ */
+
+#define XTQ__MAX_AGENTS 64
+
+struct xtq__registry;  /* xtq/registry/registry.h */
+struct xtq__engine;    /* xtq/nic-emul/engine.h */
+struct xtq__bootstrap; /* xtq/bootstrap.h */
+
+/* Counters updated with relaxed atomics; snapshot by xtq_get_stats(). */
+struct xtq__stats {
+    _Atomic uint64_t puts_issued;
+    _Atomic uint64_t puts_completed;
+    _Atomic uint64_t puts_failed;
+    _Atomic uint64_t msgs_received;
+    _Atomic uint64_t tasks_enqueued;
+    _Atomic uint64_t tasks_completed;
+    _Atomic uint64_t msgs_rejected;
+    _Atomic uint64_t acks_sent;
+    _Atomic uint64_t queue_full_events;
+    _Atomic uint64_t rejected_by_reason[16];
+};
+#define XTQ__STAT_INC(ctx, field) atomic_fetch_add_explicit(&(ctx)->stats.field, 1, memory_order_relaxed)
+
+struct xtq_ctx {
+    int rank;
+    int size;
+    uint64_t job_key;
+    enum xtq_progress_mode progress;
+    xtq_agent_t *agents[XTQ__MAX_AGENTS];
+    unsigned nagents;
+    int kind_status[XTQ_AGENT_KIND_COUNT];
+    char kind_reason[XTQ_AGENT_KIND_COUNT][160];
+    struct xtq__registry *registry;
+    struct xtq__engine *engine;
+    struct xtq__bootstrap *bootstrap;
+    struct xtq__stats stats;
+};
+#endif /* XTQ_INTERNAL_H */
