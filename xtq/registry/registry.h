@@ -1,0 +1,65 @@
+/*
+ * Lookup tables and the XTQ rewrite (paper Fig. 5, Section III-C).
+ * Pure code: no I/O, no threads of its own. Readers (the engine) hold the
+ * read lock from lookup to enqueue; registration takes the write lock.
+ */
+#ifndef XTQ_REGISTRY_INT_H
+#define XTQ_REGISTRY_INT_H
+
+#include "internal.h"
+
+struct xtq__kernel_entry {
+    xtq_kernel_t *kernel; /* NULL: free */
+    uint64_t kernel_object;
+    uint32_t kernarg_size;
+    enum xtq_agent_kind kind;
+    void *target_buffer;
+    xtq_signal_t *completion_signal;
+};
+
+struct xtq__function_entry {
+    xtq_function_t *function; /* NULL: free */
+    uint64_t function_object;
+    enum xtq_agent_kind kind;
+    void *target_buffer;
+};
+
+struct xtq__queue_entry {
+    xtq_queue_t *queue; /* NULL: free */
+};
+
+struct xtq__registry {
+    uint32_t size;
+    pthread_rwlock_t lock;
+    struct xtq__kernel_entry *kernels;
+    struct xtq__function_entry *functions;
+    struct xtq__queue_entry *queues;
+};
+
+int xtq__registry_create(uint32_t size, struct xtq__registry **reg);
+void xtq__registry_destroy(struct xtq__registry *reg);
+
+/* Table edits (the public xtq_register_* / xtq_unregister_* wrap these). */
+int xtq__registry_set_kernel(struct xtq__registry *reg, uint32_t index, xtq_kernel_t *kernel,
+                             void *target_buffer, xtq_signal_t *signal);
+int xtq__registry_set_function(struct xtq__registry *reg, uint32_t index,
+                               xtq_function_t *function, void *target_buffer);
+int xtq__registry_set_queue(struct xtq__registry *reg, uint32_t index, xtq_queue_t *queue);
+int xtq__registry_clear_kernel(struct xtq__registry *reg, uint32_t index);
+int xtq__registry_clear_function(struct xtq__registry *reg, uint32_t index);
+int xtq__registry_clear_queue(struct xtq__registry *reg, uint32_t index);
+
+/*
+ * The rewrite. `packet` is the engine's private copy of the arrived AQL
+ * packet (64 bytes); `kernarg` points at the kernel arguments where they
+ * landed in the receive region (kernarg_len bytes, may be 0 for function
+ * packets), `payload` at the payload (payload_len bytes, NULL if 0).
+ * On success the packet is ready to be written to *queue (caller holds the
+ * read lock across rewrite and enqueue). On failure nothing is modified
+ * that anybody else can see and the result is one of -XTQ_EPACKET,
+ * -XTQ_ENOQUEUE, -XTQ_ENOKERNEL, -XTQ_ENOFUNC, -XTQ_EKERNARG, -XTQ_EAGENTKIND.
+ */
+int xtq__rewrite(const struct xtq__registry *reg, xtq_aql_packet_t *packet, void *kernarg,
+                 uint32_t kernarg_len, void *payload, uint64_t payload_len, xtq_queue_t **queue);
+
+#endif /* XTQ_REGISTRY_INT_H */

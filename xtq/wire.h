@@ -1,0 +1,72 @@
+/*
+ * The wire format. Every message starts with a versioned header carrying
+ * the job key, source rank, sequence number and lengths; the target checks
+ * every length and index before use.
+ *
+ * PUT message:  [hdr 64 B][AQL packet 64 B][kernel arguments][pad to 64][payload][pad to 64]
+ *   hdr.cmd_len = 64 + kernarg bytes; hdr.payload_len = payload bytes;
+ *   the payload starts at XTQ_ALIGN_UP(64 + cmd_len, 64) from the message
+ *   start; the whole message is padded to a multiple of 64 so consecutive
+ *   messages in a multi-receive region stay 64-byte aligned.
+ * ACK message:  [hdr 64 B] with type ACK, status, and the acked seq.
+ */
+#ifndef XTQ_WIRE_H
+#define XTQ_WIRE_H
+
+#include "internal.h"
+
+#define XTQ_WIRE_MAGIC 0x5154u /* "TQ" */
+#define XTQ_WIRE_VERSION 1u
+
+enum xtq__msg_type {
+    XTQ__MSG_PUT = 1,
+    XTQ__MSG_ACK = 2,
+};
+
+enum xtq__wire_flags {
+    XTQ__WIRE_REMOTE_COMPLETION = 1u << 0, /* ack when the task finished (else when enqueued) */
+};
+
+struct xtq__wire_hdr {
+    uint16_t magic;
+    uint8_t version;
+    uint8_t type;
+    uint32_t flags;
+    uint64_t job_key;
+    uint32_t src_rank;
+    uint32_t cmd_len;     /* PUT: packet + kernel arguments */
+    uint64_t payload_len; /* PUT */
+    uint64_t seq;         /* PUT: initiator's per-target sequence; ACK: the acked seq */
+    int32_t status;       /* ACK: 0 or -XTQ_E* */
+    uint32_t reserved0;
+    uint64_t reserved1[2];
+};
+XTQ_STATIC_ASSERT(sizeof(struct xtq__wire_hdr) == 64, "wire header is 64 bytes");
+
+/* Offsets and total length of a PUT message. */
+static inline size_t xtq__wire_payload_offset(uint32_t cmd_len)
+{
+    return XTQ_ALIGN_UP((size_t)sizeof(struct xtq__wire_hdr) + cmd_len, (size_t)64);
+}
+static inline size_t xtq__wire_put_len(uint32_t cmd_len, uint64_t payload_len)
+{
+    return XTQ_ALIGN_UP(xtq__wire_payload_offset(cmd_len) + (size_t)payload_len, (size_t)64);
+}
+
+/* Fill a header. */
+void xtq__wire_hdr_init(struct xtq__wire_hdr *hdr, enum xtq__msg_type type, uint64_t job_key,
+                        uint32_t src_rank, uint64_t seq);
+
+/*
+ * Validate an arrived message of `len` bytes (as reported by the
+ * transport) before anything else reads it: magic, version, type, job key,
+ * source rank < nranks, and for PUT cmd_len >= 64, cmd_len <= max, lengths
+ * consistent with `len`, no overflow. Returns 0 or -XTQ_EBADMSG,
+ * -XTQ_EVERSION, -XTQ_EJOBKEY, -XTQ_ESRCRANK, -XTQ_EMSGSIZE. On success
+ * for PUT, *cmd and *payload point into `msg` (payload NULL when empty).
+ */
+int xtq__wire_validate(const void *msg, size_t len, uint64_t job_key, uint32_t nranks,
+                       size_t max_msg, const struct xtq__wire_hdr **hdr, const void **cmd,
+                       const void **payload);
+
+#endif /* XTQ_WIRE_H */
