@@ -1,0 +1,85 @@
+/* Public-API checks that need no context: error table, parameters and the
+ * README's parameter table. */
+#include <xtq/xtq.h>
+
+#include "xtq_test.h"
+
+/* Every code has a unique name and a description; both signs work. */
+XTQ_TEST(error_table)
+{
+    static const int codes[] = {
+#define X(name, value, desc) value,
+        XTQ_ERROR_LIST(X)
+#undef X
+    };
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+        CHECK(strcmp(xtq_strerror(codes[i]), "Unknown error") != 0);
+        CHECK(strcmp(xtq_strerror(-codes[i]), xtq_strerror(codes[i])) == 0);
+        CHECK(strncmp(xtq_errname(-codes[i]), "XTQ_", 4) == 0);
+        for (size_t j = 0; j < i; j++)
+            CHECK(codes[i] != codes[j]);
+    }
+    CHECK(strcmp(xtq_errname(-XTQ_ENOKERNEL), "XTQ_ENOKERNEL") == 0);
+    CHECK(strcmp(xtq_strerror(-99999), "Unknown error") == 0);
+    CHECK(strcmp(xtq_version(), XTQ_VERSION_STRING) == 0);
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    if (buf)
+        buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* README's table lists exactly the library's parameters, with their type,
+ * default and help text. */
+XTQ_TEST(readme_param_table)
+{
+    char *readme = read_file(XTQ_SOURCE_DIR "/README.md");
+    CHECK(readme != NULL);
+    unsigned n = xtq_param_count();
+    CHECK(n > 0);
+    for (unsigned i = 0; i < n; i++) {
+        xtq_param_info_t p;
+        CHECK_OK(xtq_param_get_info(i, &p));
+        char row[1024];
+        snprintf(row, sizeof(row), "| %s | %s | %s | %s |", p.name, xtq_param_type_name(p.type),
+                 p.default_value, p.help);
+        if (!strstr(readme, row))
+            XTQ_FAIL("README.md lacks the row: %s", row);
+    }
+    /* ... and no row for a parameter the library does not have. */
+    unsigned rows = 0;
+    for (const char *s = readme; (s = strstr(s, "\n| XTQ_")); s++)
+        rows++;
+    CHECK_EQ(rows, n);
+    CHECK_ERR(xtq_param_get_info(n, &(xtq_param_info_t){0}), -XTQ_EINVAL);
+    free(readme);
+}
+
+XTQ_TEST(param_env_value)
+{
+    setenv("XTQ_TABLE_SIZE", "128", 1);
+    for (unsigned i = 0; i < xtq_param_count(); i++) {
+        xtq_param_info_t p;
+        CHECK_OK(xtq_param_get_info(i, &p));
+        if (strcmp(p.name, "XTQ_TABLE_SIZE") == 0) {
+            CHECK(p.value && strcmp(p.value, "128") == 0);
+            CHECK(strcmp(p.default_value, "64") == 0);
+            return;
+        }
+    }
+    XTQ_FAIL("XTQ_TABLE_SIZE not listed");
+}
