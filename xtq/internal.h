@@ -185,6 +185,18 @@ struct xtq_queue {
     xtq__retire_fn retire;
     _Atomic uint32_t registrations; /* lookup-table entries naming it */
     uint32_t id;
+    /* Where producers and the agent find the indices. xtq_queue_create()
+     * points them at &idx->write_index / &idx->read_index when the agent
+     * left them NULL; a hardware queue whose runtime lays out its own
+     * indices (ROCr: amd_queue_t write/read_dispatch_id) sets them itself.
+     * Generic queue code goes through these, not through idx. */
+    _Atomic uint64_t *write_index;
+    _Atomic uint64_t *read_index;
+    /* Optional (NULL: none). Called by xtq_queue_publish() on the producer's
+     * thread after the slot's body is written and before its header is
+     * stored: a hardware queue swaps XTQ completion signals and cookies for
+     * its runtime's own signals here (ROCr agent). */
+    void (*prepare)(xtq_queue_t *queue, uint64_t index, xtq_aql_packet_t *slot);
 };
 
 /* ---- agents (hsa-glue/) ---------------------------------------------
