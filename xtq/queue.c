@@ -1,0 +1,226 @@
+/*
+ * User-mode queues with HSA semantics. The agent owns the memory (host
+ * memory for the CPU agent, mapped memory for a GPU); this file holds the
+ * producer side and the common initialisation. See queue_int.h for the
+ * producer/consumer protocol around cookies and retire.
+ */
+#include "internal.h"
+
+#include "queue_int.h"
+
+/* Producers waiting for space poll this long before sleeping. */
+#define QUEUE_SPIN_NS 2000
+/* Their sleeps are bounded: a GPU consumer cannot wake a futex. */
+#define QUEUE_NAP_NS 50000
+
+static inline _Atomic uint32_t *slot_word(xtq_queue_t *q, uint64_t index)
+{
+    return (_Atomic uint32_t *)(void *)&q->ring[index & q->mask];
+}
+
+int xtq__queue_init(xtq_queue_t *q, xtq_agent_t *agent, uint32_t size, void *ring_mem,
+                    struct xtq__queue_indices *idx, xtq_signal_t *doorbell)
+{
+    if (q == NULL || ring_mem == NULL || idx == NULL || doorbell == NULL ||
+        !xtq__queue_size_ok(size) || ((uintptr_t)ring_mem & (XTQ_CACHELINE - 1)) != 0)
+        return -XTQ_EINVAL;
+
+    q->cookies = calloc(size, sizeof(*q->cookies));
+    if (q->cookies == NULL)
+        return -XTQ_ENOMEM;
+    q->ring = ring_mem;
+    q->size = size;
+    q->mask = size - 1;
+    q->idx = idx;
+    q->doorbell = doorbell;
+    q->agent = agent;
+    q->retire = NULL;
+    atomic_init(&q->registrations, 0);
+    memset(ring_mem, 0, (size_t)size * XTQ_AQL_PACKET_SIZE);
+    for (uint32_t i = 0; i < size; i++)
+        atomic_init(slot_word(q, i), XTQ_PACKET_TYPE_INVALID);
+    atomic_init(&idx->write_index, 0);
+    atomic_init(&idx->read_index, 0);
+    /* Make the initialised ring visible before the queue is handed out. */
+    atomic_thread_fence(memory_order_release);
+    return 0;
+}
+
+void xtq__queue_fini(xtq_queue_t *q)
+{
+    free(q->cookies);
+    q->cookies = NULL;
+}
+
+void xtq__queue_notify_space(xtq_queue_t *q)
+{
+    /* Pairs with the waiter's seq_cst registration: a waiter registered
+     * before this load is woken; one registering after it re-reads the
+     * read index first. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&q->doorbell->waiters, memory_order_relaxed) != 0)
+        xtq__signal_notify(q->doorbell);
+}
+
+int xtq_queue_create(xtq_agent_t *agent, uint32_t size, xtq_queue_t **queue)
+{
+    if (agent == NULL || queue == NULL || !xtq__queue_size_ok(size) ||
+        (agent->info.max_queue_size != 0 && size > agent->info.max_queue_size))
+        return -XTQ_EINVAL;
+    return agent->ops->queue_create(agent, size, queue);
+}
+
+int xtq_queue_destroy(xtq_queue_t *queue)
+{
+    if (queue == NULL)
+        return -XTQ_EINVAL;
+    if (atomic_load_explicit(&queue->registrations, memory_order_acquire) > 0)
+        return -XTQ_EBUSY;
+    return queue->agent->ops->queue_destroy(queue);
+}
+
+uint32_t xtq_queue_size(const xtq_queue_t *queue)
+{
+    return queue->size;
+}
+
+xtq_agent_t *xtq_queue_agent(const xtq_queue_t *queue)
+{
+    return queue->agent;
+}
+
+uint64_t xtq_queue_load_write_index(const xtq_queue_t *queue)
+{
+    return atomic_load_explicit(&queue->idx->write_index, memory_order_acquire);
+}
+
+uint64_t xtq_queue_load_read_index(const xtq_queue_t *queue)
+{
+    return atomic_load_explicit(&queue->idx->read_index, memory_order_acquire);
+}
+
+int xtq_queue_reserve(xtq_queue_t *queue, uint32_t count, uint64_t *index)
+{
+    struct xtq__queue_indices *idx = queue->idx;
+    uint64_t w, r;
+
+    if (unlikely(count == 0 || count > queue->size))
+        return -XTQ_EINVAL;
+    w = atomic_load_explicit(&idx->write_index, memory_order_relaxed);
+    for (;;) {
+        /* Acquire: the consumer freed the slots below r (header INVALID,
+         * cookie cleared) before advancing it. */
+        r = atomic_load_explicit(&idx->read_index, memory_order_acquire);
+        if (unlikely(r > w || w + count - r > queue->size)) {
+            /* Full, or our w is stale (r has passed it): re-check once
+             * against the current write index before reporting full. */
+            uint64_t now = atomic_load_explicit(&idx->write_index, memory_order_relaxed);
+            if (now != w) {
+                w = now;
+                continue;
+            }
+            return -XTQ_EAGAIN;
+        }
+        if (atomic_compare_exchange_weak_explicit(&idx->write_index, &w, w + count,
+                                                  memory_order_acq_rel, memory_order_relaxed))
+            break;
+    }
+    *index = w;
+    return 0;
+}
+
+xtq_aql_packet_t *xtq_queue_slot(xtq_queue_t *queue, uint64_t index)
+{
+    return &queue->ring[index & queue->mask];
+}
+
+void xtq_queue_publish(xtq_queue_t *queue, uint64_t index, uint16_t header, uint16_t rest)
+{
+    /* One 32-bit store: the consumer never sees a valid header with a
+     * stale setup/type field. */
+    atomic_store_explicit(slot_word(queue, index), (uint32_t)header | ((uint32_t)rest << 16),
+                          memory_order_release);
+}
+
+void xtq_queue_ring_doorbell(xtq_queue_t *queue, uint64_t index)
+{
+    atomic_store_explicit(&queue->doorbell->value, (int64_t)index, memory_order_release);
+    queue->agent->ops->doorbell(queue, index);
+}
+
+/* Wait until `count` slots could be free, or the deadline passes. Sleeps
+ * on the doorbell signal's futex: host consumers wake it through
+ * xtq__queue_notify_space, others are covered by the bounded naps. */
+static int queue_wait_space(xtq_queue_t *q, uint32_t count, uint64_t deadline)
+{
+    struct xtq_signal *db = q->doorbell;
+    uint64_t now = xtq__now_ns();
+    uint64_t spin_end = now + QUEUE_SPIN_NS;
+    int rc = 0;
+
+    for (unsigned i = 1;; i++) {
+        uint64_t w = atomic_load_explicit(&q->idx->write_index, memory_order_relaxed);
+        uint64_t r = atomic_load_explicit(&q->idx->read_index, memory_order_acquire);
+        if (w + count - r <= q->size || r > w)
+            return 0;
+        if ((i & 31) == 0 && xtq__now_ns() >= spin_end)
+            break;
+        xtq__cpu_relax();
+    }
+
+    atomic_fetch_add_explicit(&db->waiters, 1, memory_order_seq_cst);
+    for (;;) {
+        uint32_t seq = atomic_load_explicit(&db->seq, memory_order_seq_cst);
+        uint64_t w = atomic_load_explicit(&q->idx->write_index, memory_order_relaxed);
+        uint64_t r = atomic_load_explicit(&q->idx->read_index, memory_order_seq_cst);
+        int64_t nap;
+
+        if (w + count - r <= q->size || r > w)
+            break;
+        now = xtq__now_ns();
+        if (now >= deadline) {
+            rc = -XTQ_ETIMEDOUT;
+            break;
+        }
+        nap = deadline - now < QUEUE_NAP_NS ? (int64_t)(deadline - now) : QUEUE_NAP_NS;
+        (void)xtq__futex_wait(&db->seq, seq, nap);
+    }
+    atomic_fetch_sub_explicit(&db->waiters, 1, memory_order_relaxed);
+    return rc;
+}
+
+int xtq_queue_submit(xtq_queue_t *queue, const xtq_aql_packet_t *packet, int64_t timeout_ns,
+                     uint64_t *index)
+{
+    uint64_t i, deadline = UINT64_MAX;
+    xtq_aql_packet_t *slot;
+    uint32_t first;
+    int rc;
+
+    if (queue == NULL || packet == NULL || timeout_ns < 0)
+        return -XTQ_EINVAL;
+    if (timeout_ns != XTQ_TIMEOUT_INFINITE) {
+        uint64_t now = xtq__now_ns();
+        deadline = (uint64_t)timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + (uint64_t)timeout_ns;
+    }
+    for (;;) {
+        rc = xtq_queue_reserve(queue, 1, &i);
+        if (rc == 0)
+            break;
+        if (rc != -XTQ_EAGAIN || timeout_ns == 0)
+            return rc;
+        rc = queue_wait_space(queue, 1, deadline);
+        if (rc != 0)
+            return rc;
+    }
+
+    slot = xtq_queue_slot(queue, i);
+    memcpy(slot->bytes + 4, packet->bytes + 4, XTQ_AQL_PACKET_SIZE - 4);
+    queue->cookies[i & queue->mask] = NULL;
+    memcpy(&first, packet->bytes, sizeof(first));
+    xtq_queue_publish(queue, i, (uint16_t)(first & 0xffffu), (uint16_t)(first >> 16));
+    xtq_queue_ring_doorbell(queue, i);
+    if (index != NULL)
+        *index = i;
+    return 0;
+}

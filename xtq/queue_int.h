@@ -1,0 +1,53 @@
+/*
+ * Internal queue helpers for agents (hsa-glue/) and the engine.
+ *
+ * Producer protocol (the engine, xtq_queue_submit, applications):
+ *   1. xtq_queue_reserve(q, 1, &i)            -- slot i is free (header INVALID)
+ *   2. write bytes 4..63 of xtq_queue_slot(q, i)
+ *   3. q->cookies[i & q->mask] = cookie       -- ALWAYS, NULL when none; plain store
+ *   4. xtq_queue_publish(q, i, header, rest)  -- release: orders 2 and 3 before it
+ *   5. xtq_queue_ring_doorbell(q, i)
+ * q->retire is set once (by the engine, when it first takes the queue into
+ * its queue table) before any packet that carries a cookie is published;
+ * it is never changed while such packets are in flight. The publish in
+ * step 4 is what makes both the cookie and q->retire visible to the agent.
+ *
+ * Consumer protocol (a host-side packet processor such as the CPU agent):
+ *   load the header (acquire); when it is not INVALID copy the packet, the
+ *   cookie and q->retire, set cookies[slot] = NULL, store the header INVALID
+ *   (release), then store read_index + 1 (release) and call
+ *   xtq__queue_notify_space(q). When the packet finished, and only if the
+ *   copied cookie was not NULL, call retire(cookie, status).
+ * A producer acquires read_index in reserve, so it sees the slot INVALID and
+ * the cookie cleared before it writes them again.
+ */
+#ifndef XTQ_QUEUE_INT_H
+#define XTQ_QUEUE_INT_H
+
+#include "internal.h"
+
+/*
+ * Initialise `q` over memory the agent allocated: `ring_mem` holds `size`
+ * 64-byte slots (64-byte aligned), `idx` the two indices, `doorbell` an
+ * initialised signal. Marks every slot INVALID, zeroes the indices,
+ * allocates the zeroed cookie array, sets retire = NULL, registrations = 0.
+ * Returns 0, -XTQ_EINVAL (size not a power of two >= 2) or -XTQ_ENOMEM.
+ */
+int xtq__queue_init(xtq_queue_t *q, xtq_agent_t *agent, uint32_t size, void *ring_mem,
+                    struct xtq__queue_indices *idx, xtq_signal_t *doorbell);
+
+/* Free what xtq__queue_init allocated (the cookie array). */
+void xtq__queue_fini(xtq_queue_t *q);
+
+/* Whether `size` is acceptable for a queue (power of two, >= 2). */
+static inline bool xtq__queue_size_ok(uint32_t size)
+{
+    return size >= 2 && (size & (size - 1)) == 0;
+}
+
+/* A consumer advanced read_index: wake producers waiting for space in
+ * xtq_queue_submit (they sleep on the doorbell signal's futex). Cheap when
+ * nobody waits: one load. */
+void xtq__queue_notify_space(xtq_queue_t *q);
+
+#endif /* XTQ_QUEUE_INT_H */

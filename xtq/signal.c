@@ -1,0 +1,184 @@
+/*
+ * Signals (HSA semantics): a 64-bit value plus a futex word.
+ *
+ * Every host-side change stores the value, then bumps `seq`, then wakes
+ * the futex if somebody registered in `waiters`. A waiter registers, reads
+ * `seq`, re-checks the value and sleeps on `seq`: the seq_cst order of
+ * (waiters++, seq load) against (seq++, waiters load) means either the
+ * changer sees the waiter or the waiter sees the new seq, so no wake-up is
+ * lost. A signal a device changes (XTQ__SIGNAL_DEVICE) never bumps `seq`,
+ * so its waiters sleep in bounded naps.
+ */
+#include "internal.h"
+
+#include <inttypes.h>
+
+/* Poll this long before sleeping: a completion often lands within a few
+ * microseconds, and a futex round trip costs about as much. */
+#define SIGNAL_SPIN_NS 4000
+/* Longest sleep of a waiter on a device-changed signal. */
+#define SIGNAL_DEVICE_NAP_NS 50000
+
+static void signal_init(struct xtq_signal *sig, int64_t initial, uint32_t flags)
+{
+    memset(sig, 0, sizeof(*sig));
+    atomic_init(&sig->value, initial);
+    atomic_init(&sig->seq, 0);
+    atomic_init(&sig->waiters, 0);
+    sig->flags = flags;
+    sig->magic = XTQ__SIGNAL_MAGIC;
+}
+
+void xtq__signal_init_at(struct xtq_signal *sig, int64_t initial, uint32_t flags)
+{
+    /* Memory the caller owns: destroy must not free it. */
+    signal_init(sig, initial, flags | XTQ__SIGNAL_EXTERNAL_MEM);
+}
+
+void xtq__signal_notify(struct xtq_signal *sig)
+{
+    atomic_fetch_add_explicit(&sig->seq, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&sig->waiters, memory_order_seq_cst) != 0)
+        xtq__futex_wake(&sig->seq, -1);
+}
+
+int xtq_signal_create(int64_t initial_value, xtq_signal_t **signal)
+{
+    struct xtq_signal *sig;
+
+    if (signal == NULL)
+        return -XTQ_EINVAL;
+    sig = aligned_alloc(XTQ_CACHELINE, sizeof(*sig));
+    if (sig == NULL)
+        return -XTQ_ENOMEM;
+    signal_init(sig, initial_value, 0);
+    *signal = sig;
+    return 0;
+}
+
+int xtq_signal_destroy(xtq_signal_t *signal)
+{
+    if (signal == NULL || signal->magic != XTQ__SIGNAL_MAGIC)
+        return -XTQ_EINVAL;
+    /* Clearing the magic makes a stale handle in a packet detectable. */
+    signal->magic = 0;
+    if (!(signal->flags & XTQ__SIGNAL_EXTERNAL_MEM))
+        free(signal);
+    return 0;
+}
+
+int64_t xtq_signal_load(const xtq_signal_t *signal)
+{
+    return atomic_load_explicit(&((xtq_signal_t *)signal)->value, memory_order_acquire);
+}
+
+void xtq_signal_store(xtq_signal_t *signal, int64_t value)
+{
+    atomic_store_explicit(&signal->value, value, memory_order_release);
+    xtq__signal_notify(signal);
+}
+
+int64_t xtq_signal_add(xtq_signal_t *signal, int64_t delta)
+{
+    int64_t old = atomic_fetch_add_explicit(&signal->value, delta, memory_order_acq_rel);
+    xtq__signal_notify(signal);
+    return old;
+}
+
+static bool signal_cond_holds(enum xtq_signal_condition cond, int64_t value, int64_t compare)
+{
+    switch (cond) {
+    case XTQ_SIGNAL_EQ:
+        return value == compare;
+    case XTQ_SIGNAL_NE:
+        return value != compare;
+    case XTQ_SIGNAL_LT:
+        return value < compare;
+    case XTQ_SIGNAL_GTE:
+        return value >= compare;
+    }
+    return false;
+}
+
+int xtq_signal_wait(const xtq_signal_t *signal, enum xtq_signal_condition cond, int64_t compare,
+                    int64_t timeout_ns, int64_t *observed)
+{
+    /* Waiting registers in the signal; the value itself is not changed. */
+    struct xtq_signal *sig = (struct xtq_signal *)signal;
+    uint64_t now, deadline, spin_end;
+    int64_t value;
+    int rc = 0;
+
+    if (sig == NULL || (unsigned)cond > XTQ_SIGNAL_GTE || timeout_ns < 0)
+        return -XTQ_EINVAL;
+
+    value = atomic_load_explicit(&sig->value, memory_order_acquire);
+    if (signal_cond_holds(cond, value, compare))
+        goto out;
+    if (timeout_ns == 0) {
+        rc = -XTQ_ETIMEDOUT;
+        goto out;
+    }
+
+    now = xtq__now_ns();
+    deadline = timeout_ns == XTQ_TIMEOUT_INFINITE || (uint64_t)timeout_ns > UINT64_MAX - now
+                   ? UINT64_MAX
+                   : now + (uint64_t)timeout_ns;
+    spin_end = now + SIGNAL_SPIN_NS < deadline ? now + SIGNAL_SPIN_NS : deadline;
+
+    /* Short poll. The clock is read every 64 polls to keep it cheap. */
+    for (unsigned i = 1;; i++) {
+        value = atomic_load_explicit(&sig->value, memory_order_acquire);
+        if (signal_cond_holds(cond, value, compare))
+            goto out;
+        if ((i & 63) == 0 && xtq__now_ns() >= spin_end)
+            break;
+        xtq__cpu_relax();
+    }
+
+    atomic_fetch_add_explicit(&sig->waiters, 1, memory_order_seq_cst);
+    for (;;) {
+        uint32_t seq = atomic_load_explicit(&sig->seq, memory_order_seq_cst);
+        int64_t nap;
+
+        value = atomic_load_explicit(&sig->value, memory_order_acquire);
+        if (signal_cond_holds(cond, value, compare))
+            break;
+        now = xtq__now_ns();
+        if (now >= deadline) {
+            rc = -XTQ_ETIMEDOUT;
+            break;
+        }
+        nap = deadline == UINT64_MAX ? XTQ_TIMEOUT_INFINITE : (int64_t)(deadline - now);
+        if ((sig->flags & XTQ__SIGNAL_DEVICE) && nap > SIGNAL_DEVICE_NAP_NS)
+            nap = SIGNAL_DEVICE_NAP_NS;
+        (void)xtq__futex_wait(&sig->seq, seq, nap);
+    }
+    atomic_fetch_sub_explicit(&sig->waiters, 1, memory_order_relaxed);
+
+out:
+    if (observed != NULL)
+        *observed = value;
+    return rc;
+}
+
+xtq_signal_handle_t xtq_signal_handle(const xtq_signal_t *signal)
+{
+    xtq_signal_handle_t h = {(uint64_t)(uintptr_t)signal};
+    return h;
+}
+
+xtq_signal_t *xtq_signal_from_handle(xtq_signal_handle_t handle)
+{
+    struct xtq_signal *sig = (struct xtq_signal *)(uintptr_t)handle.handle;
+
+    if (sig == NULL)
+        return NULL;
+    /* A misaligned pointer cannot be one of ours; do not even read it. */
+    if ((handle.handle & 7) != 0 || sig->magic != XTQ__SIGNAL_MAGIC) {
+        XTQ_LOG_ONCE(CORE, WARN, "signal handle 0x%" PRIx64 " is not a live signal",
+                     handle.handle);
+        return NULL;
+    }
+    return sig;
+}
