@@ -18,6 +18,9 @@
 #define XTQ_WIRE_MAGIC 0x5154u /* "TQ" */
 #define XTQ_WIRE_VERSION 1u
 
+/* Largest kernel-argument block a PUT may carry (cmd_len - 64). */
+#define XTQ__WIRE_MAX_KERNARG 65536u
+
 enum xtq__msg_type {
     XTQ__MSG_PUT = 1,
     XTQ__MSG_ACK = 2,
@@ -63,7 +66,11 @@ void xtq__wire_hdr_init(struct xtq__wire_hdr *hdr, enum xtq__msg_type type, uint
  * source rank < nranks, and for PUT cmd_len >= 64, cmd_len <= max, lengths
  * consistent with `len`, no overflow. Returns 0 or -XTQ_EBADMSG,
  * -XTQ_EVERSION, -XTQ_EJOBKEY, -XTQ_ESRCRANK, -XTQ_EMSGSIZE. On success
- * for PUT, *cmd and *payload point into `msg` (payload NULL when empty).
+ * for PUT, *cmd and *payload point into `msg` (payload NULL when empty);
+ * for ACK both are NULL. Any of the output pointers may be NULL.
+ * `max_msg` bounds the whole wire message (xtq__wire_put_len: header and
+ * padding included); cmd_len - 64 is also bounded by XTQ__WIRE_MAX_KERNARG.
+ * `msg` needs no alignment; the header is read with memcpy.
  */
 int xtq__wire_validate(const void *msg, size_t len, uint64_t job_key, uint32_t nranks,
                        size_t max_msg, const struct xtq__wire_hdr **hdr, const void **cmd,

@@ -1,0 +1,133 @@
+/*
+ * The XTQ rewrite (paper Fig. 5): turn the coordinated indices of an
+ * arrived AQL packet into target pointers. Pure code: the packet and the
+ * registry are all it reads, the packet and the first 16 bytes of the
+ * kernel arguments are all it writes, and it writes only after every check
+ * has passed. Everything a peer could use as a pointer is either
+ * overwritten here or the packet is rejected.
+ */
+#include "internal.h"
+
+#include "registry/registry.h"
+
+#define SCOPE_MASK 0x3u
+#define SCOPE_RESERVED 0x3u
+
+/* Header checks common to both accepted packet types. */
+static int check_header(uint16_t header)
+{
+    unsigned acq = (header >> XTQ_PACKET_HEADER_SCACQUIRE_FENCE_SCOPE) & SCOPE_MASK;
+    unsigned rel = (header >> XTQ_PACKET_HEADER_SCRELEASE_FENCE_SCOPE) & SCOPE_MASK;
+
+    if (acq == SCOPE_RESERVED || rel == SCOPE_RESERVED)
+        return -XTQ_EPACKET;
+    return 0;
+}
+
+static int lookup_queue(const struct xtq__registry *reg, uint64_t index, xtq_queue_t **queue)
+{
+    xtq_queue_t *q;
+
+    if (index >= reg->size)
+        return -XTQ_ENOQUEUE;
+    q = reg->queues[index].queue;
+    if (!q)
+        return -XTQ_ENOQUEUE;
+    *queue = q;
+    return 0;
+}
+
+static int rewrite_kernel(const struct xtq__registry *reg, xtq_kernel_dispatch_packet_t *pkt,
+                          void *kernarg, uint32_t kernarg_len, void *payload,
+                          uint64_t payload_len, xtq_queue_t **queue)
+{
+    const struct xtq__kernel_entry *e;
+    unsigned dims = (pkt->setup >> XTQ_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS) &
+                    ((1u << XTQ_KERNEL_DISPATCH_PACKET_SETUP_WIDTH_DIMENSIONS) - 1);
+    uint64_t args[2];
+    xtq_queue_t *q;
+    int rc;
+
+    if (dims < 1 || dims > 3)
+        return -XTQ_EPACKET;
+    rc = lookup_queue(reg, pkt->reserved2, &q);
+    if (rc)
+        return rc;
+    if (pkt->kernel_object >= reg->size)
+        return -XTQ_ENOKERNEL;
+    e = &reg->kernels[pkt->kernel_object];
+    if (!e->kernel)
+        return -XTQ_ENOKERNEL;
+    /* Registration guarantees kernarg_size >= 16, so arguments 0 and 1 fit. */
+    if (kernarg_len != e->kernarg_size || !kernarg)
+        return -XTQ_EKERNARG;
+    if (e->kind != q->agent->kind)
+        return -XTQ_EAGENTKIND;
+
+    /* The arguments sit right after the packet in the receive region:
+     * usually 64-byte aligned, but nothing guarantees it. */
+    args[0] = (uint64_t)(uintptr_t)e->target_buffer;
+    args[1] = payload_len ? (uint64_t)(uintptr_t)payload : 0;
+    memcpy(kernarg, args, sizeof(args));
+
+    pkt->kernel_object = e->kernel_object;
+    pkt->kernarg_address = kernarg;
+    /* A signal's packet handle is its address (xtq_signal_handle()). */
+    pkt->completion_signal.handle = (uint64_t)(uintptr_t)e->completion_signal;
+    pkt->reserved2 = 0;
+    *queue = q;
+    return 0;
+}
+
+static int rewrite_function(const struct xtq__registry *reg, xtq_agent_dispatch_packet_t *pkt,
+                            uint32_t kernarg_len, void *payload, uint64_t payload_len,
+                            xtq_queue_t **queue)
+{
+    const struct xtq__function_entry *e;
+    xtq_queue_t *q;
+    int rc;
+
+    rc = lookup_queue(reg, pkt->reserved2, &q);
+    if (rc)
+        return rc;
+    if (pkt->type >= reg->size)
+        return -XTQ_ENOFUNC;
+    e = &reg->functions[pkt->type];
+    if (!e->function)
+        return -XTQ_ENOFUNC;
+    /* A function's four arguments travel in the packet itself. */
+    if (kernarg_len != 0)
+        return -XTQ_EKERNARG;
+    if (e->kind != q->agent->kind)
+        return -XTQ_EAGENTKIND;
+
+    pkt->arg[0] = (uint64_t)(uintptr_t)e->target_buffer;
+    pkt->arg[1] = payload_len ? (uint64_t)(uintptr_t)payload : 0;
+    pkt->return_address = NULL;
+    pkt->completion_signal.handle = 0;
+    /* `type` keeps the index; the agent reads the object from reserved2. */
+    pkt->reserved2 = e->function_object;
+    *queue = q;
+    return 0;
+}
+
+int xtq__rewrite(const struct xtq__registry *reg, xtq_aql_packet_t *packet, void *kernarg,
+                 uint32_t kernarg_len, void *payload, uint64_t payload_len, xtq_queue_t **queue)
+{
+    int rc;
+
+    rc = check_header(packet->header);
+    if (rc)
+        return rc;
+    switch (xtq_aql_header_type(packet->header)) {
+    case XTQ_PACKET_TYPE_KERNEL_DISPATCH:
+        return rewrite_kernel(reg, &packet->kernel, kernarg, kernarg_len, payload, payload_len,
+                              queue);
+    case XTQ_PACKET_TYPE_AGENT_DISPATCH:
+        return rewrite_function(reg, &packet->agent, kernarg_len, payload, payload_len, queue);
+    default:
+        /* Barriers carry dependency signals that would be peer pointers;
+         * vendor-specific and invalid packets mean nothing here. */
+        return -XTQ_EPACKET;
+    }
+}
