@@ -21,8 +21,11 @@ static inline _Atomic uint32_t *slot_word(xtq_queue_t *q, uint64_t index)
 int xtq__queue_init(xtq_queue_t *q, xtq_agent_t *agent, uint32_t size, void *ring_mem,
                     struct xtq__queue_indices *idx, xtq_signal_t *doorbell)
 {
-    if (q == NULL || ring_mem == NULL || idx == NULL || doorbell == NULL ||
-        !xtq__queue_size_ok(size) || ((uintptr_t)ring_mem & (XTQ_CACHELINE - 1)) != 0)
+    /* idx may be NULL only when the agent already pointed write_index and
+     * read_index at its runtime's own indices. */
+    if (q == NULL || ring_mem == NULL || doorbell == NULL || !xtq__queue_size_ok(size) ||
+        ((uintptr_t)ring_mem & (XTQ_CACHELINE - 1)) != 0 ||
+        (idx == NULL && (q->write_index == NULL || q->read_index == NULL)))
         return -XTQ_EINVAL;
 
     q->cookies = calloc(size, sizeof(*q->cookies));
@@ -39,8 +42,14 @@ int xtq__queue_init(xtq_queue_t *q, xtq_agent_t *agent, uint32_t size, void *rin
     memset(ring_mem, 0, (size_t)size * XTQ_AQL_PACKET_SIZE);
     for (uint32_t i = 0; i < size; i++)
         atomic_init(slot_word(q, i), XTQ_PACKET_TYPE_INVALID);
-    atomic_init(&idx->write_index, 0);
-    atomic_init(&idx->read_index, 0);
+    if (idx != NULL) {
+        atomic_init(&idx->write_index, 0);
+        atomic_init(&idx->read_index, 0);
+        if (q->write_index == NULL)
+            q->write_index = queue->write_index;
+        if (q->read_index == NULL)
+            q->read_index = queue->read_index;
+    }
     /* Make the initialised ring visible before the queue is handed out. */
     atomic_thread_fence(memory_order_release);
     return 0;
@@ -67,7 +76,14 @@ int xtq_queue_create(xtq_agent_t *agent, uint32_t size, xtq_queue_t **queue)
     if (agent == NULL || queue == NULL || !xtq__queue_size_ok(size) ||
         (agent->info.max_queue_size != 0 && size > agent->info.max_queue_size))
         return -XTQ_EINVAL;
-    return agent->ops->queue_create(agent, size, queue);
+    int rc = agent->ops->queue_create(agent, size, queue);
+    if (rc == 0 && (*queue)->idx != NULL) {
+        if ((*queue)->write_index == NULL)
+            (*queue)->write_index = &(*queue)->idx->write_index;
+        if ((*queue)->read_index == NULL)
+            (*queue)->read_index = &(*queue)->idx->read_index;
+    }
+    return rc;
 }
 
 int xtq_queue_destroy(xtq_queue_t *queue)
@@ -91,37 +107,36 @@ xtq_agent_t *xtq_queue_agent(const xtq_queue_t *queue)
 
 uint64_t xtq_queue_load_write_index(const xtq_queue_t *queue)
 {
-    return atomic_load_explicit(&queue->idx->write_index, memory_order_acquire);
+    return atomic_load_explicit(queue->write_index, memory_order_acquire);
 }
 
 uint64_t xtq_queue_load_read_index(const xtq_queue_t *queue)
 {
-    return atomic_load_explicit(&queue->idx->read_index, memory_order_acquire);
+    return atomic_load_explicit(queue->read_index, memory_order_acquire);
 }
 
 int xtq_queue_reserve(xtq_queue_t *queue, uint32_t count, uint64_t *index)
 {
-    struct xtq__queue_indices *idx = queue->idx;
     uint64_t w, r;
 
     if (unlikely(count == 0 || count > queue->size))
         return -XTQ_EINVAL;
-    w = atomic_load_explicit(&idx->write_index, memory_order_relaxed);
+    w = atomic_load_explicit(queue->write_index, memory_order_relaxed);
     for (;;) {
         /* Acquire: the consumer freed the slots below r (header INVALID,
          * cookie cleared) before advancing it. */
-        r = atomic_load_explicit(&idx->read_index, memory_order_acquire);
+        r = atomic_load_explicit(queue->read_index, memory_order_acquire);
         if (unlikely(r > w || w + count - r > queue->size)) {
             /* Full, or our w is stale (r has passed it): re-check once
              * against the current write index before reporting full. */
-            uint64_t now = atomic_load_explicit(&idx->write_index, memory_order_relaxed);
+            uint64_t now = atomic_load_explicit(queue->write_index, memory_order_relaxed);
             if (now != w) {
                 w = now;
                 continue;
             }
             return -XTQ_EAGAIN;
         }
-        if (atomic_compare_exchange_weak_explicit(&idx->write_index, &w, w + count,
+        if (atomic_compare_exchange_weak_explicit(queue->write_index, &w, w + count,
                                                   memory_order_acq_rel, memory_order_relaxed))
             break;
     }
@@ -136,6 +151,8 @@ xtq_aql_packet_t *xtq_queue_slot(xtq_queue_t *queue, uint64_t index)
 
 void xtq_queue_publish(xtq_queue_t *queue, uint64_t index, uint16_t header, uint16_t rest)
 {
+    if (queue->prepare != NULL)
+        queue->prepare(queue, index, &queue->ring[index & queue->mask]);
     /* One 32-bit store: the consumer never sees a valid header with a
      * stale setup/type field. */
     atomic_store_explicit(slot_word(queue, index), (uint32_t)header | ((uint32_t)rest << 16),
@@ -159,8 +176,8 @@ static int queue_wait_space(xtq_queue_t *q, uint32_t count, uint64_t deadline)
     int rc = 0;
 
     for (unsigned i = 1;; i++) {
-        uint64_t w = atomic_load_explicit(&q->idx->write_index, memory_order_relaxed);
-        uint64_t r = atomic_load_explicit(&q->idx->read_index, memory_order_acquire);
+        uint64_t w = atomic_load_explicit(q->write_index, memory_order_relaxed);
+        uint64_t r = atomic_load_explicit(q->read_index, memory_order_acquire);
         if (w + count - r <= q->size || r > w)
             return 0;
         if ((i & 31) == 0 && xtq__now_ns() >= spin_end)
@@ -171,8 +188,8 @@ static int queue_wait_space(xtq_queue_t *q, uint32_t count, uint64_t deadline)
     atomic_fetch_add_explicit(&db->waiters, 1, memory_order_seq_cst);
     for (;;) {
         uint32_t seq = atomic_load_explicit(&db->seq, memory_order_seq_cst);
-        uint64_t w = atomic_load_explicit(&q->idx->write_index, memory_order_relaxed);
-        uint64_t r = atomic_load_explicit(&q->idx->read_index, memory_order_seq_cst);
+        uint64_t w = atomic_load_explicit(q->write_index, memory_order_relaxed);
+        uint64_t r = atomic_load_explicit(q->read_index, memory_order_seq_cst);
         int64_t nap;
 
         if (w + count - r <= q->size || r > w)

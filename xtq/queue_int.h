@@ -20,6 +20,9 @@
  *   copied cookie was not NULL, call retire(cookie, status).
  * A producer acquires read_index in reserve, so it sees the slot INVALID and
  * the cookie cleared before it writes them again.
+ * "write_index" / "read_index" mean *q->write_index / *q->read_index
+ * (internal.h): the agent's runtime may own them. q->prepare, when set, runs
+ * inside xtq_queue_publish before the header store.
  */
 #ifndef XTQ_QUEUE_INT_H
 #define XTQ_QUEUE_INT_H
@@ -30,7 +33,9 @@
  * Initialise `q` over memory the agent allocated: `ring_mem` holds `size`
  * 64-byte slots (64-byte aligned), `idx` the two indices, `doorbell` an
  * initialised signal. Marks every slot INVALID, zeroes the indices,
- * allocates the zeroed cookie array, sets retire = NULL, registrations = 0.
+ * allocates the zeroed cookie array, sets retire = NULL, registrations = 0,
+ * and points q->write_index / q->read_index at `idx` unless the agent set
+ * them before the call (then `idx` may be NULL). Zero the struct first.
  * Returns 0, -XTQ_EINVAL (size not a power of two >= 2) or -XTQ_ENOMEM.
  */
 int xtq__queue_init(xtq_queue_t *q, xtq_agent_t *agent, uint32_t size, void *ring_mem,
