@@ -1,0 +1,169 @@
+/*
+ * The context: bootstrap, lookup tables, agents and the engine, brought up
+ * in that order and torn down in reverse.
+ */
+#include "internal.h"
+#include "bootstrap.h"
+#include "nic-emul/engine.h"
+#include "registry/registry.h"
+
+#include <strings.h>
+
+static enum xtq_progress_mode progress_mode(const xtq_init_attr_t *attr)
+{
+    if (attr && attr->progress != XTQ_PROGRESS_DEFAULT)
+        return attr->progress;
+    const char *p = xtq__param_string(XTQ__PARAM_XTQ_PROGRESS);
+    if (strcasecmp(p, "manual") == 0)
+        return XTQ_PROGRESS_MANUAL;
+    if (strcasecmp(p, "thread") != 0)
+        xtq_warn(CORE, "XTQ_PROGRESS=%s is neither thread nor manual; using thread", p);
+    return XTQ_PROGRESS_THREAD;
+}
+
+int xtq_init(const xtq_init_attr_t *attr, xtq_ctx_t **out)
+{
+    xtq_ctx_t *ctx;
+    int rc;
+
+    if (!out)
+        return -XTQ_EINVAL;
+    if (attr && attr->progress != XTQ_PROGRESS_DEFAULT && attr->progress != XTQ_PROGRESS_THREAD &&
+        attr->progress != XTQ_PROGRESS_MANUAL)
+        return -XTQ_EINVAL;
+    xtq__log_init();
+    ctx = calloc(1, sizeof(*ctx));
+    if (!ctx)
+        return -XTQ_ENOMEM;
+    ctx->progress = progress_mode(attr);
+
+    rc = xtq__bootstrap_init(&ctx->bootstrap);
+    if (rc)
+        goto err_ctx;
+    ctx->rank = ctx->bootstrap->rank;
+    ctx->size = ctx->bootstrap->size;
+    ctx->job_key = ctx->bootstrap->job_key;
+
+    int64_t tsize = xtq__param_int(XTQ__PARAM_XTQ_TABLE_SIZE);
+    if (tsize < 1 || tsize > (1 << 20)) {
+        xtq_err(CORE, "XTQ_TABLE_SIZE=%lld out of range", (long long)tsize);
+        rc = -XTQ_EINVAL;
+        goto err_bootstrap;
+    }
+    rc = xtq__registry_create((uint32_t)tsize, &ctx->registry);
+    if (rc)
+        goto err_bootstrap;
+    rc = xtq__agents_open(ctx);
+    if (rc)
+        goto err_registry;
+
+    const char *prov = attr && attr->provider ? attr->provider
+                                              : xtq__param_string(XTQ__PARAM_XTQ_PROVIDER);
+    rc = xtq__engine_create(ctx, prov, ctx->progress, &ctx->engine);
+    if (rc)
+        goto err_agents;
+    rc = xtq__engine_start(ctx->engine);
+    if (rc)
+        goto err_engine;
+    /* Nobody sends before every endpoint is up and every receive posted. */
+    rc = xtq_barrier(ctx);
+    if (rc)
+        goto err_engine;
+    *out = ctx;
+    return 0;
+
+err_engine:
+    xtq__engine_destroy(ctx->engine);
+err_agents:
+    xtq__agents_close(ctx);
+err_registry:
+    xtq__registry_destroy(ctx->registry);
+err_bootstrap:
+    xtq__bootstrap_fini(ctx->bootstrap);
+err_ctx:
+    free(ctx);
+    return rc;
+}
+
+int xtq_finalize(xtq_ctx_t *ctx)
+{
+    int rc = 0, drc;
+    if (!ctx)
+        return -XTQ_EINVAL;
+    uint64_t timeout_ns =
+        (uint64_t)xtq__param_int(XTQ__PARAM_XTQ_FINALIZE_TIMEOUT_MS) * 1000000ull;
+    uint64_t deadline = xtq__now_ns() + timeout_ns;
+
+    /* Our puts first (peers still progress until they pass the barrier),
+     * then everyone's, then what still runs here. */
+    drc = xtq__engine_drain_puts(ctx->engine, deadline);
+    if (drc)
+        xtq_warn(CORE, "rank %d: puts still in flight at finalize; failing them", ctx->rank);
+    rc = xtq_barrier(ctx);
+    drc = xtq__engine_drain_tasks(ctx->engine, xtq__now_ns() + timeout_ns);
+    if (drc)
+        xtq_warn(CORE, "rank %d: tasks still running after XTQ_FINALIZE_TIMEOUT_MS", ctx->rank);
+    /* A last barrier so no peer closes its endpoint while acks to it are
+     * in the transport. */
+    int brc = xtq_barrier(ctx);
+    if (!rc)
+        rc = brc;
+    xtq__engine_destroy(ctx->engine);
+    xtq__agents_close(ctx);
+    xtq__registry_destroy(ctx->registry);
+    xtq__bootstrap_fini(ctx->bootstrap);
+    free(ctx);
+    return rc;
+}
+
+int xtq_rank(const xtq_ctx_t *ctx)
+{
+    return ctx ? ctx->rank : -XTQ_EINVAL;
+}
+
+int xtq_size(const xtq_ctx_t *ctx)
+{
+    return ctx ? ctx->size : -XTQ_EINVAL;
+}
+
+int xtq_barrier(xtq_ctx_t *ctx)
+{
+    if (!ctx)
+        return -XTQ_EINVAL;
+    bool manual = ctx->progress == XTQ_PROGRESS_MANUAL;
+    return xtq__bootstrap_barrier(ctx->bootstrap, manual ? xtq__engine_poll_cb : NULL,
+                                  ctx->engine);
+}
+
+int xtq_progress(xtq_ctx_t *ctx)
+{
+    if (!ctx)
+        return -XTQ_EINVAL;
+    return xtq__engine_progress(ctx->engine);
+}
+
+const char *xtq_provider_name(const xtq_ctx_t *ctx)
+{
+    return ctx ? xtq__engine_provider(ctx->engine) : NULL;
+}
+
+int xtq_get_stats(xtq_ctx_t *ctx, xtq_stats_t *st)
+{
+    if (!ctx || !st)
+        return -XTQ_EINVAL;
+    const struct xtq__stats *s = &ctx->stats;
+    memset(st, 0, sizeof(*st));
+    st->puts_issued = atomic_load_explicit(&s->puts_issued, memory_order_relaxed);
+    st->puts_completed = atomic_load_explicit(&s->puts_completed, memory_order_relaxed);
+    st->puts_failed = atomic_load_explicit(&s->puts_failed, memory_order_relaxed);
+    st->msgs_received = atomic_load_explicit(&s->msgs_received, memory_order_relaxed);
+    st->tasks_enqueued = atomic_load_explicit(&s->tasks_enqueued, memory_order_relaxed);
+    st->tasks_completed = atomic_load_explicit(&s->tasks_completed, memory_order_relaxed);
+    st->msgs_rejected = atomic_load_explicit(&s->msgs_rejected, memory_order_relaxed);
+    st->acks_sent = atomic_load_explicit(&s->acks_sent, memory_order_relaxed);
+    st->queue_full_events = atomic_load_explicit(&s->queue_full_events, memory_order_relaxed);
+    for (size_t i = 0; i < ARRAY_SIZE(st->rejected_by_reason); i++)
+        st->rejected_by_reason[i] =
+            atomic_load_explicit(&s->rejected_by_reason[i], memory_order_relaxed);
+    return 0;
+}

@@ -1,0 +1,1096 @@
+/*
+ * The engine: the initiator's put window and the target's receive path
+ * (DESIGN.md "data path", steps 3-7), driven by a progress thread placed
+ * with hwloc or by explicit xtq_progress() calls.
+ *
+ * Target: posted multi-receive regions hold arriving messages; each PUT is
+ * validated, rewritten under the registry's read lock, written into the
+ * target queue and its doorbell rung. The kernel arguments and payload stay
+ * where they landed; a region is reposted once the provider has released
+ * it and every task that references it has retired. Each PUT is
+ * acknowledged: at enqueue, or when the task retired if the initiator asked
+ * for remote completion, or at once with the error that rejected it.
+ *
+ * Initiator: a window of XTQ_PUT_WINDOW slots per target, indexed by
+ * sequence number; a slot is free again when both its send completion and
+ * its acknowledgement have arrived. Acks name a sequence number, which is
+ * checked against the window: no peer-supplied pointer is ever trusted.
+ */
+#include "internal.h"
+#include "nic-emul/engine.h"
+#include "bootstrap.h"
+#include "registry/registry.h"
+#include "wire.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <hwloc.h>
+
+enum ctx_kind { CTX_REGION = 0x52454731u, CTX_PUT = 0x50555431u };
+
+/* A posted multi-receive region. refs: 1 while the provider holds it, plus
+ * one per task (or backlogged message) that points into it. */
+struct rx_region {
+    uint32_t kind;
+    struct xtq__engine *e;
+    void *buf;
+    size_t len;
+    _Atomic int64_t refs;
+    _Atomic uint32_t needs_post;
+};
+
+/* A received PUT on its way to an agent. */
+struct task {
+    struct xtq__engine *e;
+    struct rx_region *region;
+    struct task *next; /* backlog link */
+    uint32_t src;
+    uint32_t wire_flags;
+    uint64_t seq;
+    xtq_aql_packet_t packet; /* as arrived, before the rewrite */
+    void *kernarg;
+    uint32_t kernarg_len;
+    void *payload;
+    uint64_t payload_len;
+    bool counted_full;
+    _Alignas(16) uint8_t scratch[256]; /* kernel arguments that landed misaligned */
+};
+
+enum slot_state { SLOT_BUSY = 1u << 0, SLOT_LOCAL = 1u << 1, SLOT_ACKED = 1u << 2 };
+
+struct put_slot {
+    uint32_t kind;
+    uint32_t state; /* SLOT_*, under put_lock */
+    int target;
+    uint32_t flags;
+    uint64_t seq;
+    int32_t status;
+    int32_t prov_errno;
+    xtq_completion_t *comp; /* NULL once detached (caller passed no completion) */
+    bool detach_at_local;
+    uint8_t *stage; /* wire header (+ command when gathered here) */
+    size_t stage_cap;
+};
+
+struct peer {
+    struct put_slot *slots;
+    uint64_t next_seq;
+};
+
+struct ack_msg {
+    struct ack_msg *next;
+    int dest;
+    struct xtq__wire_hdr hdr;
+};
+
+struct xtq__engine {
+    xtq_ctx_t *ctx;
+    struct xtq__ofi ofi;
+    bool manual;
+    uint32_t window;
+    size_t max_msg;  /* cmd_len + payload_len */
+    size_t max_wire; /* largest PUT on the wire */
+
+    struct rx_region *regions;
+    unsigned nregions;
+
+    pthread_mutex_t put_lock;
+    struct peer *peers;
+    _Atomic uint32_t slot_freed; /* futex: bumped when a slot frees */
+    _Atomic uint64_t puts_outstanding;
+
+    pthread_mutex_t progress_lock; /* one progressing thread at a time */
+    struct task *backlog_head, *backlog_tail;
+    _Atomic uint32_t backlog_len;
+    _Atomic uint64_t tasks_inflight;
+
+    pthread_mutex_t ack_lock;
+    struct ack_msg *acks_head, *acks_tail;
+    _Atomic uint32_t acks_pending;
+
+    pthread_t thread;
+    bool thread_started;
+    bool ofi_open;
+    _Atomic bool stop;
+    _Atomic bool sleeping;
+    _Atomic uint32_t kick; /* a turn is wanted before the thread sleeps */
+    int wake_fd;
+    int progress_cpu;
+};
+
+static const uint8_t zero_pad[64];
+
+/* Ask the progress thread for a turn. Paired with progress_block(): both
+ * sides store then load with seq_cst, so either the thread sees the kick
+ * before it sleeps or the waker sees it sleeping and writes the eventfd. */
+static void engine_wake(struct xtq__engine *e)
+{
+    atomic_store(&e->kick, 1);
+    if (e->wake_fd >= 0 && atomic_load(&e->sleeping)) {
+        uint64_t one = 1;
+        ssize_t w = write(e->wake_fd, &one, sizeof(one));
+        (void)w;
+    }
+}
+
+/* ---- receive regions ---------------------------------------------------- */
+
+static int region_post(struct rx_region *r)
+{
+    int rc = xtq__ofi_post_multi_recv(&r->e->ofi, r->buf, r->len, r);
+    if (rc == -FI_EAGAIN) {
+        atomic_store(&r->needs_post, 1);
+        engine_wake(r->e);
+        return 0;
+    }
+    if (rc) {
+        XTQ_LOG_ONCE(OFI, ERROR, "posting a receive region failed: %s", fi_strerror(-rc));
+        return -XTQ_EFABRIC;
+    }
+    return 0;
+}
+
+static void region_put(struct rx_region *r)
+{
+    if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1) {
+        atomic_store_explicit(&r->refs, 1, memory_order_relaxed);
+        if (!atomic_load(&r->e->stop))
+            region_post(r);
+    }
+}
+
+/* ---- acknowledgements ---------------------------------------------------- */
+
+static void ack_queue(struct xtq__engine *e, struct ack_msg *a)
+{
+    pthread_mutex_lock(&e->ack_lock);
+    a->next = NULL;
+    if (e->acks_tail)
+        e->acks_tail->next = a;
+    else
+        e->acks_head = a;
+    e->acks_tail = a;
+    atomic_fetch_add(&e->acks_pending, 1);
+    pthread_mutex_unlock(&e->ack_lock);
+    engine_wake(e);
+}
+
+/* Send an ack now if the transport takes it, else queue it for the
+ * progress thread. Safe from any thread (agent workers call it). */
+static void ack_send(struct xtq__engine *e, int dest, uint64_t seq, int status)
+{
+    struct xtq__wire_hdr hdr;
+    xtq_ctx_t *ctx = e->ctx;
+    xtq__wire_hdr_init(&hdr, XTQ__MSG_ACK, ctx->job_key, (uint32_t)ctx->rank, seq);
+    hdr.status = status;
+    if (!atomic_load(&e->acks_pending) && e->ofi.inject_size >= sizeof(hdr)) {
+        if (xtq__ofi_inject(&e->ofi, &hdr, sizeof(hdr), dest) == 0) {
+            XTQ__STAT_INC(ctx, acks_sent);
+            return;
+        }
+    }
+    struct ack_msg *a = malloc(sizeof(*a));
+    if (!a) {
+        XTQ_LOG_ONCE(ENGINE, ERROR, "out of memory queuing an ack; initiator will time out");
+        return;
+    }
+    a->dest = dest;
+    a->hdr = hdr;
+    ack_queue(e, a);
+}
+
+/* Flush queued acks (progress thread). Injected acks need no completion;
+ * providers without inject space get a plain send from the ack's memory. */
+static int acks_flush(struct xtq__engine *e)
+{
+    int n = 0;
+    while (atomic_load(&e->acks_pending)) {
+        pthread_mutex_lock(&e->ack_lock);
+        struct ack_msg *a = e->acks_head;
+        pthread_mutex_unlock(&e->ack_lock);
+        if (!a)
+            break;
+        ssize_t rc = xtq__ofi_inject(&e->ofi, &a->hdr, sizeof(a->hdr), a->dest);
+        if (rc == -FI_EAGAIN)
+            break;
+        if (rc)
+            XTQ_LOG_ONCE(OFI, ERROR, "sending an ack to rank %d failed: %s", a->dest,
+                         fi_strerror((int)-rc));
+        else
+            XTQ__STAT_INC(e->ctx, acks_sent);
+        pthread_mutex_lock(&e->ack_lock);
+        e->acks_head = a->next;
+        if (!e->acks_head)
+            e->acks_tail = NULL;
+        atomic_fetch_sub(&e->acks_pending, 1);
+        pthread_mutex_unlock(&e->ack_lock);
+        free(a);
+        n++;
+    }
+    return n;
+}
+
+/* ---- target: tasks ----------------------------------------------------- */
+
+static void task_reject(struct xtq__engine *e, struct task *t, int err)
+{
+    xtq_ctx_t *ctx = e->ctx;
+    int idx = -err - XTQ_ENOKERNEL;
+    XTQ__STAT_INC(ctx, msgs_rejected);
+    if (idx >= 0 && idx < (int)ARRAY_SIZE(ctx->stats.rejected_by_reason))
+        atomic_fetch_add_explicit(&ctx->stats.rejected_by_reason[idx], 1,
+                                  memory_order_relaxed);
+    XTQ_LOG_ONCE(ENGINE, WARN, "rejected a command from rank %u (seq %llu): %s", t->src,
+                 (unsigned long long)t->seq, xtq_errname(err));
+    ack_send(e, (int)t->src, t->seq, err);
+    region_put(t->region);
+    free(t);
+}
+
+/* Runs on an agent's worker thread when a task we enqueued has finished. */
+static void engine_retire(void *cookie, int status)
+{
+    struct task *t = cookie;
+    struct xtq__engine *e = t->e;
+    if (t->wire_flags & XTQ__WIRE_REMOTE_COMPLETION)
+        ack_send(e, (int)t->src, t->seq, status);
+    XTQ__STAT_INC(e->ctx, tasks_completed);
+    region_put(t->region);
+    free(t);
+    atomic_fetch_sub_explicit(&e->tasks_inflight, 1, memory_order_release);
+    if (atomic_load_explicit(&e->backlog_len, memory_order_relaxed))
+        engine_wake(e);
+}
+
+/*
+ * Rewrite and enqueue one task. Returns 0 (enqueued: `t` now belongs to
+ * the agent), -XTQ_EAGAIN (queue full: keep it) or a rejection code.
+ */
+static int task_enqueue(struct xtq__engine *e, struct task *t)
+{
+    struct xtq__registry *reg = e->ctx->registry;
+    xtq_aql_packet_t pkt = t->packet;
+    xtq_queue_t *q = NULL;
+    uint64_t idx;
+    int rc;
+
+    pthread_rwlock_rdlock(&reg->lock);
+    rc = xtq__rewrite(reg, &pkt, t->kernarg, t->kernarg_len, t->payload, t->payload_len, &q);
+    if (rc)
+        goto out;
+    rc = xtq_queue_reserve(q, 1, &idx);
+    if (rc)
+        goto out;
+    /* Capture what the ack needs: the task may retire (and be freed) on
+     * another thread as soon as it is published. */
+    uint32_t src = t->src, wflags = t->wire_flags;
+    uint64_t seq = t->seq;
+    xtq_aql_packet_t *slot = xtq_queue_slot(q, idx);
+    memcpy((uint8_t *)slot + 4, (const uint8_t *)&pkt + 4, sizeof(pkt) - 4);
+    if (q->retire != engine_retire)
+        q->retire = engine_retire;
+    q->cookies[idx & q->mask] = t;
+    atomic_fetch_add_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
+    XTQ__STAT_INC(e->ctx, tasks_enqueued);
+    uint16_t rest;
+    memcpy(&rest, (const uint8_t *)&pkt + 2, sizeof(rest));
+    xtq_queue_publish(q, idx, pkt.header, rest);
+    xtq_queue_ring_doorbell(q, idx);
+    pthread_rwlock_unlock(&reg->lock);
+    if (!(wflags & XTQ__WIRE_REMOTE_COMPLETION))
+        ack_send(e, (int)src, seq, 0);
+    return 0;
+out:
+    pthread_rwlock_unlock(&reg->lock);
+    return rc;
+}
+
+static void backlog_push(struct xtq__engine *e, struct task *t)
+{
+    t->next = NULL;
+    if (e->backlog_tail)
+        e->backlog_tail->next = t;
+    else
+        e->backlog_head = t;
+    e->backlog_tail = t;
+    atomic_fetch_add(&e->backlog_len, 1);
+}
+
+/* Retry backlogged tasks in arrival order; stop at the first still full. */
+static int backlog_drain(struct xtq__engine *e)
+{
+    int n = 0;
+    while (e->backlog_head) {
+        struct task *t = e->backlog_head;
+        int rc = task_enqueue(e, t);
+        if (rc == -XTQ_EAGAIN)
+            break;
+        e->backlog_head = t->next;
+        if (!e->backlog_head)
+            e->backlog_tail = NULL;
+        atomic_fetch_sub(&e->backlog_len, 1);
+        if (rc)
+            task_reject(e, t, rc);
+        n++;
+    }
+    return n;
+}
+
+static void handle_put(struct xtq__engine *e, struct rx_region *r, const struct xtq__wire_hdr *hdr,
+                       const void *cmd, const void *payload)
+{
+    struct task *t = malloc(sizeof(*t));
+    XTQ__STAT_INC(e->ctx, msgs_received);
+    if (!t) {
+        XTQ_LOG_ONCE(ENGINE, ERROR, "out of memory for a task; rejecting");
+        ack_send(e, (int)hdr->src_rank, hdr->seq, -XTQ_ENOMEM);
+        return;
+    }
+    t->e = e;
+    t->region = r;
+    t->next = NULL;
+    t->src = hdr->src_rank;
+    t->wire_flags = hdr->flags;
+    t->seq = hdr->seq;
+    t->counted_full = false;
+    memcpy(&t->packet, cmd, sizeof(t->packet));
+    t->kernarg_len = hdr->cmd_len - XTQ_AQL_PACKET_SIZE;
+    t->kernarg = t->kernarg_len ? (uint8_t *)cmd + XTQ_AQL_PACKET_SIZE : NULL;
+    /* Kernel arguments must be 16-byte aligned for the kernel; messages
+     * land 64-byte aligned, so this copy is for odd providers only. */
+    if (t->kernarg && ((uintptr_t)t->kernarg & 15)) {
+        if (t->kernarg_len > sizeof(t->scratch)) {
+            XTQ_LOG_ONCE(ENGINE, ERROR, "misaligned kernel arguments too large to copy");
+            atomic_fetch_add(&r->refs, 1);
+            task_reject(e, t, -XTQ_EKERNARG);
+            return;
+        }
+        memcpy(t->scratch, t->kernarg, t->kernarg_len);
+        t->kernarg = t->scratch;
+    }
+    t->payload = (void *)payload;
+    t->payload_len = hdr->payload_len;
+    atomic_fetch_add(&r->refs, 1);
+
+    if (e->backlog_head) {
+        backlog_push(e, t);
+        return;
+    }
+    int rc = task_enqueue(e, t);
+    if (rc == -XTQ_EAGAIN) {
+        XTQ__STAT_INC(e->ctx, queue_full_events);
+        t->counted_full = true;
+        backlog_push(e, t);
+    } else if (rc) {
+        task_reject(e, t, rc);
+    }
+}
+
+/* ---- initiator: window ------------------------------------------------- */
+
+/* Report a slot's outcome and free it. Caller holds put_lock. */
+static void slot_finish(struct xtq__engine *e, struct put_slot *s)
+{
+    xtq_ctx_t *ctx = e->ctx;
+    xtq_completion_t *c = s->comp;
+    if (s->status)
+        XTQ__STAT_INC(ctx, puts_failed);
+    XTQ__STAT_INC(ctx, puts_completed);
+    if (c) {
+        _Atomic uint32_t *st = (_Atomic uint32_t *)&c->state;
+        uint32_t bits = XTQ_COMPLETION_DONE | XTQ_COMPLETION_LOCAL;
+        if (s->status == 0 && (s->flags & XTQ_PUT_REMOTE_COMPLETION))
+            bits |= XTQ_COMPLETION_REMOTE;
+        c->status = s->status;
+        c->prov_errno = s->prov_errno;
+        atomic_fetch_or_explicit(st, bits, memory_order_release);
+        xtq__futex_wake(st, -1);
+    } else if (s->status) {
+        XTQ_LOG_ONCE(ENGINE, WARN, "a put without completion object to rank %d failed: %s",
+                     s->target, xtq_errname(s->status));
+    }
+    s->comp = NULL;
+    s->state = 0;
+    atomic_fetch_sub(&e->puts_outstanding, 1);
+    atomic_fetch_add_explicit(&e->slot_freed, 1, memory_order_release);
+    xtq__futex_wake(&e->slot_freed, -1);
+}
+
+static void slot_local(struct xtq__engine *e, struct put_slot *s, int status, int prov_errno)
+{
+    pthread_mutex_lock(&e->put_lock);
+    if (!(s->state & SLOT_BUSY) || (s->state & SLOT_LOCAL)) {
+        pthread_mutex_unlock(&e->put_lock);
+        return;
+    }
+    s->state |= SLOT_LOCAL;
+    if (status) {
+        /* The message did not leave: no ack will come. */
+        if (!s->status) {
+            s->status = status;
+            s->prov_errno = prov_errno;
+        }
+        s->state |= SLOT_ACKED;
+    }
+    if (s->comp) {
+        _Atomic uint32_t *st = (_Atomic uint32_t *)&s->comp->state;
+        atomic_fetch_or_explicit(st, XTQ_COMPLETION_LOCAL, memory_order_release);
+        xtq__futex_wake(st, -1);
+        if (s->detach_at_local)
+            s->comp = NULL;
+    }
+    if (s->state & SLOT_ACKED)
+        slot_finish(e, s);
+    pthread_mutex_unlock(&e->put_lock);
+}
+
+static void handle_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
+{
+    uint32_t src = hdr->src_rank;
+    struct put_slot *s = &e->peers[src].slots[hdr->seq % e->window];
+    pthread_mutex_lock(&e->put_lock);
+    if (!(s->state & SLOT_BUSY) || s->seq != hdr->seq || (s->state & SLOT_ACKED) ||
+        s->target != (int)src) {
+        pthread_mutex_unlock(&e->put_lock);
+        XTQ_LOG_ONCE(ENGINE, WARN, "ack from rank %u names seq %llu, not in flight; dropped",
+                     src, (unsigned long long)hdr->seq);
+        return;
+    }
+    s->state |= SLOT_ACKED;
+    if (hdr->status && !s->status)
+        s->status = hdr->status;
+    if (s->state & SLOT_LOCAL)
+        slot_finish(e, s);
+    pthread_mutex_unlock(&e->put_lock);
+}
+
+/* ---- progress ----------------------------------------------------------- */
+
+static void handle_message(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len)
+{
+    const struct xtq__wire_hdr *hdr = NULL;
+    const void *cmd = NULL, *payload = NULL;
+    xtq_ctx_t *ctx = e->ctx;
+    int rc = xtq__wire_validate(buf, len, ctx->job_key, (uint32_t)ctx->size, e->max_msg, &hdr,
+                                &cmd, &payload);
+    if (rc) {
+        const struct xtq__wire_hdr *raw = buf;
+        int idx = -rc - XTQ_ENOKERNEL;
+        XTQ__STAT_INC(ctx, msgs_rejected);
+        if (idx >= 0 && idx < (int)ARRAY_SIZE(ctx->stats.rejected_by_reason))
+            atomic_fetch_add_explicit(&ctx->stats.rejected_by_reason[idx], 1,
+                                      memory_order_relaxed);
+        XTQ_LOG_ONCE(ENGINE, WARN, "dropped an invalid message of %zu bytes: %s", len,
+                     xtq_errname(rc));
+        /* Answer only a peer of this job that we can name. */
+        if (len >= sizeof(*raw) && raw->magic == XTQ_WIRE_MAGIC && raw->type == XTQ__MSG_PUT &&
+            raw->job_key == ctx->job_key && raw->src_rank < (uint32_t)ctx->size)
+            ack_send(e, (int)raw->src_rank, raw->seq, rc);
+        return;
+    }
+    if (hdr->type == XTQ__MSG_ACK)
+        handle_ack(e, hdr);
+    else
+        handle_put(e, r, hdr, cmd, payload);
+}
+
+static int cq_poll(struct xtq__engine *e)
+{
+    struct fi_cq_data_entry ent[16];
+    struct fi_cq_err_entry err;
+    int n = 0;
+
+    for (;;) {
+        ssize_t got = xtq__ofi_cq_read(&e->ofi, ent, ARRAY_SIZE(ent), &err);
+        if (got == -FI_EAGAIN)
+            break;
+        if (got == -FI_EAVAIL) {
+            uint32_t kind = err.op_context ? *(uint32_t *)err.op_context : 0;
+            char buf[128] = "";
+            fi_cq_strerror(e->ofi.cq, err.prov_errno, err.err_data, buf, sizeof(buf));
+            if (kind == CTX_PUT) {
+                slot_local(e, err.op_context, -XTQ_EFABRIC, err.prov_errno);
+                XTQ_LOG_ONCE(OFI, ERROR, "a put failed in the transport: %s (%s)",
+                             fi_strerror(err.err), buf);
+            } else if (kind == CTX_REGION) {
+                struct rx_region *r = err.op_context;
+                XTQ_LOG_ONCE(OFI, ERROR, "receive error: %s (%s)", fi_strerror(err.err), buf);
+                if (err.flags & FI_MULTI_RECV)
+                    region_put(r);
+            }
+            n++;
+            continue;
+        }
+        if (got < 0) {
+            XTQ_LOG_ONCE(OFI, ERROR, "fi_cq_read: %s", fi_strerror((int)-got));
+            return -XTQ_EFABRIC;
+        }
+        for (ssize_t i = 0; i < got; i++) {
+            uint32_t kind = ent[i].op_context ? *(uint32_t *)ent[i].op_context : 0;
+            if (kind == CTX_PUT) {
+                slot_local(e, ent[i].op_context, 0, 0);
+            } else if (kind == CTX_REGION) {
+                struct rx_region *r = ent[i].op_context;
+                if ((ent[i].flags & FI_RECV) && ent[i].len)
+                    handle_message(e, r, ent[i].buf, ent[i].len);
+                if (ent[i].flags & FI_MULTI_RECV)
+                    region_put(r);
+            }
+        }
+        n += (int)got;
+        if ((size_t)got < ARRAY_SIZE(ent))
+            break;
+    }
+    return n;
+}
+
+static int progress_locked(struct xtq__engine *e)
+{
+    int n = 0, rc;
+    for (unsigned i = 0; i < e->nregions; i++)
+        if (atomic_load(&e->regions[i].needs_post) &&
+            atomic_exchange(&e->regions[i].needs_post, 0))
+            region_post(&e->regions[i]);
+    n += acks_flush(e);
+    n += backlog_drain(e);
+    rc = cq_poll(e);
+    if (rc < 0)
+        return rc;
+    n += rc;
+    n += backlog_drain(e);
+    return n;
+}
+
+int xtq__engine_progress(struct xtq__engine *e)
+{
+    int n;
+    /* Another thread is progressing: that is progress too. */
+    if (pthread_mutex_trylock(&e->progress_lock) != 0)
+        return 0;
+    n = progress_locked(e);
+    pthread_mutex_unlock(&e->progress_lock);
+    return n;
+}
+
+void xtq__engine_poll_cb(void *engine)
+{
+    xtq__engine_progress(engine);
+}
+
+/* Block until the CQ has something, a wake-up arrives, or a timeout. */
+static void progress_block(struct xtq__engine *e)
+{
+    struct pollfd fds[2];
+    nfds_t nfds = 0;
+    int timeout_ms;
+
+    fds[nfds].fd = e->wake_fd;
+    fds[nfds++].events = POLLIN;
+    atomic_store(&e->sleeping, true);
+    if (atomic_exchange(&e->kick, 0) || atomic_load(&e->acks_pending) || atomic_load(&e->stop)) {
+        atomic_store(&e->sleeping, false);
+        return;
+    }
+    if (xtq__ofi_trywait(&e->ofi) == 0) {
+        fds[nfds].fd = e->ofi.wait_fd;
+        fds[nfds++].events = POLLIN;
+        /* The fd may not see sends that only the provider's progress
+         * would advance; puts in flight keep the naps short. */
+        timeout_ms = atomic_load(&e->puts_outstanding) ? 1 : 100;
+    } else {
+        timeout_ms = 1;
+    }
+    int rc = poll(fds, nfds, timeout_ms);
+    atomic_store_explicit(&e->sleeping, false, memory_order_relaxed);
+    if (rc > 0 && (fds[0].revents & POLLIN)) {
+        uint64_t v;
+        ssize_t r = read(e->wake_fd, &v, sizeof(v));
+        (void)r;
+    }
+}
+
+static void place_thread(struct xtq__engine *e)
+{
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo) || hwloc_topology_load(topo)) {
+        XTQ_LOG_ONCE(ENGINE, WARN, "hwloc topology unavailable; progress thread not pinned");
+        return;
+    }
+    int ncores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    hwloc_obj_type_t type = ncores > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+    int n = hwloc_get_nbobjs_by_type(topo, type);
+    int want = e->progress_cpu;
+    if (n > 0) {
+        if (want < 0) {
+            /* Last core, then backwards for further ranks on the host. */
+            int lr = e->ctx->bootstrap ? e->ctx->bootstrap->local_rank : 0;
+            want = n - 1 - (lr % n);
+        }
+        hwloc_obj_t obj = hwloc_get_obj_by_type(topo, type, (unsigned)(want % n));
+        if (obj && hwloc_set_cpubind(topo, obj->cpuset, HWLOC_CPUBIND_THREAD) != 0)
+            XTQ_LOG_ONCE(ENGINE, WARN, "could not bind the progress thread to core %d", want);
+        xtq_dbg(ENGINE, "progress thread on %s %d", hwloc_obj_type_string(type), want % n);
+    }
+    hwloc_topology_destroy(topo);
+}
+
+static void *progress_main(void *arg)
+{
+    struct xtq__engine *e = arg;
+    uint64_t spin_ns = (uint64_t)xtq__param_int(XTQ__PARAM_XTQ_PROGRESS_SPIN_US) * 1000u;
+    uint64_t last = xtq__now_ns();
+
+    place_thread(e);
+    while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
+        int n = xtq__engine_progress(e);
+        uint64_t now = xtq__now_ns();
+        if (n > 0) {
+            last = now;
+            continue;
+        }
+        if (now - last < spin_ns) {
+            xtq__cpu_relax();
+            continue;
+        }
+        progress_block(e);
+        last = xtq__now_ns() - spin_ns / 2; /* a short spin after each wake */
+    }
+    return NULL;
+}
+
+/* ---- puts -------------------------------------------------------------- */
+
+static int slot_stage(struct put_slot *s, size_t need)
+{
+    if (s->stage_cap >= need)
+        return 0;
+    size_t cap = XTQ_ALIGN_UP(need, (size_t)256);
+    uint8_t *p = aligned_alloc(64, cap);
+    if (!p)
+        return -XTQ_ENOMEM;
+    free(s->stage);
+    s->stage = p;
+    s->stage_cap = cap;
+    return 0;
+}
+
+/* Wait for the window to move (slot freed) or for progress. */
+static void window_wait(struct xtq__engine *e, uint32_t seen)
+{
+    if (e->manual) {
+        xtq__engine_progress(e);
+        return;
+    }
+    engine_wake(e);
+    xtq__futex_wait(&e->slot_freed, seen, 1000000);
+}
+
+int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
+                    const void *payload, size_t payload_len, uint32_t flags,
+                    xtq_completion_t *comp)
+{
+    xtq_ctx_t *ctx = e->ctx;
+    xtq_completion_t local_comp;
+    struct put_slot *s;
+    struct iovec iov[5];
+    size_t niov = 0;
+    int rc;
+
+    if (!cmd || cmd_len < XTQ_AQL_PACKET_SIZE || (payload_len && !payload))
+        return -XTQ_EINVAL;
+    if (!comp && (flags & XTQ_PUT_REMOTE_COMPLETION))
+        return -XTQ_EINVAL;
+    if (flags & ~(uint32_t)(XTQ_PUT_REMOTE_COMPLETION | XTQ_PUT_NONBLOCKING))
+        return -XTQ_EINVAL;
+    if (target < 0 || target >= ctx->size)
+        return -XTQ_ESRCRANK;
+    if (cmd_len > UINT32_MAX || cmd_len + payload_len > e->max_msg)
+        return -XTQ_EMSGSIZE;
+    if (atomic_load(&e->stop))
+        return -XTQ_EFINALIZED;
+
+    struct peer *p = &e->peers[target];
+    pthread_mutex_lock(&e->put_lock);
+    for (;;) {
+        s = &p->slots[p->next_seq % e->window];
+        if (!(s->state & SLOT_BUSY))
+            break;
+        uint32_t seen = atomic_load_explicit(&e->slot_freed, memory_order_acquire);
+        pthread_mutex_unlock(&e->put_lock);
+        if (flags & XTQ_PUT_NONBLOCKING) {
+            xtq__engine_progress(e);
+            return -XTQ_EAGAIN;
+        }
+        window_wait(e, seen);
+        pthread_mutex_lock(&e->put_lock);
+    }
+    size_t hdr_len = sizeof(struct xtq__wire_hdr);
+    size_t pad1 = xtq__wire_payload_offset((uint32_t)cmd_len) - hdr_len - cmd_len;
+    size_t total = xtq__wire_put_len((uint32_t)cmd_len, payload_len);
+    size_t pad2 = total - xtq__wire_payload_offset((uint32_t)cmd_len) - payload_len;
+    /* Gather [hdr][cmd][pad][payload][pad] straight from the caller's
+     * buffers; where the provider takes fewer iovs (tcp and shm take 4),
+     * the command (a packet and its arguments) joins the header in the
+     * slot's stage. The payload is never copied. */
+    size_t want_iov = 2 + (pad1 ? 1 : 0) + (payload_len ? 1 : 0) + (pad2 ? 1 : 0);
+    bool gather_cmd = want_iov > e->ofi.iov_limit;
+    rc = slot_stage(s, gather_cmd ? hdr_len + cmd_len + pad1 : hdr_len);
+    if (rc) {
+        pthread_mutex_unlock(&e->put_lock);
+        return rc;
+    }
+    uint64_t seq = p->next_seq++;
+    struct xtq__wire_hdr *hdr = (struct xtq__wire_hdr *)s->stage;
+    xtq__wire_hdr_init(hdr, XTQ__MSG_PUT, ctx->job_key, (uint32_t)ctx->rank, seq);
+    hdr->flags = (flags & XTQ_PUT_REMOTE_COMPLETION) ? XTQ__WIRE_REMOTE_COMPLETION : 0;
+    hdr->cmd_len = (uint32_t)cmd_len;
+    hdr->payload_len = payload_len;
+    if (gather_cmd) {
+        memcpy(s->stage + hdr_len, cmd, cmd_len);
+        memset(s->stage + hdr_len + cmd_len, 0, pad1);
+        iov[niov++] = (struct iovec){s->stage, hdr_len + cmd_len + pad1};
+    } else {
+        iov[niov++] = (struct iovec){s->stage, hdr_len};
+        iov[niov++] = (struct iovec){(void *)cmd, cmd_len};
+        if (pad1)
+            iov[niov++] = (struct iovec){(void *)zero_pad, pad1};
+    }
+    if (payload_len)
+        iov[niov++] = (struct iovec){(void *)payload, payload_len};
+    if (pad2)
+        iov[niov++] = (struct iovec){(void *)zero_pad, pad2};
+
+    if (!comp) {
+        memset(&local_comp, 0, sizeof(local_comp));
+        comp = &local_comp;
+        s->detach_at_local = true;
+    } else {
+        s->detach_at_local = false;
+    }
+    comp->state = 0;
+    comp->status = 0;
+    comp->prov_errno = 0;
+    comp->target = target;
+    comp->seq = seq;
+    s->kind = CTX_PUT;
+    s->state = SLOT_BUSY;
+    s->target = target;
+    s->flags = flags;
+    s->seq = seq;
+    s->status = 0;
+    s->prov_errno = 0;
+    s->comp = comp;
+    atomic_fetch_add(&e->puts_outstanding, 1);
+    XTQ__STAT_INC(ctx, puts_issued);
+    pthread_mutex_unlock(&e->put_lock);
+
+    /* The slot is ours until its completions arrive; send outside the
+     * window lock so acks and completions keep flowing. */
+    for (;;) {
+        ssize_t src = xtq__ofi_sendv(&e->ofi, iov, niov, target, s);
+        if (src == 0)
+            break;
+        if (src != -FI_EAGAIN) {
+            XTQ_LOG_ONCE(OFI, ERROR, "fi_sendv to rank %d: %s", target, fi_strerror((int)-src));
+            slot_local(e, s, -XTQ_EFABRIC, (int)-src);
+            break;
+        }
+        if (xtq__engine_progress(e) == 0)
+            sched_yield();
+    }
+    engine_wake(e);
+
+    if (comp == &local_comp) {
+        /* No completion object: return once the buffers are free. */
+        _Atomic uint32_t *st = (_Atomic uint32_t *)&local_comp.state;
+        uint32_t v;
+        while (!((v = atomic_load_explicit(st, memory_order_acquire)) & XTQ_COMPLETION_LOCAL)) {
+            if (e->manual)
+                xtq__engine_progress(e);
+            else
+                xtq__futex_wait(st, v, 1000000);
+        }
+        return local_comp.status;
+    }
+    return 0;
+}
+
+int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t timeout_ns)
+{
+    _Atomic uint32_t *st = (_Atomic uint32_t *)&comp->state;
+    uint64_t deadline = timeout_ns == XTQ_TIMEOUT_INFINITE ? UINT64_MAX
+                                                           : xtq__now_ns() + (uint64_t)timeout_ns;
+    for (;;) {
+        uint32_t v = atomic_load_explicit(st, memory_order_acquire);
+        if (v & XTQ_COMPLETION_DONE)
+            return comp->status;
+        uint64_t now = xtq__now_ns();
+        if (now >= deadline)
+            return -XTQ_ETIMEDOUT;
+        if (e->manual) {
+            if (xtq__engine_progress(e) == 0)
+                sched_yield();
+        } else {
+            uint64_t left = deadline - now;
+            xtq__futex_wait(st, v, left > 100000000ull ? 100000000 : (int64_t)left);
+        }
+    }
+}
+
+int xtq__engine_drain_puts(struct xtq__engine *e, uint64_t deadline)
+{
+    while (atomic_load(&e->puts_outstanding)) {
+        if (xtq__now_ns() >= deadline)
+            return -XTQ_ETIMEDOUT;
+        uint32_t seen = atomic_load(&e->slot_freed);
+        if (!atomic_load(&e->puts_outstanding))
+            break;
+        if (e->manual || !e->thread_started) {
+            if (xtq__engine_progress(e) == 0)
+                sched_yield();
+        } else {
+            xtq__futex_wait(&e->slot_freed, seen, 1000000);
+        }
+    }
+    return 0;
+}
+
+int xtq__engine_drain_tasks(struct xtq__engine *e, uint64_t deadline)
+{
+    while (atomic_load(&e->tasks_inflight) || atomic_load(&e->backlog_len) ||
+           atomic_load(&e->acks_pending)) {
+        if (xtq__now_ns() >= deadline)
+            return -XTQ_ETIMEDOUT;
+        if (e->manual || !e->thread_started) {
+            if (xtq__engine_progress(e) == 0)
+                sched_yield();
+        } else {
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return 0;
+}
+
+/* ---- life cycle ------------------------------------------------------- */
+
+/* Free whatever create() got to; also the tail of destroy(). */
+static void engine_free(struct xtq__engine *e)
+{
+    xtq_ctx_t *ctx = e->ctx;
+    if (e->ofi_open)
+        xtq__ofi_close(&e->ofi);
+    for (unsigned i = 0; e->regions && i < e->nregions; i++) {
+        if (!e->regions[i].buf)
+            continue;
+        for (unsigned a = 0; a < ctx->nagents; a++) {
+            xtq_agent_t *ag = ctx->agents[a];
+            if (ag->ops->mem_deregister)
+                ag->ops->mem_deregister(ag, e->regions[i].buf, e->regions[i].len);
+        }
+        free(e->regions[i].buf);
+    }
+    free(e->regions);
+    for (int r = 0; e->peers && r < ctx->size; r++) {
+        for (uint32_t i = 0; e->peers[r].slots && i < e->window; i++)
+            free(e->peers[r].slots[i].stage);
+        free(e->peers[r].slots);
+    }
+    free(e->peers);
+    if (e->wake_fd >= 0)
+        close(e->wake_fd);
+    pthread_mutex_destroy(&e->put_lock);
+    pthread_mutex_destroy(&e->progress_lock);
+    pthread_mutex_destroy(&e->ack_lock);
+    free(e);
+}
+
+int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_mode mode,
+                       struct xtq__engine **out)
+{
+    struct xtq__engine *e = calloc(1, sizeof(*e));
+    struct xtq__bootstrap *bs = ctx->bootstrap;
+    const size_t stride = XTQ__OFI_ADDR_MAX + sizeof(uint32_t);
+    char *blob = NULL, *all = NULL;
+    int rc;
+
+    if (!e)
+        return -XTQ_ENOMEM;
+    e->ctx = ctx;
+    e->manual = mode == XTQ_PROGRESS_MANUAL;
+    e->wake_fd = -1;
+    e->progress_cpu = (int)xtq__param_int(XTQ__PARAM_XTQ_PROGRESS_CPU);
+    int64_t w = xtq__param_int(XTQ__PARAM_XTQ_PUT_WINDOW);
+    e->window = w < 1 ? 1 : (w > 65536 ? 65536 : (uint32_t)w);
+    e->max_msg = xtq__param_size(XTQ__PARAM_XTQ_MAX_MSG_SIZE);
+    if (e->max_msg < XTQ_AQL_PACKET_SIZE)
+        e->max_msg = XTQ_AQL_PACKET_SIZE;
+    e->max_wire = XTQ_ALIGN_UP(e->max_msg + sizeof(struct xtq__wire_hdr) + 128, (size_t)64);
+    pthread_mutex_init(&e->put_lock, NULL);
+    pthread_mutex_init(&e->progress_lock, NULL);
+    pthread_mutex_init(&e->ack_lock, NULL);
+
+    if (!provider || !*provider || strcmp(provider, "auto") == 0)
+        provider = (bs->same_host) ? "shm" : "tcp";
+    rc = xtq__ofi_open(&e->ofi, provider, e->max_wire);
+    if (rc)
+        goto err_engine;
+    e->ofi_open = true;
+
+    e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (e->wake_fd < 0) {
+        rc = -XTQ_ENOMEM;
+        goto err_engine;
+    }
+
+    /* Address exchange. */
+    blob = calloc(1, stride);
+    all = calloc((size_t)ctx->size, stride);
+    if (!blob || !all) {
+        rc = -XTQ_ENOMEM;
+        goto err_engine;
+    }
+    size_t alen = XTQ__OFI_ADDR_MAX;
+    rc = xtq__ofi_getname(&e->ofi, blob + sizeof(uint32_t), &alen);
+    if (rc)
+        goto err_engine;
+    uint32_t alen32 = (uint32_t)alen;
+    memcpy(blob, &alen32, sizeof(alen32));
+    rc = xtq__bootstrap_allgather(bs, "xtq.addr", blob, stride, all);
+    if (rc)
+        goto err_engine;
+    rc = xtq__ofi_insert(&e->ofi, all, stride, ctx->size);
+    if (rc)
+        goto err_engine;
+
+    e->peers = calloc((size_t)ctx->size, sizeof(*e->peers));
+    if (!e->peers) {
+        rc = -XTQ_ENOMEM;
+        goto err_engine;
+    }
+    for (int r = 0; r < ctx->size; r++) {
+        e->peers[r].slots = calloc(e->window, sizeof(struct put_slot));
+        if (!e->peers[r].slots) {
+            rc = -XTQ_ENOMEM;
+            goto err_engine;
+        }
+    }
+
+    /* Receive regions: each holds at least a couple of the largest
+     * messages so FI_OPT_MIN_MULTI_RECV never starves it. */
+    size_t rlen = xtq__param_size(XTQ__PARAM_XTQ_RX_BUFFER_SIZE);
+    if (rlen < 2 * e->max_wire)
+        rlen = 2 * e->max_wire;
+    rlen = XTQ_ALIGN_UP(rlen, (size_t)4096);
+    int64_t nr = xtq__param_int(XTQ__PARAM_XTQ_RX_BUFFERS);
+    e->nregions = nr < 2 ? 2 : (unsigned)nr;
+    e->regions = calloc(e->nregions, sizeof(*e->regions));
+    if (!e->regions) {
+        rc = -XTQ_ENOMEM;
+        goto err_engine;
+    }
+    for (unsigned i = 0; i < e->nregions; i++) {
+        struct rx_region *r = &e->regions[i];
+        r->kind = CTX_REGION;
+        r->e = e;
+        r->len = rlen;
+        r->buf = aligned_alloc(4096, rlen);
+        if (!r->buf) {
+            rc = -XTQ_ENOMEM;
+            goto err_engine;
+        }
+        /* Agents read payloads and arguments from here in place. */
+        for (unsigned a = 0; a < ctx->nagents; a++) {
+            xtq_agent_t *ag = ctx->agents[a];
+            if (ag->ops->mem_register)
+                ag->ops->mem_register(ag, r->buf, r->len);
+        }
+        atomic_store(&r->refs, 1);
+        rc = region_post(r);
+        if (rc)
+            goto err_engine;
+    }
+    free(blob);
+    free(all);
+    xtq_info(ENGINE, "rank %d: engine on %s, %u regions of %zu bytes, window %u, %s progress",
+             ctx->rank, e->ofi.prov_name, e->nregions, rlen, e->window,
+             e->manual ? "manual" : "thread");
+    *out = e;
+    return 0;
+
+err_engine:
+    free(blob);
+    free(all);
+    engine_free(e);
+    return rc;
+}
+
+int xtq__engine_start(struct xtq__engine *e)
+{
+    if (e->manual)
+        return 0;
+    int rc = pthread_create(&e->thread, NULL, progress_main, e);
+    if (rc) {
+        xtq_err(ENGINE, "cannot start the progress thread: %s", strerror(rc));
+        return -XTQ_ENOMEM;
+    }
+    e->thread_started = true;
+    return 0;
+}
+
+void xtq__engine_destroy(struct xtq__engine *e)
+{
+    if (!e)
+        return;
+    xtq_ctx_t *ctx = e->ctx;
+    atomic_store(&e->stop, true);
+    if (e->thread_started) {
+        uint64_t one = 1;
+        atomic_store(&e->sleeping, true);
+        ssize_t w = write(e->wake_fd, &one, sizeof(one));
+        (void)w;
+        pthread_join(e->thread, NULL);
+    }
+    /* Fail what never completed. */
+    pthread_mutex_lock(&e->put_lock);
+    for (int r = 0; r < ctx->size; r++)
+        for (uint32_t i = 0; i < e->window; i++) {
+            struct put_slot *s = &e->peers[r].slots[i];
+            if (s->state & SLOT_BUSY) {
+                if (!s->status)
+                    s->status = -XTQ_EFINALIZED;
+                slot_finish(e, s);
+            }
+        }
+    pthread_mutex_unlock(&e->put_lock);
+    /* Backlogged commands never ran. */
+    while (e->backlog_head) {
+        struct task *t = e->backlog_head;
+        e->backlog_head = t->next;
+        free(t);
+    }
+    while (e->acks_head) {
+        struct ack_msg *a = e->acks_head;
+        e->acks_head = a->next;
+        free(a);
+    }
+    engine_free(e);
+}
+
+const char *xtq__engine_provider(const struct xtq__engine *e)
+{
+    return e->ofi.prov_name;
+}
+
+size_t xtq__engine_max_put(const struct xtq__engine *e)
+{
+    return e->max_msg;
+}
+
+bool xtq__engine_manual(const struct xtq__engine *e)
+{
+    return e->manual;
+}

@@ -1,0 +1,83 @@
+/*
+ * The target-side engine (paper Fig. 4, steps 3-7) and the initiator's put
+ * path, over one libfabric RDM endpoint. One engine per context.
+ */
+#ifndef XTQ_ENGINE_H
+#define XTQ_ENGINE_H
+
+#include "internal.h"
+
+#include <sys/uio.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+
+/* ---- ofi.c: the libfabric endpoint --------------------------------------
+ * Every call serialises on `lock`: the domain is opened FI_THREAD_DOMAIN. */
+#define XTQ__OFI_ADDR_MAX 248
+
+struct xtq__ofi {
+    pthread_mutex_t lock;
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_ep *ep;
+    struct fid_cq *cq;
+    struct fid_av *av;
+    fi_addr_t *addrs; /* by rank */
+    int nranks;
+    int wait_fd; /* the CQ's wait fd, or -1 */
+    size_t iov_limit;
+    size_t inject_size;
+    char prov_name[64];
+};
+
+/* Open fabric, domain, endpoint, CQ and AV for provider `prov` (NULL:
+ * first usable). `min_multi_recv` is the largest message. */
+int xtq__ofi_open(struct xtq__ofi *o, const char *prov, size_t min_multi_recv);
+void xtq__ofi_close(struct xtq__ofi *o);
+int xtq__ofi_getname(struct xtq__ofi *o, void *addr, size_t *len);
+/* addrs: n blobs of `stride` bytes, each [uint32 len][name]. */
+int xtq__ofi_insert(struct xtq__ofi *o, const void *addrs, size_t stride, int n);
+int xtq__ofi_post_multi_recv(struct xtq__ofi *o, void *buf, size_t len, void *context);
+/* 0, -FI_EAGAIN, or another negative fabric error. */
+ssize_t xtq__ofi_sendv(struct xtq__ofi *o, const struct iovec *iov, size_t count, int dest,
+                       void *context);
+ssize_t xtq__ofi_inject(struct xtq__ofi *o, const void *buf, size_t len, int dest);
+/* Reads up to n entries; an error entry is returned in *err (ret -FI_EAVAIL). */
+ssize_t xtq__ofi_cq_read(struct xtq__ofi *o, struct fi_cq_data_entry *entries, size_t n,
+                         struct fi_cq_err_entry *err);
+/* 0 when the caller may block on wait_fd, else -FI_EAGAIN. */
+int xtq__ofi_trywait(struct xtq__ofi *o);
+/* Names of the RDM providers with FI_MSG | FI_MULTI_RECV usable here. */
+int xtq__ofi_list_providers(char names[][64], int max);
+
+/* ---- engine.c ----------------------------------------------------------- */
+struct xtq__engine;
+
+int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_mode mode,
+                       struct xtq__engine **engine);
+/* Start the progress thread (thread mode). */
+int xtq__engine_start(struct xtq__engine *e);
+/* One turn of progress; returns events handled or a negative error. */
+int xtq__engine_progress(struct xtq__engine *e);
+/* Progress for a barrier wait (manual mode) */
+void xtq__engine_poll_cb(void *engine);
+int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
+                    const void *payload, size_t payload_len, uint32_t flags,
+                    xtq_completion_t *comp);
+int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t timeout_ns);
+/* Wait until this rank's puts are all DONE, up to deadline (ns, monotonic). */
+int xtq__engine_drain_puts(struct xtq__engine *e, uint64_t deadline);
+/* Wait until tasks enqueued here have retired, up to deadline. */
+int xtq__engine_drain_tasks(struct xtq__engine *e, uint64_t deadline);
+/* Stop the thread, fail puts still pending with -XTQ_EFINALIZED, close. */
+void xtq__engine_destroy(struct xtq__engine *e);
+const char *xtq__engine_provider(const struct xtq__engine *e);
+size_t xtq__engine_max_put(const struct xtq__engine *e);
+bool xtq__engine_manual(const struct xtq__engine *e);
+
+#endif /* XTQ_ENGINE_H */
