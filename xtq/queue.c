@@ -46,9 +46,9 @@ int xtq__queue_init(xtq_queue_t *q, xtq_agent_t *agent, uint32_t size, void *rin
         atomic_init(&idx->write_index, 0);
         atomic_init(&idx->read_index, 0);
         if (q->write_index == NULL)
-            q->write_index = queue->write_index;
+            q->write_index = &idx->write_index;
         if (q->read_index == NULL)
-            q->read_index = queue->read_index;
+            q->read_index = &idx->read_index;
     }
     /* Make the initialised ring visible before the queue is handed out. */
     atomic_thread_fence(memory_order_release);
