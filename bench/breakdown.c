@@ -187,11 +187,12 @@ int main(int argc, char **argv)
     for (unsigned gi = 0; gi < ngroups; gi++) {
         struct group *g = &groups[gi];
         merge_library(g);
-        char label[48], sz[16], up[16];
-        snprintf(up, sizeof(up), "%s", g->mode);
-        for (char *c = up; *c; c++)
-            *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
-        snprintf(label, sizeof(label), "%s-%s", up, bh_size_str(g->size, sz, sizeof(sz)));
+        char label[64], sz[32];
+        int ln = 0;
+        for (const char *c = g->mode; *c && ln < 16; c++) /* "xtq" -> "XTQ" */
+            label[ln++] = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+        snprintf(label + ln, sizeof(label) - (size_t)ln, "-%s",
+                 bh_size_str(g->size, sz, sizeof(sz)));
         fprintf(out, "%s", label);
         printf("%-12s", label);
         for (int s = 1; s <= NSTAGES; s++) {
