@@ -4,7 +4,7 @@ add_executable(xtq_bench_breakdown ${CMAKE_CURRENT_LIST_DIR}/breakdown.c)
 target_link_libraries(xtq_bench_breakdown PRIVATE xtq_bench_harness)
 target_compile_options(xtq_bench_breakdown PRIVATE ${XTQ_WARNINGS})
 if(XTQ_HAVE_MPI)
-  foreach(b rtt)
+  foreach(b rtt msgrate)
     add_executable(xtq_bench_${b} ${CMAKE_CURRENT_LIST_DIR}/${b}.c)
     target_link_libraries(xtq_bench_${b} PRIVATE xtq::xtq xtq_bench_harness MPI::MPI_C
                           PkgConfig::FABRIC)
