@@ -194,11 +194,9 @@ struct xtq_queue {
     _Atomic uint64_t *read_index;
     /* Optional (NULL: none). Called by xtq_queue_publish() on the producer's
      * thread after the slot's body is written and before its header is
-     * stored (`header` is the word about to be stored): a hardware queue
-     * swaps XTQ completion signals and cookies for its runtime's own
-     * signals here (ROCr agent). */
-    void (*prepare)(xtq_queue_t *queue, uint64_t index, xtq_aql_packet_t *slot,
-                    uint16_t header);
+     * stored: a hardware queue swaps XTQ completion signals and cookies for
+     * its runtime's own signals here (ROCr agent). */
+    void (*prepare)(xtq_queue_t *queue, uint64_t index, xtq_aql_packet_t *slot);
 };
 
 /* ---- agents (hsa-glue/) ---------------------------------------------
