@@ -18,5 +18,6 @@
 #include <xtq/context.h>
 #include <xtq/put.h>
 #include <xtq/param.h>
+#include <xtq/rocr.h>
 
 #endif /* XTQ_XTQ_H */
