@@ -128,11 +128,13 @@ int xtq__ofi_open(struct xtq__ofi *o, const char *prov, size_t min_multi_recv)
     rc = fi_ep_bind(o->ep, &o->av->fid, 0);
     if (rc)
         goto err;
-    rc = fi_setopt(&o->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min_multi_recv,
-                   sizeof(min_multi_recv));
+    /* After fi_enable: shm (1.17) keeps the option in its shared receive
+     * context, which exists only once the endpoint is enabled. */
+    rc = fi_enable(o->ep);
     if (rc)
         goto err;
-    rc = fi_enable(o->ep);
+    rc = fi_setopt(&o->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min_multi_recv,
+                   sizeof(min_multi_recv));
     if (rc)
         goto err;
     xtq_dbg(OFI, "opened %s (fabric %s, domain %s), wait fd %d, iov_limit %zu, inject %zu",

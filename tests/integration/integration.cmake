@@ -1,0 +1,48 @@
+# Multi-rank integration tests: tests/integration/test_integration.c,
+# launched through mpirun at 2 and 4 ranks over shm and tcp, plus singleton
+# (no launcher) cases. Label: integration.
+add_executable(test_integration ${CMAKE_CURRENT_LIST_DIR}/test_integration.c)
+target_compile_options(test_integration PRIVATE ${XTQ_WARNINGS} -Wno-missing-prototypes)
+target_link_libraries(test_integration PRIVATE xtq xtq_test_harness)
+
+if(MPIEXEC_EXECUTABLE)
+  foreach(prov shm tcp)
+    foreach(np 2 4)
+      xtq_add_mpi_case(NAME integration.stress.${prov}.np${np} NP ${np} PROVIDER ${prov}
+                       COMMAND $<TARGET_FILE:test_integration> stress)
+    endforeach()
+    xtq_add_mpi_case(NAME integration.stress_manual.${prov}.np2 NP 2 PROVIDER ${prov}
+                     COMMAND $<TARGET_FILE:test_integration> stress manual)
+    foreach(c bad_nokernel bad_nofunc bad_noqueue bad_kernarg)
+      xtq_add_mpi_case(NAME integration.${c}.${prov}.np2 NP 2 PROVIDER ${prov}
+                       COMMAND $<TARGET_FILE:test_integration> ${c})
+    endforeach()
+  endforeach()
+  xtq_add_mpi_case(NAME integration.bad_nokernel.shm.np2.manual NP 2 PROVIDER shm
+                   COMMAND $<TARGET_FILE:test_integration> bad_nokernel manual)
+endif()
+
+# A process started without a launcher is rank 0 of 1: puts go to itself.
+foreach(c stress put_args bad_nokernel)
+  add_test(NAME integration.self.${c} COMMAND test_integration ${c})
+  set_tests_properties(integration.self.${c} PROPERTIES LABELS integration SKIP_RETURN_CODE 77
+                       TIMEOUT 300)
+endforeach()
+add_test(NAME integration.self.stress_manual COMMAND test_integration stress manual)
+set_tests_properties(integration.self.stress_manual PROPERTIES LABELS integration
+                     SKIP_RETURN_CODE 77 TIMEOUT 300)
+
+# The Fig. 6 example: alone (put to itself) and at 4 ranks.
+if(TARGET fig6)
+  add_test(NAME examples.fig6.self COMMAND fig6)
+  set_tests_properties(examples.fig6.self PROPERTIES LABELS integration TIMEOUT 60
+                       PASS_REGULAR_EXPRESSION "rank 0: task ran.*OK")
+  if(MPIEXEC_EXECUTABLE)
+    foreach(prov shm tcp)
+      xtq_add_mpi_case(NAME examples.fig6.${prov}.np4 NP 4 PROVIDER ${prov}
+                       COMMAND $<TARGET_FILE:fig6> TIMEOUT 120)
+      set_tests_properties(examples.fig6.${prov}.np4 PROPERTIES
+                           FAIL_REGULAR_EXPRESSION "WRONG|failed|missing")
+    endforeach()
+  endif()
+endif()

@@ -1,0 +1,412 @@
+/*
+ * Multi-rank integration tests over the public API, launched by mpirun (or
+ * as a singleton for the self cases). `test_integration CASE [manual]`.
+ *
+ * stress: every rank sends XTQ_IT_PUTS puts (>= 10,000) round-robin to the
+ * other ranks (to itself when alone), alternating kernel and function
+ * commands, payload sizes 0..4 KiB with contents derived from (source,
+ * index). Target kernels and functions check their arguments, the target
+ * buffer and every payload byte, and count each (source, index) in a
+ * table; at the end every expected task ran exactly once and every put's
+ * completion reported success (and REMOTE where asked).
+ *
+ * bad_*: rank 0 sends a command naming something the target never
+ * registered (or a wrong kernel-argument size); the completion carries the
+ * target's error, the target keeps serving (a good put afterwards works)
+ * and counts the rejection by reason.
+ */
+#include <xtq/xtq.h>
+
+#include "xtq_test.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <time.h>
+#include <stdint.h>
+#include <string.h>
+
+#define KERNEL_INDEX 42
+#define FUNCTION_INDEX 7
+#define QUEUE_INDEX 42
+#define TARGET_QUEUE_SIZE 64 /* small: incoming bursts exercise flow control */
+#define POOL 512             /* puts in flight per rank (window is 256 per target) */
+#define MAX_PAYLOAD 4096
+#define ARG_MAGIC 0x5854512d54455354ull
+
+static int nputs(void)
+{
+    const char *s = getenv("XTQ_IT_PUTS");
+    int n = s ? atoi(s) : 0;
+    return n > 0 ? n : 10000;
+}
+
+static bool manual_mode(void)
+{
+    return xtq_test_argc > 0 && strcmp(xtq_test_argv[0], "manual") == 0;
+}
+
+struct kargs {
+    void *target;          /* rewritten: registered target buffer */
+    const uint8_t *payload; /* rewritten: where the payload landed */
+    uint32_t src;
+    uint32_t index;
+    uint64_t len;
+    uint64_t magic;
+    uint64_t pad_;
+};
+
+struct state {
+    int rank, size, nputs;
+    _Atomic uint32_t *count; /* [src * nputs + index] */
+    _Atomic uint64_t errors;
+    xtq_signal_t *done;      /* counts down every task expected here */
+};
+static struct state S;
+
+static uint8_t payload_byte(uint32_t src, uint32_t index, uint64_t i)
+{
+    return (uint8_t)(index * 7u + src * 13u + (uint32_t)i * 31u + (uint32_t)(i >> 8));
+}
+
+static size_t payload_len_of(uint32_t src, uint32_t index)
+{
+    return (size_t)((index * 37u + src * 101u) % (MAX_PAYLOAD + 1));
+}
+
+static int target_of(int src, int size, uint32_t index)
+{
+    if (size == 1)
+        return 0;
+    int k = (int)(index % (uint32_t)(size - 1));
+    return k >= src ? k + 1 : k;
+}
+
+static void note(uint32_t src, uint32_t index, const void *target, const uint8_t *payload,
+                 uint64_t len)
+{
+    bool ok = src < (uint32_t)S.size && index < (uint32_t)S.nputs &&
+              target == (void *)S.count && len == payload_len_of(src, index) &&
+              ((len == 0) == (payload == NULL));
+    for (uint64_t i = 0; ok && i < len; i++)
+        ok = payload[i] == payload_byte(src, index, i);
+    if (!ok) {
+        if (atomic_fetch_add(&S.errors, 1) < 5)
+            fprintf(stderr, "rank %d: bad task src=%u index=%u len=%llu\n", S.rank, src, index,
+                    (unsigned long long)len);
+        return;
+    }
+    atomic_fetch_add_explicit(&S.count[(size_t)src * (size_t)S.nputs + index], 1,
+                              memory_order_relaxed);
+}
+
+static void kernel_fn(const xtq_dispatch_t *d, void *kernarg)
+{
+    const struct kargs *a = kernarg;
+    if (a->magic != (ARG_MAGIC ^ (((uint64_t)a->src << 32) | a->index)) ||
+        d->user_data != &S) {
+        atomic_fetch_add(&S.errors, 1);
+        return;
+    }
+    note(a->src, a->index, a->target, a->payload, a->len);
+}
+
+static void function_fn(const uint64_t arg[4], void *ret, void *user_data)
+{
+    uint32_t src = (uint32_t)(arg[2] >> 32), index = (uint32_t)arg[2];
+    if (user_data != &S)
+        atomic_fetch_add(&S.errors, 1);
+    else
+        note(src, index, (void *)(uintptr_t)arg[0], (const uint8_t *)(uintptr_t)arg[1], arg[3]);
+    /* Function packets carry no completion signal: count down here. */
+    xtq_signal_add(S.done, -1);
+}
+
+struct target_objs {
+    xtq_agent_t *agent;
+    xtq_queue_t *queue;
+    xtq_kernel_t *kernel;
+    xtq_function_t *function;
+};
+
+static xtq_ctx_t *init_ctx(void)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx = NULL;
+    attr.progress = manual_mode() ? XTQ_PROGRESS_MANUAL : XTQ_PROGRESS_DEFAULT;
+    CHECK_OK(xtq_init(&attr, &ctx));
+    return ctx;
+}
+
+static void setup_target(xtq_ctx_t *ctx, struct target_objs *t, int64_t expected)
+{
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &t->agent));
+    CHECK_OK(xtq_queue_create(t->agent, TARGET_QUEUE_SIZE, &t->queue));
+    CHECK_OK(xtq_kernel_create_cpu(t->agent, kernel_fn, sizeof(struct kargs), &S, &t->kernel));
+    CHECK_OK(xtq_function_create_cpu(t->agent, function_fn, &S, &t->function));
+    CHECK_OK(xtq_signal_create(expected, &S.done));
+    CHECK_OK(xtq_register_queue(ctx, QUEUE_INDEX, t->queue));
+    CHECK_OK(xtq_register_kernel(ctx, KERNEL_INDEX, t->kernel, (void *)S.count, S.done));
+    CHECK_OK(xtq_register_function(ctx, FUNCTION_INDEX, t->function, (void *)S.count));
+}
+
+static void teardown_target(xtq_ctx_t *ctx, struct target_objs *t)
+{
+    CHECK_OK(xtq_unregister_kernel(ctx, KERNEL_INDEX));
+    CHECK_OK(xtq_unregister_function(ctx, FUNCTION_INDEX));
+    CHECK_OK(xtq_unregister_queue(ctx, QUEUE_INDEX));
+    CHECK_OK(xtq_queue_destroy(t->queue));
+    CHECK_OK(xtq_kernel_destroy(t->kernel));
+    CHECK_OK(xtq_function_destroy(t->function));
+    CHECK_OK(xtq_signal_destroy(S.done));
+}
+
+/* Wait for a signal, driving the engine ourselves in manual mode. */
+static void wait_signal_zero(xtq_ctx_t *ctx, xtq_signal_t *sig)
+{
+    uint64_t spins = 0;
+    for (;;) {
+        int rc = xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, manual_mode() ? 100000 : 1000000000,
+                                 NULL);
+        if (rc == 0)
+            return;
+        CHECK_EQ(rc, -XTQ_ETIMEDOUT);
+        if (manual_mode())
+            xtq_progress(ctx);
+        if (++spins > (manual_mode() ? 1200000u : 120u))
+            XTQ_FAIL("rank %d: tasks still missing after 120 s (signal %lld)", S.rank,
+                     (long long)xtq_signal_load(sig));
+    }
+}
+
+static void check_comp(xtq_completion_t *c, uint32_t index, bool remote)
+{
+    if (c->status != 0)
+        XTQ_FAIL("rank %d: put %u to %d failed: %s", S.rank, index, c->target,
+                 xtq_errname(c->status));
+    uint32_t st = atomic_load((_Atomic uint32_t *)&c->state);
+    CHECK(st & XTQ_COMPLETION_DONE);
+    CHECK(st & XTQ_COMPLETION_LOCAL);
+    if (remote)
+        CHECK(st & XTQ_COMPLETION_REMOTE);
+}
+
+XTQ_TEST(stress)
+{
+    xtq_ctx_t *ctx = init_ctx();
+    struct target_objs t;
+    S.rank = xtq_rank(ctx);
+    S.size = xtq_size(ctx);
+    S.nputs = nputs();
+    S.count = calloc((size_t)S.size * (size_t)S.nputs, sizeof(*S.count));
+    CHECK(S.count);
+
+    /* Tasks expected here: from every source, the indices that map to us. */
+    int64_t expected = 0;
+    for (int src = 0; src < S.size; src++)
+        for (uint32_t i = 0; i < (uint32_t)S.nputs; i++)
+            expected += target_of(src, S.size, i) == S.rank;
+    setup_target(ctx, &t, expected);
+    CHECK_OK(xtq_barrier(ctx));
+
+    uint8_t(*payload)[MAX_PAYLOAD] = calloc(POOL, MAX_PAYLOAD);
+    uint8_t(*cmd)[256] = calloc(POOL, 256);
+    xtq_completion_t *comp = calloc(POOL, sizeof(*comp));
+    bool *remote = calloc(POOL, sizeof(bool));
+    uint32_t *owner = calloc(POOL, sizeof(uint32_t));
+    CHECK(payload && cmd && comp && remote && owner);
+    uint64_t t0 = 0;
+    {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        t0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    }
+    for (uint32_t i = 0; i < (uint32_t)S.nputs; i++) {
+        uint32_t p = i % POOL;
+        if (i >= POOL) {
+            CHECK_EQ(xtq_completion_wait(ctx, &comp[p], 60ll * 1000000000), 0);
+            check_comp(&comp[p], owner[p], remote[p]);
+        }
+        size_t len = payload_len_of((uint32_t)S.rank, i), cmd_len = 0;
+        for (size_t b = 0; b < len; b++)
+            payload[p][b] = payload_byte((uint32_t)S.rank, i, b);
+        if (i % 2 == 0) {
+            struct kargs a = {NULL, NULL, (uint32_t)S.rank, i, len,
+                              ARG_MAGIC ^ (((uint64_t)S.rank << 32) | i), 0};
+            CHECK_OK(xtq_cmd_kernel(cmd[p], sizeof(cmd[p]), KERNEL_INDEX, QUEUE_INDEX, NULL, &a,
+                                    sizeof(a), &cmd_len));
+        } else {
+            CHECK_OK(xtq_cmd_function(cmd[p], sizeof(cmd[p]), FUNCTION_INDEX, QUEUE_INDEX,
+                                      ((uint64_t)S.rank << 32) | i, len, &cmd_len));
+        }
+        remote[p] = i % 3 != 0;
+        owner[p] = i;
+        comp[p].context = &owner[p];
+        CHECK_OK(xtq_put(ctx, target_of(S.rank, S.size, i), cmd[p], cmd_len,
+                         len ? payload[p] : NULL, len,
+                         remote[p] ? XTQ_PUT_REMOTE_COMPLETION : 0, &comp[p]));
+    }
+    for (uint32_t i = S.nputs > POOL ? (uint32_t)S.nputs - POOL : 0; i < (uint32_t)S.nputs; i++) {
+        uint32_t p = i % POOL;
+        CHECK_EQ(xtq_completion_wait(ctx, &comp[p], 60ll * 1000000000), 0);
+        check_comp(&comp[p], owner[p], remote[p]);
+        CHECK(comp[p].context == &owner[p]);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double secs = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - t0) / 1e9;
+
+    /* Every task expected here has run (kernels and functions count the
+     * signal down), and exactly once. */
+    wait_signal_zero(ctx, S.done);
+    CHECK_OK(xtq_barrier(ctx));
+    CHECK_EQ(atomic_load(&S.errors), 0);
+    for (int src = 0; src < S.size; src++)
+        for (uint32_t i = 0; i < (uint32_t)S.nputs; i++) {
+            uint32_t want = target_of(src, S.size, i) == S.rank ? 1 : 0;
+            uint32_t got = atomic_load(&S.count[(size_t)src * (size_t)S.nputs + i]);
+            if (got != want)
+                XTQ_FAIL("rank %d: task (src %d, index %u) ran %u times, expected %u", S.rank,
+                         src, i, got, want);
+        }
+    xtq_stats_t st;
+    CHECK_OK(xtq_get_stats(ctx, &st));
+    CHECK_EQ(st.puts_issued, (uint64_t)S.nputs);
+    CHECK_EQ(st.puts_completed, (uint64_t)S.nputs);
+    CHECK_EQ(st.puts_failed, 0);
+    CHECK_EQ(st.tasks_enqueued, (uint64_t)expected);
+    CHECK_EQ(st.msgs_rejected, 0);
+    printf("rank %d/%d on %s (%s progress): %d puts in %.3f s (%.0f puts/s), %lld tasks ran "
+           "here, queue-full events %llu\n",
+           S.rank, S.size, xtq_provider_name(ctx), manual_mode() ? "manual" : "thread", S.nputs,
+           secs, S.nputs / secs, (long long)expected, (unsigned long long)st.queue_full_events);
+    CHECK_OK(xtq_barrier(ctx));
+    teardown_target(ctx, &t);
+    CHECK_OK(xtq_finalize(ctx));
+    free(payload);
+    free(cmd);
+    free(comp);
+    free(remote);
+    free(owner);
+    free(S.count);
+}
+
+/* ---- bad input ------------------------------------------------------- */
+
+enum bad_kind { BAD_NOKERNEL, BAD_NOFUNC, BAD_NOQUEUE, BAD_KERNARG };
+
+static void bad_case(enum bad_kind kind, int expect_err)
+{
+    xtq_ctx_t *ctx = init_ctx();
+    struct target_objs t;
+    S.rank = xtq_rank(ctx);
+    S.size = xtq_size(ctx);
+    S.nputs = 4;
+    S.count = calloc((size_t)S.size * (size_t)S.nputs, sizeof(*S.count));
+    /* The target (rank 1, or 0 when alone) expects one good task. */
+    int target = S.size > 1 ? 1 : 0;
+    setup_target(ctx, &t, S.rank == target ? 1 : 0);
+    CHECK_OK(xtq_barrier(ctx));
+
+    if (S.rank == 0) {
+        uint8_t cmd[256], data[MAX_PAYLOAD];
+        size_t cmd_len = 0, len = payload_len_of(0, 1);
+        xtq_completion_t c = {0};
+        for (size_t b = 0; b < len; b++)
+            data[b] = payload_byte(0, 1, b);
+        struct kargs a = {NULL, NULL, 0, 1, len, ARG_MAGIC ^ 1u, 0};
+        switch (kind) {
+        case BAD_NOKERNEL:
+            CHECK_OK(xtq_cmd_kernel(cmd, sizeof(cmd), KERNEL_INDEX + 1, QUEUE_INDEX, NULL, &a,
+                                    sizeof(a), &cmd_len));
+            break;
+        case BAD_NOFUNC:
+            CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FUNCTION_INDEX + 1, QUEUE_INDEX, 0, 0,
+                                      &cmd_len));
+            break;
+        case BAD_NOQUEUE:
+            CHECK_OK(xtq_cmd_kernel(cmd, sizeof(cmd), KERNEL_INDEX, QUEUE_INDEX + 1, NULL, &a,
+                                    sizeof(a), &cmd_len));
+            break;
+        case BAD_KERNARG:
+            CHECK_OK(xtq_cmd_kernel(cmd, sizeof(cmd), KERNEL_INDEX, QUEUE_INDEX, NULL, &a,
+                                    sizeof(a) - 16, &cmd_len));
+            break;
+        }
+        CHECK_OK(xtq_put(ctx, target, cmd, cmd_len, data, len, XTQ_PUT_REMOTE_COMPLETION, &c));
+        CHECK_EQ(xtq_completion_wait(ctx, &c, 60ll * 1000000000), expect_err);
+        uint32_t st = atomic_load((_Atomic uint32_t *)&c.state);
+        CHECK(st & XTQ_COMPLETION_DONE);
+        CHECK(!(st & XTQ_COMPLETION_REMOTE));
+        CHECK_EQ(c.target, target);
+
+        /* The target still serves good commands. */
+        CHECK_OK(xtq_cmd_kernel(cmd, sizeof(cmd), KERNEL_INDEX, QUEUE_INDEX, NULL, &a, sizeof(a),
+                                &cmd_len));
+        xtq_completion_t good = {0};
+        CHECK_OK(xtq_put(ctx, target, cmd, cmd_len, data, len, XTQ_PUT_REMOTE_COMPLETION, &good));
+        CHECK_EQ(xtq_completion_wait(ctx, &good, 60ll * 1000000000), 0);
+        CHECK(atomic_load((_Atomic uint32_t *)&good.state) & XTQ_COMPLETION_REMOTE);
+        printf("rank 0: bad command -> %s; the next good command ran\n", xtq_errname(expect_err));
+    }
+    if (S.rank == target) {
+        wait_signal_zero(ctx, S.done);
+        CHECK_EQ(atomic_load(&S.count[1]), 1);
+    }
+    CHECK_OK(xtq_barrier(ctx));
+    xtq_stats_t st;
+    CHECK_OK(xtq_get_stats(ctx, &st));
+    if (S.rank == target) {
+        CHECK_EQ(st.msgs_rejected, 1);
+        CHECK_EQ(st.rejected_by_reason[-expect_err - XTQ_ENOKERNEL], 1);
+        CHECK_EQ(st.tasks_completed, 1);
+        printf("rank %d: rejected_by_reason[%s] = %llu, tasks completed %llu\n", S.rank,
+               xtq_errname(expect_err),
+               (unsigned long long)st.rejected_by_reason[-expect_err - XTQ_ENOKERNEL],
+               (unsigned long long)st.tasks_completed);
+    } else {
+        CHECK_EQ(st.msgs_rejected, 0);
+    }
+    CHECK_EQ(atomic_load(&S.errors), 0);
+    teardown_target(ctx, &t);
+    CHECK_OK(xtq_finalize(ctx));
+    free(S.count);
+}
+
+XTQ_TEST(bad_nokernel)
+{
+    bad_case(BAD_NOKERNEL, -XTQ_ENOKERNEL);
+}
+
+XTQ_TEST(bad_nofunc)
+{
+    bad_case(BAD_NOFUNC, -XTQ_ENOFUNC);
+}
+
+XTQ_TEST(bad_noqueue)
+{
+    bad_case(BAD_NOQUEUE, -XTQ_ENOQUEUE);
+}
+
+XTQ_TEST(bad_kernarg)
+{
+    bad_case(BAD_KERNARG, -XTQ_EKERNARG);
+}
+
+/* Argument checks that never reach the wire. */
+XTQ_TEST(put_args)
+{
+    xtq_ctx_t *ctx = init_ctx();
+    uint8_t cmd[128];
+    size_t cmd_len = 0;
+    xtq_completion_t c = {0};
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FUNCTION_INDEX, QUEUE_INDEX, 0, 0, &cmd_len));
+    CHECK_ERR(xtq_put(ctx, xtq_size(ctx), cmd, cmd_len, NULL, 0, 0, &c), -XTQ_ESRCRANK);
+    CHECK_ERR(xtq_put(ctx, -1, cmd, cmd_len, NULL, 0, 0, &c), -XTQ_ESRCRANK);
+    CHECK_ERR(xtq_put(ctx, 0, cmd, 10, NULL, 0, 0, &c), -XTQ_EINVAL);
+    CHECK_ERR(xtq_put(ctx, 0, cmd, cmd_len, NULL, 5, 0, &c), -XTQ_EINVAL);
+    CHECK_ERR(xtq_put(ctx, 0, cmd, cmd_len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, NULL),
+              -XTQ_EINVAL);
+    CHECK_ERR(xtq_put(ctx, 0, cmd, cmd_len, cmd, xtq_put_max_size(ctx), 0, &c), -XTQ_EMSGSIZE);
+    CHECK(xtq_provider_name(ctx) != NULL);
+    CHECK_OK(xtq_finalize(ctx));
+}
