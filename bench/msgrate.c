@@ -140,10 +140,12 @@ static void fab_open(const char *prov)
     char *names = calloc((size_t)g.nranks, sizeof(name));
     MPI_Allgather(name, sizeof(name), MPI_BYTE, names, sizeof(name), MPI_BYTE, MPI_COMM_WORLD);
     g.addr = calloc((size_t)g.nranks, sizeof(*g.addr));
-    if (fi_av_insert(g.av, names, (size_t)g.nranks, g.addr, 0, NULL) != g.nranks) {
-        fprintf(stderr, "msgrate: fi_av_insert failed\n");
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    /* One at a time: names are padded to 256 bytes, fi_av_insert wants them packed. */
+    for (int i = 0; i < g.nranks; i++)
+        if (fi_av_insert(g.av, names + (size_t)i * sizeof(name), 1, &g.addr[i], 0, NULL) != 1) {
+            fprintf(stderr, "msgrate: fi_av_insert failed\n");
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
     free(names);
 }
 

@@ -174,10 +174,12 @@ static void fab_open(struct fab *f, const char *prov)
     CHECK_FI(fi_getname(&f->ep->fid, name, &len));
     MPI_Allgather(name, sizeof(name), MPI_BYTE, names, sizeof(name), MPI_BYTE, MPI_COMM_WORLD);
     fi_addr_t addrs[2];
-    if (fi_av_insert(f->av, names, 2, addrs, 0, NULL) != 2) {
-        fprintf(stderr, "rtt: fi_av_insert failed\n");
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    /* One at a time: names are padded to 256 bytes, fi_av_insert wants them packed. */
+    for (int i = 0; i < 2; i++)
+        if (fi_av_insert(f->av, names[i], 1, &addrs[i], 0, NULL) != 1) {
+            fprintf(stderr, "rtt: fi_av_insert failed\n");
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
     f->peer = addrs[1 - st.rank];
 }
 
