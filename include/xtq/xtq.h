@@ -18,6 +18,7 @@
 #include <xtq/context.h>
 #include <xtq/put.h>
 #include <xtq/param.h>
+#include <xtq/cuda.h>
 #include <xtq/rocr.h>
 
 #endif /* XTQ_XTQ_H */

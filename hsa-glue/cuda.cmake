@@ -1,0 +1,52 @@
+# CUDA agent. With nvcc: the host side (cuda_agent.c, C warnings) and the
+# persistent packet processor (cuda_agent.cu, nvcc, none of the C flags),
+# sm_90 machine code plus portable PTX, and the CUDA runtime linked
+# statically so libxtq loads on machines without libcuda (the runtime
+# dlopens the driver; absent => agent unavailable with the reason).
+# Without nvcc only the public entry points, returning -XTQ_ENOAGENT.
+if(NOT XTQ_HAVE_CUDA)
+  target_sources(xtq_obj PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cuda_agent.c)
+  return()
+endif()
+
+find_package(CUDAToolkit REQUIRED GLOBAL)
+
+target_sources(xtq_obj PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cuda_agent.c
+                               ${CMAKE_CURRENT_LIST_DIR}/cuda_agent.cu)
+target_compile_definitions(xtq_obj PUBLIC XTQ_HAVE_CUDA_AGENT=1)
+target_include_directories(xtq_obj SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+set_target_properties(xtq_obj PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+target_compile_options(xtq_obj PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-warn-spills>)
+
+# Sanitizer flags from add_compile_options() reach every language; nvcc
+# rejects them, and device code has its own checker (compute-sanitizer).
+# Call on every target with .cu sources.
+function(xtq_cuda_host_only_flags target)
+  get_target_property(opts ${target} COMPILE_OPTIONS)
+  if(NOT opts)
+    return()
+  endif()
+  set(new)
+  foreach(o IN LISTS opts)
+    if(o MATCHES "^-f(no-)?(sanitize|omit-frame-pointer)")
+      list(APPEND new "$<$<NOT:$<COMPILE_LANGUAGE:CUDA>>:${o}>")
+    else()
+      list(APPEND new "${o}")
+    endif()
+  endforeach()
+  set_target_properties(${target} PROPERTIES COMPILE_OPTIONS "${new}")
+endfunction()
+xtq_cuda_host_only_flags(xtq_obj)
+
+target_link_libraries(xtq PRIVATE CUDA::cudart_static)
+target_link_libraries(xtq_internal PUBLIC CUDA::cudart_static)
+
+# Benchmark (in-process round trip: the CUDA agent vs a host launch).
+if(XTQ_BUILD_APPS AND EXISTS ${PROJECT_SOURCE_DIR}/bench/gpu_rtt.c)
+  add_executable(xtq_gpu_rtt ${PROJECT_SOURCE_DIR}/bench/gpu_rtt.c
+                             ${PROJECT_SOURCE_DIR}/bench/gpu_rtt_kernels.cu)
+  target_compile_options(xtq_gpu_rtt PRIVATE $<$<COMPILE_LANGUAGE:C>:${XTQ_WARNINGS}>)
+  set_target_properties(xtq_gpu_rtt PROPERTIES CUDA_STANDARD 17 LINKER_LANGUAGE CUDA)
+  target_link_libraries(xtq_gpu_rtt PRIVATE xtq_internal CUDA::cudart_static)
+  xtq_cuda_host_only_flags(xtq_gpu_rtt)
+endif()

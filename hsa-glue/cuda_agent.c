@@ -1,0 +1,701 @@
+/*
+ * CUDA agent, host side: probe, open, queues, kernel objects, signals,
+ * memory registration, the retire thread and shutdown. The packet
+ * processor itself runs on the GPU (cuda_agent.cu); no host thread sits
+ * between a doorbell and a task starting.
+ *
+ * The CUDA runtime is linked statically (cudart_static), which loads
+ * libcuda.so.1 itself: a machine without the driver marks the agent
+ * unavailable with the reason instead of failing to load libxtq.
+ */
+#include "internal.h"
+
+#ifdef XTQ_HAVE_CUDA_AGENT
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cuda_agent.h"
+#include "queue_int.h"
+
+#define CUDA_SIGNALS 4096
+#define CUDA_MAX_QUEUE_SIZE (1u << 20)
+/* The retire thread polls this long after the last completion before it
+ * starts napping, and naps at most this long while packets are pending. */
+#define RETIRE_SPIN_NS 20000
+#define RETIRE_NAP_MAX_NS 100000
+/* Bound on the idle sleep: a producer that never calls the doorbell op. */
+#define RETIRE_IDLE_NS 100000000
+
+struct cuda_kernel {
+    struct xtq_kernel base;
+    uint32_t slot;
+};
+
+struct cuda_queue {
+    struct xtq_queue base;
+    uint32_t slot;
+    void *mem;
+    struct xtq__cuda_done *done;
+    struct xtq__cuda_qhost *qhost;
+    uint64_t retired; /* retire thread only */
+    struct cuda_queue *next_dead;
+};
+
+struct cuda_agent {
+    struct xtq_agent base;
+    int device;
+    unsigned blocks;
+    cudaStream_t run;
+    cudaStream_t ctl_stream;
+    struct xtq__cuda_dev *dev; /* device memory */
+    struct xtq__cuda_ctl *ctl; /* mapped host */
+    struct xtq__cuda_kdesc *kdesc;
+    struct xtq_signal *sigs; /* mapped host pool */
+    uint32_t sig_free[CUDA_SIGNALS];
+    uint32_t nsig_free;
+    bool kernel_used[XTQ__CUDA_MAX_KERNELS];
+    struct cuda_queue *queues[XTQ__CUDA_MAX_QUEUES];
+    uint32_t nq;
+    uint32_t version;
+    struct cuda_queue *dead; /* destroyed queues: freed at close */
+    pthread_mutex_t lock;
+    pthread_t retire_thread;
+    bool retire_started;
+    bool running;
+    _Atomic uint32_t bell;
+    _Atomic uint32_t sleeping;
+    _Atomic int stop;
+};
+
+static struct cuda_agent *to_cuda(xtq_agent_t *agent)
+{
+    return container_of(agent, struct cuda_agent, base);
+}
+
+static int cuda_rc(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return 0;
+    xtq_err(CUDA, "%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+    return e == cudaErrorMemoryAllocation ? -XTQ_ENOMEM : -XTQ_EIO;
+}
+
+/* Control-path copy into device memory while the processor runs: a
+ * non-blocking stream, so it never waits for the persistent kernel. */
+static int cuda_put(struct cuda_agent *a, void *dst, const void *src, size_t len)
+{
+    cudaError_t e = cudaMemcpyAsync(dst, src, len, cudaMemcpyHostToDevice, a->ctl_stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(a->ctl_stream);
+    return cuda_rc(e, "cudaMemcpyAsync (control)");
+}
+
+static bool processor_alive(struct cuda_agent *a)
+{
+    return a->running && cudaStreamQuery(a->run) == cudaErrorNotReady;
+}
+
+static void nap_ns(long ns)
+{
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+}
+
+/* Bump the queue-table version and wait until the processor uses it:
+ * afterwards it no longer touches a queue removed before the bump. */
+static int cuda_publish_table(struct cuda_agent *a)
+{
+    uint32_t v = ++a->version;
+    int rc = cuda_put(a, (void *)&a->dev->version, &v, sizeof(v));
+    if (rc)
+        return rc;
+    for (long ns = 1000; a->ctl->version_seen != v; ns = ns < 1000000 ? ns * 2 : ns) {
+        if (!processor_alive(a)) {
+            xtq_err(CUDA, "packet processor is not running");
+            return -XTQ_EIO;
+        }
+        nap_ns(ns);
+    }
+    return 0;
+}
+
+/* ---- retire thread ----------------------------------------------------- */
+
+/* Consume completion entries; returns whether packets are still pending. */
+static bool cuda_drain(struct cuda_agent *a, bool *progressed)
+{
+    bool pending = false;
+    pthread_mutex_lock(&a->lock);
+    for (uint32_t i = 0; i < a->nq; i++) {
+        struct cuda_queue *q = a->queues[i];
+        if (q == NULL)
+            continue;
+        uint64_t r = q->retired, start = r;
+        for (;;) {
+            struct xtq__cuda_done *e = &q->done[r & q->base.mask];
+            if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != r + 1)
+                break;
+            void *cookie = (void *)(uintptr_t)e->cookie;
+            if (cookie != NULL && q->base.retire != NULL)
+                q->base.retire(cookie, e->status);
+            r++;
+        }
+        if (r != start) {
+            q->retired = r;
+            __atomic_store_n(&q->qhost->retired, r, __ATOMIC_RELEASE);
+            xtq__queue_notify_space(&q->base);
+            *progressed = true;
+        }
+        if (r < atomic_load_explicit(q->base.write_index, memory_order_acquire))
+            pending = true;
+    }
+    pthread_mutex_unlock(&a->lock);
+    return pending;
+}
+
+/* Off the critical path: the GPU cannot call q->retire, so this thread
+ * turns completion entries into retire calls. It polls only while packets
+ * are pending (short naps), and otherwise sleeps until a doorbell. */
+static void *cuda_retire_main(void *arg)
+{
+    struct cuda_agent *a = arg;
+    uint64_t last = xtq__now_ns();
+    long nap = 1000;
+
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    while (!atomic_load_explicit(&a->stop, memory_order_acquire)) {
+        uint32_t bell = atomic_load_explicit(&a->bell, memory_order_acquire);
+        bool progressed = false;
+        bool pending = cuda_drain(a, &progressed);
+        uint64_t now = xtq__now_ns();
+        if (progressed) {
+            last = now;
+            nap = 1000;
+            continue;
+        }
+        if (pending) {
+            if (now - last < RETIRE_SPIN_NS) {
+                xtq__cpu_relax();
+                continue;
+            }
+            if (nap >= RETIRE_NAP_MAX_NS && !processor_alive(a)) {
+                XTQ_LOG_ONCE(CUDA, ERROR, "packet processor stopped with packets pending: %s",
+                             cudaGetErrorString(cudaStreamQuery(a->run)));
+                nap_ns(RETIRE_NAP_MAX_NS * 10);
+                continue;
+            }
+            nap_ns(nap);
+            nap = nap * 2 > RETIRE_NAP_MAX_NS ? RETIRE_NAP_MAX_NS : nap * 2;
+            continue;
+        }
+        atomic_store_explicit(&a->sleeping, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&a->bell, memory_order_seq_cst) == bell &&
+            !atomic_load_explicit(&a->stop, memory_order_seq_cst))
+            (void)xtq__futex_wait(&a->bell, bell, RETIRE_IDLE_NS);
+        atomic_store_explicit(&a->sleeping, 0, memory_order_relaxed);
+        last = xtq__now_ns();
+        nap = 1000;
+    }
+    return NULL;
+}
+
+/* ---- operations -------------------------------------------------------- */
+
+static void cuda_doorbell(xtq_queue_t *queue, uint64_t index)
+{
+    /* The GPU polls the ring itself; this only wakes the retire thread. */
+    struct cuda_agent *a = to_cuda(queue->agent);
+    atomic_fetch_add_explicit(&a->bell, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&a->sleeping, memory_order_seq_cst))
+        xtq__futex_wake(&a->bell, 1);
+}
+
+static int cuda_queue_create(xtq_agent_t *agent, uint32_t size, xtq_queue_t **queue)
+{
+    struct cuda_agent *a = to_cuda(agent);
+    struct cuda_queue *q;
+    size_t off_idx, off_db, off_qh, off_ck, off_done, total;
+    struct xtq__cuda_qdesc qd;
+    uint32_t slot, one = 1;
+    int rc;
+
+    if (!xtq__queue_size_ok(size) || size > CUDA_MAX_QUEUE_SIZE)
+        return -XTQ_EINVAL;
+    q = calloc(1, sizeof(*q));
+    if (q == NULL)
+        return -XTQ_ENOMEM;
+    off_idx = (size_t)size * XTQ_AQL_PACKET_SIZE;
+    off_db = off_idx + sizeof(struct xtq__queue_indices);
+    off_qh = off_db + sizeof(struct xtq_signal);
+    off_ck = off_qh + sizeof(struct xtq__cuda_qhost);
+    off_done = XTQ_ALIGN_UP(off_ck + (size_t)size * sizeof(void *), (size_t)XTQ_CACHELINE);
+    total = off_done + (size_t)size * sizeof(struct xtq__cuda_done);
+
+    cudaSetDevice(a->device);
+    rc = cuda_rc(cudaHostAlloc(&q->mem, total, cudaHostAllocMapped | cudaHostAllocPortable),
+                 "cudaHostAlloc (queue)");
+    if (rc)
+        goto err_free;
+    memset(q->mem, 0, total);
+    xtq_signal_t *db = (xtq_signal_t *)((char *)q->mem + off_db);
+    xtq__signal_init_at(db, 0, XTQ__SIGNAL_DEVICE);
+    rc = xtq__queue_init(&q->base, agent, size, q->mem,
+                         (struct xtq__queue_indices *)((char *)q->mem + off_idx), db);
+    if (rc)
+        goto err_host;
+    /* The GPU clears cookies as it takes packets: they must be mapped. */
+    free(q->base.cookies);
+    q->base.cookies = (void **)((char *)q->mem + off_ck);
+    q->qhost = (struct xtq__cuda_qhost *)((char *)q->mem + off_qh);
+    q->done = (struct xtq__cuda_done *)((char *)q->mem + off_done);
+
+    pthread_mutex_lock(&a->lock);
+    for (slot = 0; slot < XTQ__CUDA_MAX_QUEUES && a->queues[slot] != NULL; slot++)
+        ;
+    if (slot == XTQ__CUDA_MAX_QUEUES) {
+        pthread_mutex_unlock(&a->lock);
+        xtq_err(CUDA, "more than %d queues on one CUDA agent", XTQ__CUDA_MAX_QUEUES);
+        rc = -XTQ_ENOSPC;
+        goto err_host;
+    }
+    memset(&qd, 0, sizeof(qd));
+    qd.ring = (uint64_t)(uintptr_t)q->base.ring;
+    qd.idx = (uint64_t)(uintptr_t)q->base.idx;
+    qd.cookies = (uint64_t)(uintptr_t)q->base.cookies;
+    qd.done = (uint64_t)(uintptr_t)q->done;
+    qd.qhost = (uint64_t)(uintptr_t)q->qhost;
+    qd.mask = size - 1;
+    q->slot = slot;
+    /* Descriptor first, then active, then the slot count: the processor
+     * never reads a half-written descriptor. */
+    rc = cuda_put(a, &a->dev->q[slot], &qd, sizeof(qd));
+    if (rc == 0)
+        rc = cuda_put(a, &a->dev->q[slot].active, &one, sizeof(one));
+    if (rc == 0 && slot >= a->nq) {
+        uint32_t nq = slot + 1;
+        rc = cuda_put(a, (void *)&a->dev->nq, &nq, sizeof(nq));
+        if (rc == 0)
+            a->nq = nq;
+    }
+    if (rc == 0)
+        a->queues[slot] = q;
+    pthread_mutex_unlock(&a->lock);
+    if (rc)
+        goto err_host;
+    *queue = &q->base;
+    return 0;
+
+err_host:
+    cudaFreeHost(q->mem);
+err_free:
+    free(q);
+    return rc;
+}
+
+static int cuda_queue_destroy(xtq_queue_t *queue)
+{
+    struct cuda_queue *q = container_of(queue, struct cuda_queue, base);
+    struct cuda_agent *a = to_cuda(queue->agent);
+    uint32_t zero = 0;
+    int rc;
+
+    pthread_mutex_lock(&a->lock);
+    rc = cuda_put(a, &a->dev->q[q->slot].active, &zero, sizeof(zero));
+    if (rc == 0)
+        rc = cuda_publish_table(a);
+    a->queues[q->slot] = NULL;
+    /* Freeing pinned memory may synchronise the device, which never idles
+     * while the processor runs: keep it until close. */
+    q->next_dead = a->dead;
+    a->dead = q;
+    pthread_mutex_unlock(&a->lock);
+    return rc;
+}
+
+static int cuda_kernel_destroy(xtq_kernel_t *kernel)
+{
+    struct cuda_kernel *k = container_of(kernel, struct cuda_kernel, base);
+    struct cuda_agent *a = to_cuda(kernel->agent);
+    struct xtq__cuda_kdesc d = {0, 0, 0};
+    int rc;
+
+    pthread_mutex_lock(&a->lock);
+    rc = cuda_put(a, &a->kdesc[k->slot], &d, sizeof(d));
+    a->kernel_used[k->slot] = false;
+    pthread_mutex_unlock(&a->lock);
+    free(k);
+    return rc;
+}
+
+static int cuda_function_destroy(xtq_function_t *function)
+{
+    /* GPU agents run no agent-dispatch functions, so none can exist. */
+    return -XTQ_ENOSYS;
+}
+
+static int cuda_mem_register(xtq_agent_t *agent, void *addr, size_t len)
+{
+    struct cuda_agent *a = to_cuda(agent);
+    cudaError_t e;
+
+    if (addr == NULL || len == 0)
+        return -XTQ_EINVAL;
+    cudaSetDevice(a->device);
+    e = cudaHostRegister(addr, len, cudaHostRegisterMapped | cudaHostRegisterPortable);
+    if (e == cudaErrorHostMemoryAlreadyRegistered) {
+        /* Already pinned (cudaHostAlloc, or another agent): usable as is. */
+        cudaGetLastError();
+        return 0;
+    }
+    return cuda_rc(e, "cudaHostRegister");
+}
+
+static int cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len)
+{
+    cudaError_t e = cudaHostUnregister(addr);
+    if (e == cudaErrorHostMemoryNotRegistered) {
+        cudaGetLastError();
+        return 0;
+    }
+    return cuda_rc(e, "cudaHostUnregister");
+}
+
+static void cuda_close(xtq_agent_t *agent)
+{
+    struct cuda_agent *a = to_cuda(agent);
+    uint32_t one = 1;
+
+    cudaSetDevice(a->device);
+    if (a->running) {
+        /* The processor exits at its next poll; tasks in flight finish. */
+        if (cuda_put(a, (void *)&a->dev->stop, &one, sizeof(one)) == 0)
+            (void)cuda_rc(cudaStreamSynchronize(a->run), "packet processor exit");
+        a->running = false;
+    }
+    if (a->retire_started) {
+        atomic_store_explicit(&a->stop, 1, memory_order_seq_cst);
+        atomic_fetch_add_explicit(&a->bell, 1, memory_order_seq_cst);
+        xtq__futex_wake(&a->bell, 1);
+        pthread_join(a->retire_thread, NULL);
+    }
+    for (uint32_t i = 0; i < XTQ__CUDA_MAX_QUEUES; i++) {
+        if (a->queues[i] != NULL) {
+            a->queues[i]->next_dead = a->dead;
+            a->dead = a->queues[i];
+        }
+    }
+    while (a->dead != NULL) {
+        struct cuda_queue *q = a->dead;
+        a->dead = q->next_dead;
+        cudaFreeHost(q->mem);
+        free(q);
+    }
+    if (a->sigs)
+        cudaFreeHost(a->sigs);
+    if (a->ctl)
+        cudaFreeHost(a->ctl);
+    if (a->kdesc)
+        cudaFree(a->kdesc);
+    if (a->dev)
+        cudaFree(a->dev);
+    if (a->ctl_stream)
+        cudaStreamDestroy(a->ctl_stream);
+    if (a->run)
+        cudaStreamDestroy(a->run);
+    pthread_mutex_destroy(&a->lock);
+    free(a);
+}
+
+static const struct xtq__agent_ops cuda_ops = {
+    .name = "cuda",
+    .queue_create = cuda_queue_create,
+    .queue_destroy = cuda_queue_destroy,
+    .doorbell = cuda_doorbell,
+    .kernel_destroy = cuda_kernel_destroy,
+    .function_destroy = cuda_function_destroy,
+    .mem_register = cuda_mem_register,
+    .mem_deregister = cuda_mem_deregister,
+    .close = cuda_close,
+};
+
+/* ---- provider ---------------------------------------------------------- */
+
+static int cuda_probe(char *reason, size_t reason_len, unsigned *device_count)
+{
+    void *h;
+    int n = 0;
+    cudaError_t e;
+
+    /* Look for the driver first: keeps the runtime untouched where it
+     * cannot work. */
+    h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (h == NULL) {
+        snprintf(reason, reason_len, "no CUDA driver: libcuda.so.1 not found (%s)", dlerror());
+        return -XTQ_ENOAGENT;
+    }
+    dlclose(h);
+    e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= 0) {
+        snprintf(reason, reason_len, "no CUDA device: cudaGetDeviceCount returned %d (%s)", (int)e,
+                 e == cudaSuccess ? "0 devices" : cudaGetErrorName(e));
+        cudaGetLastError();
+        return -XTQ_ENOAGENT;
+    }
+    *device_count = (unsigned)n;
+    return 0;
+}
+
+static int cuda_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
+{
+    struct cuda_agent *a;
+    struct cudaDeviceProp prop;
+    struct xtq__cuda_dev *init = NULL;
+    int rc;
+
+    a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return -XTQ_ENOMEM;
+    pthread_mutex_init(&a->lock, NULL);
+    a->base.ops = &cuda_ops;
+    a->base.kind = XTQ_AGENT_CUDA;
+    a->base.ctx = ctx;
+    a->device = (int)device_index;
+
+    rc = cuda_rc(cudaSetDevice(a->device), "cudaSetDevice");
+    if (rc)
+        goto err;
+    rc = cuda_rc(cudaGetDeviceProperties(&prop, a->device), "cudaGetDeviceProperties");
+    if (rc)
+        goto err;
+    /* Packets carry host addresses (signals, kernel arguments, payloads)
+     * that the GPU dereferences as they are. */
+    if (prop.major < 7 || !prop.canMapHostMemory || !prop.unifiedAddressing ||
+        !prop.canUseHostPointerForRegisteredMem) {
+        xtq_err(CUDA, "%s (sm_%d%d) lacks mapped host memory at host addresses or __nanosleep",
+                prop.name, prop.major, prop.minor);
+        rc = -XTQ_ENOAGENT;
+        goto err;
+    }
+    a->blocks = (unsigned)xtq__param_int(XTQ__PARAM_XTQ_CUDA_BLOCKS);
+    if (a->blocks < 1)
+        a->blocks = 1;
+    if (a->blocks > (unsigned)prop.multiProcessorCount)
+        a->blocks = (unsigned)prop.multiProcessorCount;
+
+    rc = cuda_rc(cudaStreamCreateWithFlags(&a->run, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (rc == 0)
+        rc = cuda_rc(cudaStreamCreateWithFlags(&a->ctl_stream, cudaStreamNonBlocking),
+                     "cudaStreamCreate");
+    if (rc == 0)
+        rc = cuda_rc(cudaMalloc((void **)&a->dev, sizeof(*a->dev)), "cudaMalloc (state)");
+    if (rc == 0)
+        rc = cuda_rc(cudaMalloc((void **)&a->kdesc, sizeof(*a->kdesc) * XTQ__CUDA_MAX_KERNELS),
+                     "cudaMalloc (kernel table)");
+    if (rc == 0)
+        rc = cuda_rc(cudaMemset(a->kdesc, 0, sizeof(*a->kdesc) * XTQ__CUDA_MAX_KERNELS),
+                     "cudaMemset");
+    if (rc == 0)
+        rc = cuda_rc(cudaHostAlloc((void **)&a->ctl, sizeof(*a->ctl),
+                                   cudaHostAllocMapped | cudaHostAllocPortable),
+                     "cudaHostAlloc (control)");
+    if (rc == 0)
+        rc = cuda_rc(cudaHostAlloc((void **)&a->sigs, sizeof(*a->sigs) * CUDA_SIGNALS,
+                                   cudaHostAllocMapped | cudaHostAllocPortable),
+                     "cudaHostAlloc (signals)");
+    if (rc)
+        goto err;
+    memset(a->ctl, 0, sizeof(*a->ctl));
+    a->ctl->version_seen = ~0u;
+    for (uint32_t i = 0; i < CUDA_SIGNALS; i++)
+        a->sig_free[i] = CUDA_SIGNALS - 1 - i;
+    a->nsig_free = CUDA_SIGNALS;
+
+    init = calloc(1, sizeof(*init));
+    if (init == NULL) {
+        rc = -XTQ_ENOMEM;
+        goto err;
+    }
+    init->poll_ns_max = (uint32_t)xtq__param_int(XTQ__PARAM_XTQ_CUDA_POLL_NS);
+    init->ctl = (uint64_t)(uintptr_t)a->ctl;
+    init->kdesc = (uint64_t)(uintptr_t)a->kdesc;
+    rc = cuda_rc(cudaMemcpy(a->dev, init, sizeof(*init), cudaMemcpyHostToDevice),
+                 "cudaMemcpy (state)");
+    free(init);
+    if (rc)
+        goto err;
+    rc = cuda_rc((cudaError_t)xtq__cuda_launch_processor(a->dev, a->blocks, a->run),
+                 "packet processor launch");
+    if (rc)
+        goto err;
+    a->running = true;
+    /* The processor acknowledges version 0 once it polls. */
+    rc = cuda_publish_table(a);
+    if (rc)
+        goto err;
+    if (pthread_create(&a->retire_thread, NULL, cuda_retire_main, a) != 0) {
+        rc = -XTQ_ENOMEM;
+        goto err;
+    }
+    a->retire_started = true;
+
+    a->base.info.kind = XTQ_AGENT_CUDA;
+    snprintf(a->base.info.name, sizeof(a->base.info.name), "%.63s", prop.name);
+    a->base.info.device_index = device_index;
+    a->base.info.workers = a->blocks; /* SMs the processor keeps */
+    a->base.info.max_queue_size = CUDA_MAX_QUEUE_SIZE;
+    xtq_info(CUDA, "%s: packet processor on %u of %d SMs (%u threads each)", prop.name,
+             a->blocks, prop.multiProcessorCount, XTQ__CUDA_THREADS);
+    *agent = &a->base;
+    return 0;
+
+err:
+    cuda_close(&a->base);
+    return rc;
+}
+
+const struct xtq__agent_provider xtq__cuda_agent_provider = {
+    .kind = XTQ_AGENT_CUDA,
+    .name = "cuda",
+    .probe = cuda_probe,
+    .open = cuda_open,
+};
+
+/* ---- public ------------------------------------------------------------ */
+
+int xtq_kernel_create_cuda(xtq_agent_t *agent, uint64_t device_fn, uint32_t kernarg_size,
+                           xtq_kernel_t **kernel)
+{
+    struct cuda_agent *a;
+    struct cuda_kernel *k;
+    struct xtq__cuda_kdesc d;
+    uint32_t slot;
+    int rc;
+
+    if (agent == NULL || kernel == NULL || device_fn == 0 || kernarg_size > XTQ_CUDA_MAX_KERNARG)
+        return -XTQ_EINVAL;
+    if (agent->kind != XTQ_AGENT_CUDA)
+        return -XTQ_EAGENTKIND;
+    a = to_cuda(agent);
+    k = calloc(1, sizeof(*k));
+    if (k == NULL)
+        return -XTQ_ENOMEM;
+    pthread_mutex_lock(&a->lock);
+    for (slot = 0; slot < XTQ__CUDA_MAX_KERNELS && a->kernel_used[slot]; slot++)
+        ;
+    if (slot == XTQ__CUDA_MAX_KERNELS) {
+        rc = -XTQ_ENOSPC;
+        goto err_unlock;
+    }
+    d.fn = device_fn;
+    d.kernarg_size = kernarg_size;
+    d.live = 1;
+    rc = cuda_put(a, &a->kdesc[slot], &d, sizeof(d));
+    if (rc)
+        goto err_unlock;
+    a->kernel_used[slot] = true;
+    pthread_mutex_unlock(&a->lock);
+    k->slot = slot;
+    k->base.agent = agent;
+    k->base.object = (uint64_t)(uintptr_t)&a->kdesc[slot];
+    k->base.kernarg_size = kernarg_size;
+    *kernel = &k->base;
+    return 0;
+
+err_unlock:
+    pthread_mutex_unlock(&a->lock);
+    free(k);
+    return rc;
+}
+
+int xtq_cuda_signal_create(xtq_agent_t *agent, int64_t initial_value, xtq_signal_t **signal)
+{
+    struct cuda_agent *a;
+    uint32_t i;
+
+    if (agent == NULL || signal == NULL)
+        return -XTQ_EINVAL;
+    if (agent->kind != XTQ_AGENT_CUDA)
+        return -XTQ_EAGENTKIND;
+    a = to_cuda(agent);
+    pthread_mutex_lock(&a->lock);
+    if (a->nsig_free == 0) {
+        pthread_mutex_unlock(&a->lock);
+        return -XTQ_ENOMEM;
+    }
+    i = a->sig_free[--a->nsig_free];
+    pthread_mutex_unlock(&a->lock);
+    xtq__signal_init_at(&a->sigs[i], initial_value, XTQ__SIGNAL_DEVICE);
+    *signal = &a->sigs[i];
+    return 0;
+}
+
+int xtq_cuda_signal_destroy(xtq_agent_t *agent, xtq_signal_t *signal)
+{
+    struct cuda_agent *a;
+
+    if (agent == NULL || signal == NULL)
+        return -XTQ_EINVAL;
+    if (agent->kind != XTQ_AGENT_CUDA)
+        return -XTQ_EAGENTKIND;
+    a = to_cuda(agent);
+    if (signal < a->sigs || signal >= a->sigs + CUDA_SIGNALS)
+        return -XTQ_EINVAL;
+    signal->magic = 0;
+    pthread_mutex_lock(&a->lock);
+    a->sig_free[a->nsig_free++] = (uint32_t)(signal - a->sigs);
+    pthread_mutex_unlock(&a->lock);
+    return 0;
+}
+
+int xtq_cuda_mem_register(xtq_agent_t *agent, void *addr, size_t len)
+{
+    if (agent == NULL)
+        return -XTQ_EINVAL;
+    if (agent->kind != XTQ_AGENT_CUDA)
+        return -XTQ_EAGENTKIND;
+    return cuda_mem_register(agent, addr, len);
+}
+
+int xtq_cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len)
+{
+    if (agent == NULL)
+        return -XTQ_EINVAL;
+    if (agent->kind != XTQ_AGENT_CUDA)
+        return -XTQ_EAGENTKIND;
+    return cuda_mem_deregister(agent, addr, len);
+}
+
+#else /* !XTQ_HAVE_CUDA_AGENT: the API exists, the agent does not. */
+
+int xtq_kernel_create_cuda(xtq_agent_t *agent, uint64_t device_fn, uint32_t kernarg_size,
+                           xtq_kernel_t **kernel)
+{
+    return -XTQ_ENOAGENT;
+}
+
+int xtq_cuda_signal_create(xtq_agent_t *agent, int64_t initial_value, xtq_signal_t **signal)
+{
+    return -XTQ_ENOAGENT;
+}
+
+int xtq_cuda_signal_destroy(xtq_agent_t *agent, xtq_signal_t *signal)
+{
+    return -XTQ_ENOAGENT;
+}
+
+int xtq_cuda_mem_register(xtq_agent_t *agent, void *addr, size_t len)
+{
+    return -XTQ_ENOAGENT;
+}
+
+int xtq_cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len)
+{
+    return -XTQ_ENOAGENT;
+}
+
+#endif /* XTQ_HAVE_CUDA_AGENT */

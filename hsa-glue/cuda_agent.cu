@@ -1,0 +1,425 @@
+/*
+ * CUDA agent: the persistent command processor.
+ *
+ * One launch of `blocks` x 256 threads runs for the agent's lifetime.
+ * Thread 0 of block 0 polls the slot header at each queue's read index in
+ * pinned host memory (one PCIe read per queue per poll; naps with
+ * __nanosleep once idle), takes the packet, and publishes kernel
+ * dispatches to every block through device memory. Blocks claim
+ * work-groups and call the task (a __device__ function pointer) once per
+ * work-item. The last block to finish decrements the completion signal
+ * (a system-scope atomic on host memory) and writes a completion-ring
+ * entry that a host thread turns into the retire callback.
+ *
+ * Packets run one at a time, in queue order: the barrier bit is always
+ * honoured. Tasks must not use __syncthreads() (threads beyond the
+ * work-group size do not call them).
+ */
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include <xtq/error.h>
+#include "cuda_agent.h"
+
+namespace {
+
+struct queue_indices {
+    uint64_t write_index;
+    uint8_t pad0_[56];
+    uint64_t read_index;
+    uint8_t pad1_[56];
+};
+
+__device__ __forceinline__ uint32_t ld_acquire_sys_u32(const void *p)
+{
+    uint32_t v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ uint64_t ld_acquire_sys_u64(const void *p)
+{
+    uint64_t v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ uint64_t ld_acquire_gpu_u64(const void *p)
+{
+    uint64_t v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ uint4 ld_volatile_v4(const void *p)
+{
+    uint4 v;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p)
+                 : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void st_release_sys_u64(void *p, uint64_t v)
+{
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ void st_release_gpu_u64(void *p, uint64_t v)
+{
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ void nap(uint32_t *ns, uint32_t *idle, uint32_t max_ns)
+{
+    /* Spin hot for a while after the last packet (latency under load),
+     * then back off to at most max_ns per poll (power when idle). */
+    if (*idle < 4096) {
+        ++*idle;
+        return;
+    }
+    *ns = *ns ? min(*ns * 2, max_ns) : 32;
+    __nanosleep(*ns);
+}
+
+/* What block 0's thread 0 hands to the block after taking a packet. */
+struct taken {
+    int cmd; /* -1 stop, 0 nothing to run, 1 kernel dispatch */
+};
+
+__device__ void post_done(xtq__cuda_dev *dev, xtq__cuda_qdesc *qd, uint64_t index, uint64_t cookie,
+                          int32_t status)
+{
+    xtq__cuda_done *ring = (xtq__cuda_done *)qd->done;
+    const xtq__cuda_qhost *qh = (const xtq__cuda_qhost *)qd->qhost;
+    uint64_t size = (uint64_t)qd->mask + 1;
+    uint32_t ns = 0;
+    /* Flow control: the host must have consumed entry index - size. */
+    while (index - qd->retired_cache >= size) {
+        qd->retired_cache = ld_acquire_sys_u64((const void *)&qh->retired);
+        if (index - qd->retired_cache < size || dev->stop)
+            break;
+        ns = ns ? min(ns * 2, 4096u) : 64;
+        __nanosleep(ns);
+    }
+    xtq__cuda_done *e = &ring[index & qd->mask];
+    *(volatile uint64_t *)&e->cookie = cookie;
+    *(volatile int32_t *)&e->status = status;
+    st_release_sys_u64(&e->seq, index + 1);
+    xtq__cuda_ctl *ctl = (xtq__cuda_ctl *)dev->ctl;
+    ctl->packets = ctl->packets + 1;
+    if (status && ctl->error == 0)
+        ctl->error = status;
+}
+
+/* Task and prior writes are visible system-wide before this is called. */
+__device__ void complete(xtq__cuda_dev *dev, uint32_t q, uint64_t index, uint64_t cookie,
+                         uint64_t signal, int32_t status)
+{
+    __threadfence_system();
+    if (signal)
+        atomicAdd_system((unsigned long long *)signal, ~0ull); /* value -= 1 */
+    post_done(dev, &dev->q[q], index, cookie, status);
+}
+
+__device__ bool barrier_ready(const xtq_barrier_packet_t *b, bool is_or)
+{
+    bool any = false, all = true, none = true;
+    for (int i = 0; i < 5; i++) {
+        uint64_t h = b->dep_signal[i].handle;
+        if (!h)
+            continue;
+        none = false;
+        bool zero = (int64_t)ld_acquire_sys_u64((const void *)h) == 0;
+        any |= zero;
+        all &= zero;
+    }
+    return none || (is_or ? any : all);
+}
+
+/* Validate a kernel dispatch; 0 or a negative XTQ code. Fills cur_*. */
+__device__ int check_dispatch(xtq__cuda_dev *dev, const xtq_kernel_dispatch_packet_t *k)
+{
+    uint32_t dims = (k->setup >> XTQ_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS) & 3u;
+    if (dims < 1 || dims > 3)
+        return -XTQ_EPACKET;
+    uint32_t wg[3] = {k->workgroup_size_x, k->workgroup_size_y, k->workgroup_size_z};
+    uint32_t gr[3] = {k->grid_size_x, k->grid_size_y, k->grid_size_z};
+    uint64_t total = 1, items = 1;
+    for (uint32_t d = 0; d < 3; d++) {
+        if (d >= dims) {
+            wg[d] = 1;
+            gr[d] = 1;
+        }
+        if (!wg[d] || !gr[d])
+            return -XTQ_EPACKET;
+        items *= wg[d];
+        total *= (gr[d] + wg[d] - 1) / wg[d];
+    }
+    if (items > XTQ__CUDA_THREADS || total > 0xffffffffull)
+        return -XTQ_EPACKET;
+    uint64_t base = dev->kdesc, obj = k->kernel_object;
+    if (obj < base || obj >= base + XTQ__CUDA_MAX_KERNELS * sizeof(xtq__cuda_kdesc) ||
+        (obj - base) % sizeof(xtq__cuda_kdesc))
+        return -XTQ_ENOKERNEL;
+    const volatile xtq__cuda_kdesc *kd = (const volatile xtq__cuda_kdesc *)obj;
+    if (!kd->live || !kd->fn)
+        return -XTQ_ENOKERNEL;
+    if (kd->kernarg_size && !k->kernarg_address)
+        return -XTQ_EKERNARG;
+    dev->cur_fn = kd->fn;
+    dev->cur_kernarg_size = kd->kernarg_size;
+    dev->cur_total = (uint32_t)total;
+    return 0;
+}
+
+/* Block 0, thread 0: wait for a packet on any queue and take it. */
+__device__ int take_packet(xtq__cuda_dev *dev, uint32_t *qnext, uint32_t *version)
+{
+    uint32_t ns = 0, idle = 0;
+    xtq__cuda_ctl *ctl = (xtq__cuda_ctl *)dev->ctl;
+    for (;;) {
+        if (dev->stop)
+            return -1;
+        uint32_t v = dev->version;
+        if (v != *version) {
+            /* The host waits for this before freeing a removed queue. */
+            __threadfence();
+            *version = v;
+            ctl->version_seen = v;
+        }
+        uint32_t nq = dev->nq;
+        for (uint32_t k = 0; k < nq; k++) {
+            uint32_t qi = (*qnext + k) % nq;
+            xtq__cuda_qdesc *qd = &dev->q[qi];
+            if (!*(volatile uint32_t *)&qd->active)
+                continue;
+            uint64_t rd = qd->rd;
+            const xtq_aql_packet_t *slot = (const xtq_aql_packet_t *)qd->ring + (rd & qd->mask);
+            uint32_t hw = ld_acquire_sys_u32(slot);
+            if ((hw & 0xffu) == XTQ_PACKET_TYPE_INVALID)
+                continue;
+            /* Body and cookie: independent loads, in flight together. */
+            const uint4 *src = (const uint4 *)slot;
+            uint4 w0 = ld_volatile_v4(src), w1 = ld_volatile_v4(src + 1);
+            uint4 w2 = ld_volatile_v4(src + 2), w3 = ld_volatile_v4(src + 3);
+            uint64_t cookie = 0;
+            if (qd->cookies)
+                cookie = *((const volatile uint64_t *)qd->cookies + (rd & qd->mask));
+            xtq_aql_packet_t pkt;
+            uint4 *dst = (uint4 *)&pkt;
+            dst[0] = w0;
+            dst[1] = w1;
+            dst[2] = w2;
+            dst[3] = w3;
+            pkt.header = (uint16_t)hw;
+            /* Clear the cookie, free the slot, then publish the read index
+             * (release): a producer that sees it finds both done. */
+            if (qd->cookies)
+                *((volatile uint64_t *)qd->cookies + (rd & qd->mask)) = 0;
+            *(volatile uint16_t *)&slot->header = XTQ_PACKET_TYPE_INVALID;
+            st_release_sys_u64(&((queue_indices *)qd->idx)->read_index, rd + 1);
+            qd->rd = rd + 1;
+            *qnext = qi + 1;
+
+            uint32_t type = pkt.header & 0xffu;
+            uint64_t sig = pkt.kernel.completion_signal.handle; /* same offset in all */
+            if (type == XTQ_PACKET_TYPE_KERNEL_DISPATCH) {
+                int rc = check_dispatch(dev, &pkt.kernel);
+                if (rc) {
+                    complete(dev, qi, rd, cookie, sig, rc);
+                    return 0;
+                }
+                dev->cur = pkt.kernel;
+                dev->cur_cookie = cookie;
+                dev->cur_index = rd;
+                dev->cur_queue = qi;
+                return 1;
+            }
+            if (type == XTQ_PACKET_TYPE_BARRIER_AND || type == XTQ_PACKET_TYPE_BARRIER_OR) {
+                uint32_t bns = 0;
+                while (!barrier_ready(&pkt.barrier, type == XTQ_PACKET_TYPE_BARRIER_OR)) {
+                    if (dev->stop)
+                        return -1;
+                    bns = bns ? min(bns * 2, dev->poll_ns_max) : 32;
+                    __nanosleep(bns);
+                }
+                complete(dev, qi, rd, cookie, sig, 0);
+                return 0;
+            }
+            complete(dev, qi, rd, cookie, sig,
+                     type == XTQ_PACKET_TYPE_AGENT_DISPATCH ? -XTQ_EAGENTKIND : -XTQ_EPACKET);
+            return 0;
+        }
+        nap(&ns, &idle, dev->poll_ns_max);
+    }
+}
+
+/* Every block: claim work-groups of dispatch `gen` and run them. */
+__device__ void run_groups(xtq__cuda_dev *dev, uint64_t gen, const xtq_kernel_dispatch_packet_t *k,
+                           uint64_t fn_addr, void *kernarg, uint32_t total)
+{
+    __shared__ uint32_t s_group;
+    const uint32_t tid = threadIdx.x;
+    const uint32_t tag = (uint32_t)gen;
+    xtq_cuda_task_fn fn = (xtq_cuda_task_fn)fn_addr;
+    xtq_cuda_dispatch_t d;
+    d.packet = k;
+    d.dimensions = (k->setup >> XTQ_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS) & 3u;
+    d.grid_size[0] = k->grid_size_x;
+    d.grid_size[1] = d.dimensions > 1 ? k->grid_size_y : 1;
+    d.grid_size[2] = d.dimensions > 2 ? k->grid_size_z : 1;
+    d.workgroup_size[0] = k->workgroup_size_x;
+    d.workgroup_size[1] = d.dimensions > 1 ? k->workgroup_size_y : 1;
+    d.workgroup_size[2] = d.dimensions > 2 ? k->workgroup_size_z : 1;
+    for (int i = 0; i < 3; i++)
+        d.workgroup_count[i] = (d.grid_size[i] + d.workgroup_size[i] - 1) / d.workgroup_size[i];
+    const uint32_t items = d.workgroup_size[0] * d.workgroup_size[1] * d.workgroup_size[2];
+    d.flat_local_id = tid;
+    d.local_id[0] = tid % d.workgroup_size[0];
+    d.local_id[1] = (tid / d.workgroup_size[0]) % d.workgroup_size[1];
+    d.local_id[2] = tid / (d.workgroup_size[0] * d.workgroup_size[1]);
+    uint32_t ran = 0;
+    for (;;) {
+        if (tid == 0) {
+            unsigned long long c = *(volatile unsigned long long *)&dev->claim;
+            uint32_t g = ~0u;
+            for (;;) {
+                if ((uint32_t)(c >> 32) != tag || (uint32_t)c >= total)
+                    break;
+                unsigned long long prev = atomicCAS(&dev->claim, c, c + 1);
+                if (prev == c) {
+                    g = (uint32_t)c;
+                    break;
+                }
+                c = prev;
+            }
+            s_group = g;
+        }
+        __syncthreads();
+        uint32_t g = s_group;
+        __syncthreads();
+        if (g == ~0u)
+            break;
+        d.workgroup_id[0] = g % d.workgroup_count[0];
+        d.workgroup_id[1] = (g / d.workgroup_count[0]) % d.workgroup_count[1];
+        d.workgroup_id[2] = g / (d.workgroup_count[0] * d.workgroup_count[1]);
+        bool in = tid < items;
+        for (int i = 0; i < 3 && in; i++)
+            in = d.workgroup_id[i] * d.workgroup_size[i] + d.local_id[i] < d.grid_size[i];
+        if (in)
+            fn(&d, kernarg);
+        ran++;
+    }
+    __syncthreads();
+    if (tid == 0 && ran) {
+        __threadfence_system();
+        uint32_t prev = atomicAdd(&dev->groups_done, ran);
+        if (prev + ran == total) {
+            complete(dev, dev->cur_queue, dev->cur_index, dev->cur_cookie,
+                     k->completion_signal.handle, 0);
+            st_release_gpu_u64((void *)&dev->completed, gen);
+        }
+    }
+}
+
+__device__ void copy_kernarg(void *dst, const void *src, uint32_t size, bool from_host)
+{
+    /* Words when aligned, else bytes; one round of loads for <= 1 KiB. */
+    if (!(((uintptr_t)src | size) & 3)) {
+        for (uint32_t i = threadIdx.x; i < size / 4; i += blockDim.x)
+            ((uint32_t *)dst)[i] = from_host ? ((const volatile uint32_t *)src)[i]
+                                             : __ldcg((const unsigned int *)src + i);
+    } else {
+        for (uint32_t i = threadIdx.x; i < size; i += blockDim.x)
+            ((uint8_t *)dst)[i] = ((const volatile uint8_t *)src)[i];
+    }
+}
+
+__global__ void __launch_bounds__(XTQ__CUDA_THREADS, 1) processor(xtq__cuda_dev *dev)
+{
+    __shared__ xtq_kernel_dispatch_packet_t s_pkt;
+    __shared__ __align__(16) uint8_t s_karg[XTQ_CUDA_MAX_KERNARG];
+    __shared__ int s_cmd;
+    __shared__ uint64_t s_gen;
+    const uint32_t tid = threadIdx.x;
+    uint32_t qnext = 0, version = ~0u;
+    uint64_t gen = ld_acquire_gpu_u64((const void *)&dev->gen);
+
+    for (;;) {
+        if (blockIdx.x == 0) {
+            if (tid == 0)
+                s_cmd = take_packet(dev, &qnext, &version);
+            __syncthreads();
+            int cmd = s_cmd;
+            if (cmd < 0)
+                break;
+            if (cmd == 0) {
+                __syncthreads();
+                continue;
+            }
+            if (tid < sizeof(s_pkt) / 4)
+                ((uint32_t *)&s_pkt)[tid] = ((const volatile uint32_t *)&dev->cur)[tid];
+            __syncthreads();
+            uint32_t ks = dev->cur_kernarg_size;
+            copy_kernarg(s_karg, s_pkt.kernarg_address, ks, true);
+            __syncthreads();
+            copy_kernarg(dev->kernarg, s_karg, ks, false);
+            __syncthreads();
+            gen++;
+            if (tid == 0) {
+                dev->groups_done = 0;
+                dev->claim = (unsigned long long)(uint32_t)gen << 32;
+                st_release_gpu_u64((void *)&dev->gen, gen);
+            }
+            __syncthreads();
+            run_groups(dev, gen, &s_pkt, dev->cur_fn, s_karg, dev->cur_total);
+            if (tid == 0) {
+                /* In order: the next packet waits for this one. */
+                while (ld_acquire_gpu_u64((const void *)&dev->completed) != gen)
+                    __nanosleep(64);
+            }
+            __syncthreads();
+        } else {
+            if (tid == 0) {
+                uint32_t ns = 0, idle = 0;
+                uint64_t g;
+                int cmd = 1;
+                while ((g = ld_acquire_gpu_u64((const void *)&dev->gen)) == gen) {
+                    if (dev->stop) {
+                        cmd = -1;
+                        break;
+                    }
+                    nap(&ns, &idle, dev->poll_ns_max);
+                }
+                s_cmd = cmd;
+                s_gen = g;
+            }
+            __syncthreads();
+            if (s_cmd < 0)
+                break;
+            gen = s_gen;
+            if (tid < sizeof(s_pkt) / 4)
+                ((uint32_t *)&s_pkt)[tid] = __ldcg((const unsigned int *)&dev->cur + tid);
+            __syncthreads();
+            /* A stale view (the dispatch already finished) claims nothing. */
+            uint32_t ks = *(volatile uint32_t *)&dev->cur_kernarg_size;
+            uint64_t fn = *(volatile uint64_t *)&dev->cur_fn;
+            uint32_t total = *(volatile uint32_t *)&dev->cur_total;
+            copy_kernarg(s_karg, dev->kernarg, ks, false);
+            __syncthreads();
+            run_groups(dev, gen, &s_pkt, fn, s_karg, total);
+            __syncthreads();
+        }
+    }
+}
+
+} // namespace
+
+extern "C" int xtq__cuda_launch_processor(struct xtq__cuda_dev *dev, unsigned blocks, void *stream)
+{
+    processor<<<blocks, XTQ__CUDA_THREADS, 0, (cudaStream_t)stream>>>(dev);
+    return (int)cudaGetLastError();
+}

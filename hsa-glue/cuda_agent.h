@@ -1,0 +1,105 @@
+/*
+ * CUDA agent: memory layout shared by the host side (cuda_agent.c) and the
+ * persistent command processor (cuda_agent.cu). Plain C, no CUDA headers.
+ *
+ * Where things live (push, never pull, across PCIe):
+ *  - queue ring, indices, cookies: pinned mapped host memory. The engine
+ *    writes packets with plain stores; the GPU polls slot headers.
+ *  - completion ring: pinned mapped host memory. The GPU writes one entry
+ *    per finished packet; a host thread turns entries into retire calls.
+ *  - queue table, kernel table, stop flag, current dispatch: device memory,
+ *    written by the host with copies on a control stream.
+ */
+#ifndef XTQ_CUDA_AGENT_H
+#define XTQ_CUDA_AGENT_H
+
+#include <stdint.h>
+
+#include <xtq/aql.h>
+#include <xtq/cuda.h>
+
+#define XTQ__CUDA_MAX_QUEUES 64
+#define XTQ__CUDA_MAX_KERNELS 1024
+#define XTQ__CUDA_THREADS XTQ_CUDA_MAX_WORKGROUP
+
+/* Device-memory kernel descriptor; kernel_object holds its address. */
+struct xtq__cuda_kdesc {
+    uint64_t fn;
+    uint32_t kernarg_size;
+    uint32_t live;
+};
+
+/* One completion-ring entry (host memory, written by the GPU). seq is
+ * written last: entry j is valid when seq == j + 1. */
+struct xtq__cuda_done {
+    uint64_t cookie;
+    int32_t status;
+    uint32_t pad_;
+    uint64_t seq;
+    uint64_t pad2_;
+};
+
+/* Per-queue words in host memory that the host writes for the GPU. */
+struct xtq__cuda_qhost {
+    volatile uint64_t retired; /* completion entries consumed by the host */
+    uint8_t pad_[56];
+};
+
+/* Device-memory queue descriptor. rd is the processor's private read
+ * index (the published read_index lives with the queue's indices). */
+struct xtq__cuda_qdesc {
+    uint64_t ring;    /* xtq_aql_packet_t * (mapped host) */
+    uint64_t idx;     /* struct xtq__queue_indices * */
+    uint64_t cookies; /* void ** */
+    uint64_t done;    /* struct xtq__cuda_done * */
+    uint64_t qhost;   /* struct xtq__cuda_qhost * */
+    uint64_t rd;
+    uint64_t retired_cache;
+    uint32_t mask;
+    uint32_t active;
+};
+
+/* Host memory the GPU writes for the host (mapped). */
+struct xtq__cuda_ctl {
+    volatile uint32_t version_seen; /* queue-table version the processor uses */
+    volatile int32_t error;         /* first processor-side error (negative XTQ code) */
+    volatile uint64_t packets;      /* packets processed */
+    uint8_t pad_[48];
+};
+
+/* Device memory: the processor's whole state. */
+struct xtq__cuda_dev {
+    /* written by the host */
+    volatile uint32_t stop;
+    volatile uint32_t version;
+    struct xtq__cuda_qdesc q[XTQ__CUDA_MAX_QUEUES];
+    volatile uint32_t nq; /* queue slots in use: 0 .. nq-1 */
+    uint32_t poll_ns_max; /* longest nap of an idle poller */
+    uint64_t ctl;         /* struct xtq__cuda_ctl * (mapped host) */
+    uint64_t kdesc;       /* struct xtq__cuda_kdesc[XTQ__CUDA_MAX_KERNELS] (device) */
+    /* processor-private: the dispatch in flight */
+    xtq_kernel_dispatch_packet_t cur;
+    uint64_t cur_cookie;
+    uint64_t cur_index;
+    uint64_t cur_fn;
+    uint32_t cur_kernarg_size;
+    uint32_t cur_queue;
+    uint32_t cur_total;   /* work-groups in cur */
+    volatile uint64_t gen;       /* bumped by block 0 when cur is published */
+    unsigned long long claim;    /* (gen << 32) | next group to claim */
+    unsigned int groups_done;
+    volatile uint64_t completed; /* gen of the last finished dispatch */
+    uint8_t kernarg[XTQ_CUDA_MAX_KERNARG] __attribute__((aligned(16)));
+};
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* cuda_agent.cu: launch the processor (blocks x XTQ__CUDA_THREADS) on
+ * `stream` (a cudaStream_t). Returns a cudaError_t. */
+int xtq__cuda_launch_processor(struct xtq__cuda_dev *dev, unsigned blocks, void *stream);
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* XTQ_CUDA_AGENT_H */

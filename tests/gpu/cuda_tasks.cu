@@ -1,0 +1,103 @@
+/*
+ * Device tasks for the CUDA agent tests. Compiled into the test program:
+ * a module of its own, as a user's tasks would be.
+ */
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include <xtq/cuda.h>
+
+#include "cuda_tasks.h"
+
+/* Each work-item adds its coordinates to its own cell: a cell written
+ * twice, or by the wrong item, shows. */
+__device__ void task_geom(const xtq_cuda_dispatch_t *d, void *kernarg)
+{
+    const struct geom_args *a = (const struct geom_args *)kernarg;
+    uint32_t x = d->workgroup_id[0] * d->workgroup_size[0] + d->local_id[0];
+    uint32_t y = d->workgroup_id[1] * d->workgroup_size[1] + d->local_id[1];
+    uint32_t z = d->workgroup_id[2] * d->workgroup_size[2] + d->local_id[2];
+    uint32_t lin = x + y * d->grid_size[0] + z * d->grid_size[0] * d->grid_size[1];
+    atomicAdd(&a->out[lin], geom_value(x, y, z, a->tag) + a->payload[0]);
+}
+XTQ_CUDA_TASK_EXPORT(task_geom);
+
+/* One cell per packet: counts executions of packet `seq`. */
+__device__ void task_count(const xtq_cuda_dispatch_t *d, void *kernarg)
+{
+    const struct count_args *a = (const struct count_args *)kernarg;
+    atomicAdd_system(&a->seen[a->seq], 1u);
+}
+XTQ_CUDA_TASK_EXPORT(task_count);
+
+/* Reads a host flag: run after a barrier, it must see the flag set. */
+__device__ void task_read_flag(const xtq_cuda_dispatch_t *d, void *kernarg)
+{
+    const struct flag_args *a = (const struct flag_args *)kernarg;
+    *(volatile uint32_t *)a->out = *(const volatile uint32_t *)a->flag;
+}
+XTQ_CUDA_TASK_EXPORT(task_read_flag);
+
+/* Sums the payload bytes (in place in host memory, or in device memory). */
+__device__ void task_sum(const xtq_cuda_dispatch_t *d, void *kernarg)
+{
+    const struct sum_args *a = (const struct sum_args *)kernarg;
+    uint32_t n = d->workgroup_size[0] * d->workgroup_count[0];
+    uint32_t me = d->workgroup_id[0] * d->workgroup_size[0] + d->local_id[0];
+    unsigned long long s = 0;
+    for (uint32_t i = me; i < a->len; i += n)
+        s += a->payload[i];
+    atomicAdd_system(a->result, s);
+}
+XTQ_CUDA_TASK_EXPORT(task_sum);
+
+/* Many live values: a task that needs more registers than the processor. */
+__device__ void task_heavy(const xtq_cuda_dispatch_t *d, void *kernarg)
+{
+    const struct heavy_args *a = (const struct heavy_args *)kernarg;
+    float v[HEAVY_N];
+#pragma unroll
+    for (int i = 0; i < HEAVY_N; i++)
+        v[i] = a->in[(i * 7 + d->flat_local_id) % HEAVY_N];
+    for (int r = 0; r < 4; r++) {
+#pragma unroll
+        for (int i = 0; i < HEAVY_N; i++)
+            v[i] = v[i] * 1.0001f + v[(i + 1) % HEAVY_N];
+    }
+    float s = 0;
+#pragma unroll
+    for (int i = 0; i < HEAVY_N; i++)
+        s += v[i] * (float)(i + 1);
+    a->out[d->flat_local_id] = s;
+}
+XTQ_CUDA_TASK_EXPORT(task_heavy);
+
+extern "C" uint64_t cuda_task_address(int which)
+{
+    uint64_t p = 0;
+    int rc = -1;
+    switch (which) {
+    case TASK_GEOM: rc = xtq_cuda_task_address(task_geom_xtq_task, &p); break;
+    case TASK_COUNT: rc = xtq_cuda_task_address(task_count_xtq_task, &p); break;
+    case TASK_READ_FLAG: rc = xtq_cuda_task_address(task_read_flag_xtq_task, &p); break;
+    case TASK_SUM: rc = xtq_cuda_task_address(task_sum_xtq_task, &p); break;
+    case TASK_HEAVY: rc = xtq_cuda_task_address(task_heavy_xtq_task, &p); break;
+    }
+    return rc == 0 ? p : 0;
+}
+
+/* The same arithmetic on the host, for task_heavy's reference. */
+extern "C" void heavy_reference(const float *in, uint32_t lid, float *out)
+{
+    float v[HEAVY_N];
+    for (int i = 0; i < HEAVY_N; i++)
+        v[i] = in[(i * 7 + lid) % HEAVY_N];
+    for (int r = 0; r < 4; r++)
+        for (int i = 0; i < HEAVY_N; i++)
+            v[i] = v[i] * 1.0001f + v[(i + 1) % HEAVY_N];
+    float s = 0;
+    for (int i = 0; i < HEAVY_N; i++)
+        s += v[i] * (float)(i + 1);
+    *out = s;
+}

@@ -1,0 +1,56 @@
+/* Kernel arguments and task ids shared by the tests and their tasks. */
+#ifndef XTQ_TEST_CUDA_TASKS_H
+#define XTQ_TEST_CUDA_TASKS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { TASK_GEOM, TASK_COUNT, TASK_READ_FLAG, TASK_SUM, TASK_HEAVY };
+#define HEAVY_N 96
+
+/* Arguments 0 and 1 are the target buffer and the payload (XTQ layout). */
+struct geom_args {
+    uint32_t *out;
+    const uint32_t *payload;
+    uint32_t tag;
+    uint32_t pad;
+};
+struct count_args {
+    uint32_t *seen;
+    const void *payload;
+    uint64_t seq;
+};
+struct flag_args {
+    uint32_t *out;
+    const uint32_t *flag;
+};
+struct sum_args {
+    unsigned long long *result;
+    const uint8_t *payload;
+    uint32_t len;
+    uint32_t pad;
+};
+struct heavy_args {
+    float *out;
+    const float *in;
+};
+
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline uint32_t geom_value(uint32_t x, uint32_t y, uint32_t z, uint32_t tag)
+{
+    return (x | (y << 10) | (z << 20)) ^ tag;
+}
+
+/* The device address of a task (0 on failure). */
+uint64_t cuda_task_address(int which);
+void heavy_reference(const float *in, uint32_t lid, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

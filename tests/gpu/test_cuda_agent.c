@@ -1,0 +1,412 @@
+/*
+ * CUDA agent: the GPU packet processor runs dispatches with the packet's
+ * grid, work-group sizes and kernel arguments, completes signals host
+ * waiters see, honours barrier packets, passes 100k packets through a
+ * small queue exactly once, retires each cookie once and shuts down
+ * cleanly. Cases SKIP with the reason where there is no CUDA device.
+ */
+#include "internal.h"
+#include "queue_int.h"
+
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cuda_tasks.h"
+#include "xtq_test.h"
+
+#define WAIT_NS 20000000000ll /* generous: a failure, not a timing */
+
+static char skip_reason[192];
+
+static xtq_agent_t *open_agent(void)
+{
+    unsigned n = 0;
+    xtq_agent_t *agent = NULL;
+    if (xtq__cuda_agent_provider.probe(skip_reason, sizeof(skip_reason), &n) != 0)
+        XTQ_SKIP("%s", skip_reason);
+    CHECK(n >= 1);
+    CHECK_OK(xtq__cuda_agent_provider.open(NULL, 0, &agent));
+    CHECK(agent->kind == XTQ_AGENT_CUDA);
+    return agent;
+}
+
+static void *host_alloc(xtq_agent_t *agent, size_t len)
+{
+    void *p = aligned_alloc(4096, XTQ_ALIGN_UP(len, (size_t)4096));
+    CHECK(p != NULL);
+    memset(p, 0, len);
+    CHECK_OK(xtq_cuda_mem_register(agent, p, XTQ_ALIGN_UP(len, (size_t)4096)));
+    return p;
+}
+
+static void host_free(xtq_agent_t *agent, void *p, size_t len)
+{
+    CHECK_OK(xtq_cuda_mem_deregister(agent, p, XTQ_ALIGN_UP(len, (size_t)4096)));
+    free(p);
+}
+
+/* Producer protocol of queue_int.h, with a cookie. */
+static uint64_t submit(xtq_queue_t *q, const xtq_aql_packet_t *pkt, void *cookie)
+{
+    uint64_t i;
+    uint32_t first;
+    while (xtq_queue_reserve(q, 1, &i) != 0)
+        xtq__cpu_relax();
+    xtq_aql_packet_t *slot = xtq_queue_slot(q, i);
+    memcpy(slot->bytes + 4, pkt->bytes + 4, XTQ_AQL_PACKET_SIZE - 4);
+    q->cookies[i & q->mask] = cookie;
+    memcpy(&first, pkt->bytes, sizeof(first));
+    xtq_queue_publish(q, i, (uint16_t)(first & 0xffff), (uint16_t)(first >> 16));
+    xtq_queue_ring_doorbell(q, i);
+    return i;
+}
+
+static void kernel_packet(xtq_aql_packet_t *p, const xtq_kernel_t *k, void *kernarg, int dims,
+                          const uint32_t grid[3], const uint16_t wg[3], xtq_signal_t *sig)
+{
+    memset(p, 0, sizeof(*p));
+    p->kernel.header = xtq_aql_header(XTQ_PACKET_TYPE_KERNEL_DISPATCH, 0, XTQ_FENCE_SCOPE_SYSTEM,
+                                      XTQ_FENCE_SCOPE_SYSTEM);
+    p->kernel.setup = (uint16_t)dims;
+    p->kernel.workgroup_size_x = wg[0];
+    p->kernel.workgroup_size_y = wg[1];
+    p->kernel.workgroup_size_z = wg[2];
+    p->kernel.grid_size_x = grid[0];
+    p->kernel.grid_size_y = grid[1];
+    p->kernel.grid_size_z = grid[2];
+    p->kernel.kernel_object = k->object;
+    p->kernel.kernarg_address = kernarg;
+    if (sig)
+        p->kernel.completion_signal = xtq_signal_handle(sig);
+}
+
+static xtq_kernel_t *make_kernel(xtq_agent_t *agent, int which, uint32_t kernarg_size)
+{
+    xtq_kernel_t *k = NULL;
+    uint64_t fn = cuda_task_address(which);
+    CHECK(fn != 0);
+    CHECK_OK(xtq_kernel_create_cuda(agent, fn, kernarg_size, &k));
+    return k;
+}
+
+/* Retire bookkeeping: cookies are 1-based indices into `retired`. */
+static _Atomic uint32_t *retired;
+static _Atomic int last_status;
+static void count_retire(void *cookie, int status)
+{
+    atomic_fetch_add(&retired[(uintptr_t)cookie - 1], 1);
+    if (status)
+        atomic_store(&last_status, status);
+}
+
+XTQ_TEST(probe_reports_reason)
+{
+    char reason[192] = "";
+    unsigned n = 0;
+    int rc = xtq__cuda_agent_provider.probe(reason, sizeof(reason), &n);
+    if (rc == 0) {
+        CHECK(n >= 1);
+        return;
+    }
+    CHECK_ERR(rc, -XTQ_ENOAGENT);
+    CHECK(strstr(reason, "CUDA") != NULL);
+    printf("no CUDA agent here: %s\n", reason);
+}
+
+XTQ_TEST(api_rejects_other_kinds)
+{
+    struct xtq_agent cpu = {.kind = XTQ_AGENT_CPU};
+    xtq_kernel_t *k;
+    xtq_signal_t *s;
+    CHECK_ERR(xtq_kernel_create_cuda(&cpu, 0x1000, 16, &k), -XTQ_EAGENTKIND);
+    CHECK_ERR(xtq_cuda_signal_create(&cpu, 1, &s), -XTQ_EAGENTKIND);
+    CHECK_ERR(xtq_kernel_create_cuda(&cpu, 0, 16, &k), -XTQ_EINVAL);
+}
+
+XTQ_TEST(dispatch_geometry_and_kernargs)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t grid[3] = {37, 5, 3};
+    const uint16_t wg[3] = {8, 4, 2}; /* partial groups in x, y and z */
+    const size_t cells = 37 * 5 * 3, guard = 64;
+    uint32_t *out = host_alloc(agent, (cells + guard) * 4);
+    uint32_t *payload = host_alloc(agent, 4096);
+    struct geom_args *ka = host_alloc(agent, sizeof(*ka));
+    payload[0] = 1000000;
+    ka->out = out;
+    ka->payload = payload;
+    ka->tag = 0x5a5a5;
+    xtq_kernel_t *k = make_kernel(agent, TASK_GEOM, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 8, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    xtq_aql_packet_t p;
+    kernel_packet(&p, k, ka, 3, grid, wg, sig);
+    submit(q, &p, NULL);
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    for (uint32_t z = 0; z < 3; z++)
+        for (uint32_t y = 0; y < 5; y++)
+            for (uint32_t x = 0; x < 37; x++) {
+                uint32_t lin = x + y * 37 + z * 37 * 5;
+                CHECK_EQ(out[lin], geom_value(x, y, z, 0x5a5a5) + 1000000);
+            }
+    for (size_t i = cells; i < cells + guard; i++)
+        CHECK_EQ(out[i], 0);
+    CHECK(xtq_queue_load_read_index(q) == 1);
+    CHECK_OK(xtq_cuda_signal_destroy(agent, sig));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    host_free(agent, out, (cells + guard) * 4);
+    host_free(agent, payload, 4096);
+    host_free(agent, ka, sizeof(*ka));
+    agent->ops->close(agent);
+}
+
+XTQ_TEST(signal_seen_by_host_waiter)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t grid[3] = {1, 1, 1};
+    const uint16_t wg[3] = {1, 1, 1};
+    uint32_t *seen = host_alloc(agent, 4096);
+    struct count_args *ka = host_alloc(agent, 3 * sizeof(*ka));
+    xtq_kernel_t *k = make_kernel(agent, TASK_COUNT, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 3, &sig));
+    for (int i = 0; i < 3; i++) {
+        xtq_aql_packet_t p;
+        ka[i].seen = seen;
+        ka[i].seq = (uint64_t)i;
+        kernel_packet(&p, k, &ka[i], 1, grid, wg, sig);
+        submit(q, &p, NULL);
+    }
+    int64_t v = -1;
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, &v));
+    CHECK_EQ(v, 0);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(seen[i], 1);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+}
+
+XTQ_TEST(barrier_and_or)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *dep, *zero, *done_and, *done_or, *done_k;
+    const uint32_t grid[3] = {1, 1, 1};
+    const uint16_t wg[3] = {1, 1, 1};
+    uint32_t *flag = host_alloc(agent, 4096);
+    uint32_t *out = host_alloc(agent, 4096);
+    struct flag_args *ka = host_alloc(agent, sizeof(*ka));
+    ka->out = out;
+    ka->flag = flag;
+    out[0] = 7;
+    xtq_kernel_t *k = make_kernel(agent, TASK_READ_FLAG, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 8, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &dep));
+    CHECK_OK(xtq_cuda_signal_create(agent, 0, &zero));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &done_or));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &done_and));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &done_k));
+    xtq_aql_packet_t p;
+    /* OR over {dep (1), zero (0)}: ready at once. */
+    memset(&p, 0, sizeof(p));
+    p.barrier.header = xtq_aql_header(XTQ_PACKET_TYPE_BARRIER_OR, 1, XTQ_FENCE_SCOPE_SYSTEM,
+                                      XTQ_FENCE_SCOPE_SYSTEM);
+    p.barrier.dep_signal[0] = xtq_signal_handle(dep);
+    p.barrier.dep_signal[3] = xtq_signal_handle(zero);
+    p.barrier.completion_signal = xtq_signal_handle(done_or);
+    submit(q, &p, NULL);
+    CHECK_OK(xtq_signal_wait(done_or, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    /* AND over {dep, zero}, then a kernel with the barrier bit that reads
+     * the flag: the flag is set before dep reaches 0, so the kernel must
+     * see it. */
+    memset(&p, 0, sizeof(p));
+    p.barrier.header = xtq_aql_header(XTQ_PACKET_TYPE_BARRIER_AND, 1, XTQ_FENCE_SCOPE_SYSTEM,
+                                      XTQ_FENCE_SCOPE_SYSTEM);
+    p.barrier.dep_signal[1] = xtq_signal_handle(dep);
+    p.barrier.dep_signal[4] = xtq_signal_handle(zero);
+    p.barrier.completion_signal = xtq_signal_handle(done_and);
+    submit(q, &p, NULL);
+    kernel_packet(&p, k, ka, 1, grid, wg, done_k);
+    p.kernel.header |= 1u << XTQ_PACKET_HEADER_BARRIER;
+    submit(q, &p, NULL);
+    CHECK_EQ(xtq_signal_load(done_and), 1); /* dep is still 1 */
+    __atomic_store_n(flag, 42u, __ATOMIC_RELEASE);
+    xtq_signal_store(dep, 0);
+    CHECK_OK(xtq_signal_wait(done_k, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    CHECK_EQ(xtq_signal_load(done_and), 0);
+    CHECK_EQ(out[0], 42);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+}
+
+XTQ_TEST(many_packets_small_queue_exactly_once)
+{
+    enum { N = 100000 };
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t grid[3] = {1, 1, 1};
+    const uint16_t wg[3] = {1, 1, 1};
+    uint32_t *seen = host_alloc(agent, N * 4);
+    struct count_args *ka = host_alloc(agent, N * sizeof(*ka));
+    retired = calloc(N, sizeof(*retired));
+    xtq_kernel_t *k = make_kernel(agent, TASK_COUNT, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 16, &q));
+    q->retire = count_retire;
+    CHECK_OK(xtq_cuda_signal_create(agent, N, &sig));
+    for (uint32_t i = 0; i < N; i++) {
+        xtq_aql_packet_t p;
+        ka[i].seen = seen;
+        ka[i].seq = i;
+        kernel_packet(&p, k, &ka[i], 1, grid, wg, sig);
+        /* Every third packet carries no cookie: it must not be retired. */
+        submit(q, &p, i % 3 == 2 ? NULL : (void *)(uintptr_t)(i + 1));
+    }
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    for (uint32_t i = 0; i < N; i++)
+        CHECK_EQ(seen[i], 1);
+    /* Retires arrive through the host thread, after the signal. */
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t want = i % 3 == 2 ? 0 : 1;
+        for (int tries = 0; atomic_load(&retired[i]) != want && tries < 20000; tries++)
+            usleep(1000);
+        CHECK_EQ(atomic_load(&retired[i]), want);
+    }
+    CHECK_EQ(atomic_load(&last_status), 0);
+    CHECK(xtq_queue_load_read_index(q) == N);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    /* Nothing retired twice, even after close. */
+    for (uint32_t i = 0; i < N; i++)
+        CHECK(atomic_load(&retired[i]) <= 1);
+    free(retired);
+}
+
+XTQ_TEST(bad_packets_complete_with_error)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t grid[3] = {1, 1, 1};
+    const uint16_t wg[3] = {1, 1, 1};
+    struct xtq_kernel bogus = {.agent = agent, .object = 0x1234, .kernarg_size = 0};
+    retired = calloc(2, sizeof(*retired));
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    q->retire = count_retire;
+    CHECK_OK(xtq_cuda_signal_create(agent, 2, &sig));
+    xtq_aql_packet_t p;
+    kernel_packet(&p, &bogus, NULL, 1, grid, wg, sig);
+    submit(q, &p, (void *)(uintptr_t)1);
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 1, WAIT_NS, NULL));
+    for (int t = 0; atomic_load(&retired[0]) == 0 && t < 20000; t++)
+        usleep(1000);
+    CHECK_EQ(atomic_load(&retired[0]), 1);
+    CHECK_EQ(atomic_load(&last_status), -XTQ_ENOKERNEL);
+    memset(&p, 0, sizeof(p));
+    p.agent.header = xtq_aql_header(XTQ_PACKET_TYPE_AGENT_DISPATCH, 0, XTQ_FENCE_SCOPE_SYSTEM,
+                                    XTQ_FENCE_SCOPE_SYSTEM);
+    p.agent.completion_signal = xtq_signal_handle(sig);
+    submit(q, &p, (void *)(uintptr_t)2);
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    for (int t = 0; atomic_load(&retired[1]) == 0 && t < 20000; t++)
+        usleep(1000);
+    CHECK_EQ(atomic_load(&last_status), -XTQ_EAGENTKIND);
+    CHECK_OK(xtq_queue_destroy(q));
+    agent->ops->close(agent);
+    free(retired);
+}
+
+XTQ_TEST(payload_in_place_and_in_device_memory)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t len = 1 << 20;
+    const uint32_t grid[3] = {4096, 1, 1};
+    const uint16_t wg[3] = {256, 1, 1};
+    uint8_t *host = host_alloc(agent, len);
+    unsigned long long *result = host_alloc(agent, 4096);
+    struct sum_args *ka = host_alloc(agent, sizeof(*ka));
+    unsigned long long want = 0;
+    void *dev = NULL;
+    srand(7);
+    for (uint32_t i = 0; i < len; i++) {
+        host[i] = (uint8_t)rand();
+        want += host[i];
+    }
+    CHECK(cudaMalloc(&dev, len) == cudaSuccess);
+    CHECK(cudaMemcpy(dev, host, len, cudaMemcpyHostToDevice) == cudaSuccess);
+    xtq_kernel_t *k = make_kernel(agent, TASK_SUM, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    for (int where = 0; where < 2; where++) {
+        xtq_aql_packet_t p;
+        *result = 0;
+        ka->result = result;
+        ka->payload = where == 0 ? host : dev;
+        ka->len = len;
+        xtq_signal_store(sig, 1);
+        kernel_packet(&p, k, ka, 1, grid, wg, sig);
+        submit(q, &p, NULL);
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+        CHECK_EQ(*(volatile unsigned long long *)result, want);
+    }
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    CHECK(cudaFree(dev) == cudaSuccess);
+}
+
+XTQ_TEST(register_heavy_task)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t grid[3] = {256, 1, 1};
+    const uint16_t wg[3] = {256, 1, 1};
+    float *in = host_alloc(agent, HEAVY_N * 4);
+    float *out = host_alloc(agent, 256 * 4);
+    struct heavy_args *ka = host_alloc(agent, sizeof(*ka));
+    for (int i = 0; i < HEAVY_N; i++)
+        in[i] = (float)(i % 13) * 0.25f - 1.0f;
+    ka->in = in;
+    ka->out = out;
+    xtq_kernel_t *k = make_kernel(agent, TASK_HEAVY, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    xtq_aql_packet_t p;
+    kernel_packet(&p, k, ka, 1, grid, wg, sig);
+    submit(q, &p, NULL);
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    for (uint32_t i = 0; i < 256; i++) {
+        float ref;
+        heavy_reference(in, i, &ref);
+        float err = out[i] - ref;
+        if (err < 0)
+            err = -err;
+        CHECK(err <= 1e-3f * (ref < 0 ? -ref : ref) + 1e-3f);
+    }
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+}
+
+XTQ_TEST(shutdown_and_reopen)
+{
+    for (int round = 0; round < 3; round++) {
+        xtq_agent_t *agent = open_agent();
+        xtq_queue_t *q;
+        CHECK_OK(xtq_queue_create(agent, 2, &q));
+        /* Close with a live queue: close frees it. */
+        agent->ops->close(agent);
+    }
+}

@@ -1,0 +1,19 @@
+# CUDA agent tests (label gpu; also unit, so CI runs them and they SKIP
+# with the reason where no CUDA device is present). Task sources are built
+# by nvcc into their own library: the C warning flags stay off them.
+if(NOT XTQ_HAVE_CUDA)
+  return()
+endif()
+add_library(xtq_gpu_test_tasks STATIC ${PROJECT_SOURCE_DIR}/tests/gpu/cuda_tasks.cu)
+target_include_directories(xtq_gpu_test_tasks PUBLIC ${PROJECT_SOURCE_DIR}/tests/gpu
+                                                     ${PROJECT_SOURCE_DIR}/include)
+set_target_properties(xtq_gpu_test_tasks PROPERTIES CUDA_STANDARD 17)
+target_link_libraries(xtq_gpu_test_tasks PUBLIC CUDA::cudart_static)
+xtq_cuda_host_only_flags(xtq_gpu_test_tasks)
+xtq_add_runner(cuda LABEL "gpu;unit" SOURCES ${PROJECT_SOURCE_DIR}/tests/gpu/test_cuda_agent.c
+               INTERNAL LIBS xtq_gpu_test_tasks TIMEOUT 120)
+# Also "unit": CI runs them, and they SKIP there with the reason.
+xtq_test_cases_of(xtq_gpu_cases ${PROJECT_SOURCE_DIR}/tests/gpu/test_cuda_agent.c)
+foreach(c IN LISTS xtq_gpu_cases)
+  set_tests_properties(cuda.${c} PROPERTIES LABELS "gpu;unit")
+endforeach()
