@@ -20,8 +20,7 @@ void xtq__wire_hdr_init(struct xtq__wire_hdr *hdr, enum xtq__msg_type type, uint
 
 /* Lengths of a PUT: the command fits the kernarg cap, the whole message
  * fits both what arrived and the configured maximum, nothing overflows. */
-static int check_put(const struct xtq__wire_hdr *h, size_t len, size_t max_msg,
-                     size_t *payload_off)
+static int check_put(const struct xtq__wire_hdr *h, size_t len, size_t max_msg, size_t *payload_off)
 {
     uint64_t off, total;
 
@@ -75,7 +74,6 @@ int xtq__wire_validate(const void *msg, size_t len, uint64_t job_key, uint32_t n
     if (cmd)
         *cmd = h.type == XTQ__MSG_PUT ? (const char *)msg + sizeof(h) : NULL;
     if (payload)
-        *payload = h.type == XTQ__MSG_PUT && h.payload_len ? (const char *)msg + payload_off
-                                                           : NULL;
+        *payload = h.type == XTQ__MSG_PUT && h.payload_len ? (const char *)msg + payload_off : NULL;
     return 0;
 }

@@ -8,9 +8,9 @@
 #include <stdint.h>
 
 #define FUZZ_JOB_KEY 0x58545146555a5aull
-#define FUZZ_NRANKS 4u
+#define FUZZ_NRANKS  4u
 #define FUZZ_MAX_MSG ((size_t)1 << 20)
-#define FUZZ_TABLE 16u
+#define FUZZ_TABLE   16u
 
 enum { FUZZ_CPU = 0, FUZZ_GPU = 1 }; /* agent kinds used: CPU and CUDA */
 
@@ -33,11 +33,8 @@ struct fuzz_function_slot {
 
 static const struct fuzz_queue_slot fuzz_queues[] = {{0, FUZZ_CPU}, {1, FUZZ_GPU}, {7, FUZZ_CPU}};
 static const struct fuzz_kernel_slot fuzz_kernels[] = {
-    {0, FUZZ_CPU, 16, 0, 0},
-    {1, FUZZ_CPU, 32, 1, 1},
-    {2, FUZZ_GPU, 24, 1, 0},
-    {9, FUZZ_CPU, 72, 0, 1},
-    {15, FUZZ_GPU, 16, 1, 1},
+    {0, FUZZ_CPU, 16, 0, 0}, {1, FUZZ_CPU, 32, 1, 1},  {2, FUZZ_GPU, 24, 1, 0},
+    {9, FUZZ_CPU, 72, 0, 1}, {15, FUZZ_GPU, 16, 1, 1},
 };
 static const struct fuzz_function_slot fuzz_functions[] = {
     {0, FUZZ_CPU, 0},

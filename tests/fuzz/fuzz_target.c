@@ -19,12 +19,12 @@
 
 #include "fuzz_fixture.h"
 
-#define FAIL_IF(cond)                                                                          \
-    do {                                                                                       \
-        if (cond) {                                                                            \
-            fprintf(stderr, "invariant broken at %s:%d: %s\n", __FILE__, __LINE__, #cond);   \
-            abort();                                                                           \
-        }                                                                                      \
+#define FAIL_IF(cond)                                                                              \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            fprintf(stderr, "invariant broken at %s:%d: %s\n", __FILE__, __LINE__, #cond);         \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 static struct xtq__registry *reg;
@@ -107,8 +107,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static int is_wire_error(int rc)
 {
-    return rc == -XTQ_EBADMSG || rc == -XTQ_EVERSION || rc == -XTQ_EJOBKEY ||
-           rc == -XTQ_ESRCRANK || rc == -XTQ_EMSGSIZE;
+    return rc == -XTQ_EBADMSG || rc == -XTQ_EVERSION || rc == -XTQ_EJOBKEY || rc == -XTQ_ESRCRANK ||
+           rc == -XTQ_EMSGSIZE;
 }
 
 static int is_rewrite_error(int rc)
@@ -126,8 +126,7 @@ static int inside(const void *p, size_t n, const unsigned char *buf, size_t len)
 static void check_kernel(const xtq_kernel_dispatch_packet_t *in,
                          const xtq_kernel_dispatch_packet_t *out, const unsigned char *kin,
                          const unsigned char *kout, uint32_t klen, const void *payload,
-                         uint64_t payload_len, xtq_queue_t *q, const unsigned char *buf,
-                         size_t len)
+                         uint64_t payload_len, xtq_queue_t *q, const unsigned char *buf, size_t len)
 {
     const struct expect_kernel *e;
     uint64_t a0, a1;
@@ -177,8 +176,7 @@ static void check_function(const xtq_agent_dispatch_packet_t *in,
     FAIL_IF(out->return_address != NULL);
     FAIL_IF(out->completion_signal.handle != 0);
     FAIL_IF(out->reserved2 != e->object);
-    FAIL_IF(out->header != in->header || out->type != in->type ||
-            out->reserved0 != in->reserved0);
+    FAIL_IF(out->header != in->header || out->type != in->type || out->reserved0 != in->reserved0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

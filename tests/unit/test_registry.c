@@ -9,22 +9,22 @@
 #include "wire.h"
 #include "xtq_test.h"
 
-#define TABLE 8
+#define TABLE  8
 #define KQ_CPU 3 /* queue indices */
 #define KQ_GPU 5
-#define K_CPU 2 /* kernel indices */
-#define K_GPU 4
-#define F_CPU 6 /* function index */
-#define F_GPU 1
+#define K_CPU  2 /* kernel indices */
+#define K_GPU  4
+#define F_CPU  6 /* function index */
+#define F_GPU  1
 
 static struct xtq_agent cpu_agent = {.kind = XTQ_AGENT_CPU};
 static struct xtq_agent gpu_agent = {.kind = XTQ_AGENT_CUDA};
 static struct xtq_queue q_cpu = {.agent = &cpu_agent};
 static struct xtq_queue q_gpu = {.agent = &gpu_agent};
-static struct xtq_kernel k_cpu = {.agent = &cpu_agent, .object = 0x1111222233334444ull,
-                                  .kernarg_size = 32};
-static struct xtq_kernel k_gpu = {.agent = &gpu_agent, .object = 0x5555666677778888ull,
-                                  .kernarg_size = 24};
+static struct xtq_kernel k_cpu = {
+    .agent = &cpu_agent, .object = 0x1111222233334444ull, .kernarg_size = 32};
+static struct xtq_kernel k_gpu = {
+    .agent = &gpu_agent, .object = 0x5555666677778888ull, .kernarg_size = 24};
 static struct xtq_function f_cpu = {.agent = &cpu_agent, .object = 0x9999aaaabbbbccccull};
 static struct xtq_function f_gpu = {.agent = &gpu_agent, .object = 0xddddeeeeffff0000ull};
 static struct xtq_signal sig;
@@ -244,9 +244,13 @@ XTQ_TEST(function_rewrite_empty_registration)
 XTQ_TEST(reject_packet_types)
 {
     struct xtq__registry *reg = make_registry();
-    static const unsigned types[] = {XTQ_PACKET_TYPE_VENDOR_SPECIFIC, XTQ_PACKET_TYPE_INVALID,
-                                     XTQ_PACKET_TYPE_BARRIER_AND, XTQ_PACKET_TYPE_BARRIER_OR, 6,
-                                     0x7f, 0xff};
+    static const unsigned types[] = {XTQ_PACKET_TYPE_VENDOR_SPECIFIC,
+                                     XTQ_PACKET_TYPE_INVALID,
+                                     XTQ_PACKET_TYPE_BARRIER_AND,
+                                     XTQ_PACKET_TYPE_BARRIER_OR,
+                                     6,
+                                     0x7f,
+                                     0xff};
     for (size_t i = 0; i < ARRAY_SIZE(types); i++) {
         xtq_aql_packet_t pkt = kernel_packet(K_CPU, KQ_CPU);
         pkt.header = (uint16_t)((pkt.header & ~0xffu) | types[i]);
@@ -352,8 +356,8 @@ XTQ_TEST(register_errors)
 {
     struct xtq__registry *reg = make_registry();
     struct xtq_kernel small = {.agent = &cpu_agent, .object = 1, .kernarg_size = 15};
-    struct xtq_kernel huge = {.agent = &cpu_agent, .object = 1,
-                              .kernarg_size = XTQ__WIRE_MAX_KERNARG + 1};
+    struct xtq_kernel huge = {
+        .agent = &cpu_agent, .object = 1, .kernarg_size = XTQ__WIRE_MAX_KERNARG + 1};
     struct xtq_kernel orphan = {.agent = NULL, .object = 1, .kernarg_size = 16};
     struct xtq_function forphan = {.agent = NULL, .object = 1};
     struct xtq_queue qorphan = {.agent = NULL};

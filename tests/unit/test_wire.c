@@ -9,8 +9,8 @@
 #include "wire.h"
 #include "xtq_test.h"
 
-#define KEY 0x0123456789abcdefull
-#define NRANKS 4
+#define KEY     0x0123456789abcdefull
+#define NRANKS  4
 #define MAX_MSG (1u << 20)
 
 static _Alignas(64) unsigned char msgbuf[256 * 1024];
@@ -269,8 +269,8 @@ XTQ_TEST(overflow_payload_len)
 XTQ_TEST(never_reads_beyond_len)
 {
     long page = sysconf(_SC_PAGESIZE);
-    unsigned char *map = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE,
-                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *map =
+        mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     unsigned char *end, *msg;
     struct xtq__wire_hdr h;
 

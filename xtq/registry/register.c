@@ -20,8 +20,8 @@ static int report(int rc, const char *what, uint32_t index)
     return rc;
 }
 
-int xtq_register_kernel(xtq_ctx_t *ctx, uint32_t index, xtq_kernel_t *kernel,
-                        void *target_buffer, xtq_signal_t *completion_signal)
+int xtq_register_kernel(xtq_ctx_t *ctx, uint32_t index, xtq_kernel_t *kernel, void *target_buffer,
+                        xtq_signal_t *completion_signal)
 {
     struct xtq__registry *reg = registry_of(ctx);
 

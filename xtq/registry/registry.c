@@ -103,8 +103,8 @@ out:
     return rc;
 }
 
-int xtq__registry_set_function(struct xtq__registry *reg, uint32_t index,
-                               xtq_function_t *function, void *target_buffer)
+int xtq__registry_set_function(struct xtq__registry *reg, uint32_t index, xtq_function_t *function,
+                               void *target_buffer)
 {
     struct xtq__function_entry *e;
     int rc = 0;

@@ -10,7 +10,7 @@
 
 #include "registry/registry.h"
 
-#define SCOPE_MASK 0x3u
+#define SCOPE_MASK     0x3u
 #define SCOPE_RESERVED 0x3u
 
 /* Header checks common to both accepted packet types. */
@@ -38,8 +38,8 @@ static int lookup_queue(const struct xtq__registry *reg, uint64_t index, xtq_que
 }
 
 static int rewrite_kernel(const struct xtq__registry *reg, xtq_kernel_dispatch_packet_t *pkt,
-                          void *kernarg, uint32_t kernarg_len, void *payload,
-                          uint64_t payload_len, xtq_queue_t **queue)
+                          void *kernarg, uint32_t kernarg_len, void *payload, uint64_t payload_len,
+                          xtq_queue_t **queue)
 {
     const struct xtq__kernel_entry *e;
     unsigned dims = (pkt->setup >> XTQ_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS) &
