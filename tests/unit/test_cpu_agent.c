@@ -1,0 +1,675 @@
+/*
+ * The CPU agent: kernel dispatch geometry, function dispatch, barrier-AND
+ * and barrier-OR, the barrier bit, completion signals, retire callbacks,
+ * bad packets, a 100k-packet stress through a small queue, idle CPU use,
+ * and agent enumeration. Threads meet on signals, never on sleeps.
+ */
+#include "internal.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include "cpu_agent.h"
+#include "queue_int.h"
+#include "xtq_test.h"
+
+static xtq_agent_t *open_agent(unsigned workers)
+{
+    xtq_agent_t *a = NULL;
+
+    CHECK_OK(xtq__cpu_agent_open_standalone(workers, &a));
+    CHECK(a != NULL);
+    return a;
+}
+
+static void close_agent(xtq_agent_t *a)
+{
+    a->ops->close(a);
+}
+
+/* Reserve (retrying while full), write, set the cookie, publish, ring:
+ * the producer protocol of xtq/queue_int.h. */
+static void submit(xtq_queue_t *q, const xtq_aql_packet_t *p, void *cookie)
+{
+    uint64_t i;
+    uint32_t first;
+
+    while (xtq_queue_reserve(q, 1, &i) == -XTQ_EAGAIN)
+        sched_yield();
+    memcpy(xtq_queue_slot(q, i)->bytes + 4, p->bytes + 4, 60);
+    q->cookies[i & q->mask] = cookie;
+    memcpy(&first, p->bytes, 4);
+    xtq_queue_publish(q, i, (uint16_t)first, (uint16_t)(first >> 16));
+    xtq_queue_ring_doorbell(q, i);
+}
+
+static void function_packet(xtq_aql_packet_t *p, const xtq_function_t *f, int barrier,
+                            xtq_signal_t *done, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
+                            void *ret)
+{
+    memset(p, 0, sizeof(*p));
+    p->agent.header = xtq_aql_header(XTQ_PACKET_TYPE_AGENT_DISPATCH, barrier,
+                                     XTQ_FENCE_SCOPE_SYSTEM, XTQ_FENCE_SCOPE_SYSTEM);
+    p->agent.type = 1;
+    p->agent.return_address = ret;
+    p->agent.arg[0] = a0;
+    p->agent.arg[1] = a1;
+    p->agent.arg[2] = a2;
+    p->agent.arg[3] = a3;
+    p->agent.reserved2 = f != NULL ? xtq_function_object(f) : 0;
+    p->agent.completion_signal = done != NULL ? xtq_signal_handle(done) : (xtq_signal_handle_t){0};
+}
+
+static void barrier_packet(xtq_aql_packet_t *p, enum xtq_packet_type type, xtq_signal_t *const deps[5],
+                           xtq_signal_t *done)
+{
+    memset(p, 0, sizeof(*p));
+    p->barrier.header = xtq_aql_header(type, 0, XTQ_FENCE_SCOPE_SYSTEM, XTQ_FENCE_SCOPE_SYSTEM);
+    for (int i = 0; i < 5; i++)
+        if (deps[i] != NULL)
+            p->barrier.dep_signal[i] = xtq_signal_handle(deps[i]);
+    p->barrier.completion_signal = xtq_signal_handle(done);
+}
+
+static void wait_zero(xtq_signal_t *s)
+{
+    CHECK_OK(xtq_signal_wait(s, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE, NULL));
+}
+
+/* ---- kernel dispatch ------------------------------------------------------- */
+
+struct grid_rec {
+    _Atomic uint32_t visits[64];
+    uint32_t expect_count[3];
+    uint32_t expect_grid[3];
+    uint32_t expect_wg[3];
+    uint32_t dims;
+    _Atomic uint32_t bad;
+};
+
+static void grid_kernel(const xtq_dispatch_t *d, void *kernarg)
+{
+    struct grid_rec *r = d->user_data;
+    uint32_t *ka = kernarg;
+
+    if (d->dimensions != r->dims || ka[0] != 0xabcd)
+        atomic_fetch_add(&r->bad, 1);
+    for (int i = 0; i < 3; i++)
+        if (d->workgroup_count[i] != r->expect_count[i] || d->grid_size[i] != r->expect_grid[i] ||
+            d->workgroup_size[i] != r->expect_wg[i] || d->workgroup_id[i] >= d->workgroup_count[i])
+            atomic_fetch_add(&r->bad, 1);
+    uint32_t flat = d->workgroup_id[0] +
+                    d->workgroup_count[0] * (d->workgroup_id[1] + d->workgroup_count[1] * d->workgroup_id[2]);
+    if (flat < 64)
+        atomic_fetch_add(&r->visits[flat], 1);
+    else
+        atomic_fetch_add(&r->bad, 1);
+}
+
+static void run_grid(xtq_agent_t *a, xtq_queue_t *q, xtq_kernel_t *k, struct grid_rec *r,
+                     unsigned dims, const uint32_t grid[3], const uint32_t wg[3])
+{
+    xtq_aql_packet_t p;
+    xtq_signal_t *done;
+    uint32_t kernarg[4] = {0xabcd, 0, 0, 0};
+    uint32_t total = 1;
+
+    memset(r, 0, sizeof(*r));
+    r->dims = dims;
+    for (int i = 0; i < 3; i++) {
+        r->expect_grid[i] = grid[i];
+        r->expect_wg[i] = wg[i];
+        r->expect_count[i] = (grid[i] + wg[i] - 1) / wg[i];
+        total *= r->expect_count[i];
+    }
+    CHECK(total <= 64);
+    CHECK_OK(xtq_signal_create(1, &done));
+    memset(&p, 0, sizeof(p));
+    p.kernel.header = xtq_aql_header(XTQ_PACKET_TYPE_KERNEL_DISPATCH, 0, XTQ_FENCE_SCOPE_SYSTEM,
+                                     XTQ_FENCE_SCOPE_SYSTEM);
+    p.kernel.setup = (uint16_t)dims;
+    p.kernel.workgroup_size_x = (uint16_t)wg[0];
+    p.kernel.workgroup_size_y = (uint16_t)wg[1];
+    p.kernel.workgroup_size_z = (uint16_t)wg[2];
+    p.kernel.grid_size_x = grid[0];
+    p.kernel.grid_size_y = grid[1];
+    p.kernel.grid_size_z = grid[2];
+    p.kernel.kernel_object = xtq_kernel_object(k);
+    p.kernel.kernarg_address = kernarg;
+    p.kernel.completion_signal = xtq_signal_handle(done);
+    CHECK_OK(xtq_queue_submit(q, &p, XTQ_TIMEOUT_INFINITE, NULL));
+    wait_zero(done);
+    CHECK_EQ(atomic_load(&r->bad), 0);
+    for (uint32_t i = 0; i < 64; i++)
+        CHECK_EQ(atomic_load(&r->visits[i]), i < total ? 1 : 0);
+    CHECK_OK(xtq_signal_destroy(done));
+}
+
+XTQ_TEST(kernel_dispatch_grid)
+{
+    xtq_agent_t *a = open_agent(2);
+    xtq_queue_t *q;
+    xtq_kernel_t *k;
+    static struct grid_rec r;
+
+    CHECK_OK(xtq_queue_create(a, 8, &q));
+    CHECK_OK(xtq_kernel_create_cpu(a, grid_kernel, 16, &r, &k));
+    CHECK(xtq_kernel_agent(k) == a);
+    CHECK_EQ(xtq_kernel_kernarg_size(k), 16);
+    /* 3-D with partial groups at the edges: 3 x 2 x 2 groups. */
+    run_grid(a, q, k, &r, 3, (uint32_t[3]){10, 6, 3}, (uint32_t[3]){4, 4, 2});
+    /* 2-D and 1-D: unused dimensions count as 1. */
+    run_grid(a, q, k, &r, 2, (uint32_t[3]){8, 9, 1}, (uint32_t[3]){8, 2, 1});
+    run_grid(a, q, k, &r, 1, (uint32_t[3]){64, 1, 1}, (uint32_t[3]){1, 1, 1});
+    CHECK_EQ(xtq__cpu_agent_bad_packets(a), 0);
+    CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_queue_destroy(q));
+    close_agent(a);
+}
+
+/* ---- function dispatch -------------------------------------------------------- */
+
+static void sum_fn(const uint64_t arg[4], void *ret, void *user)
+{
+    *(uint64_t *)ret = arg[0] + arg[1] * 10 + arg[2] * 100 + arg[3] * 1000 + *(uint64_t *)user;
+}
+
+XTQ_TEST(function_dispatch)
+{
+    xtq_agent_t *a = open_agent(1);
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    xtq_signal_t *done;
+    xtq_aql_packet_t p;
+    uint64_t user = 50000, result = 0;
+
+    CHECK_OK(xtq_queue_create(a, 4, &q));
+    CHECK_OK(xtq_function_create_cpu(a, sum_fn, &user, &f));
+    CHECK_OK(xtq_signal_create(1, &done));
+    function_packet(&p, f, 0, done, 1, 2, 3, 4, &result);
+    CHECK_OK(xtq_queue_submit(q, &p, XTQ_TIMEOUT_INFINITE, NULL));
+    wait_zero(done);
+    /* The completion signal's release orders the function's store. */
+    CHECK_EQ(result, 54321);
+    CHECK_OK(xtq_function_destroy(f));
+    CHECK_OK(xtq_signal_destroy(done));
+    CHECK_OK(xtq_queue_destroy(q));
+    close_agent(a);
+}
+
+/* ---- barriers -------------------------------------------------------------------- */
+
+struct order_rec {
+    xtq_signal_t *watch; /* a signal whose value the function records */
+    _Atomic int64_t seen;
+};
+
+static void record_fn(const uint64_t arg[4], void *ret, void *user)
+{
+    struct order_rec *r = user;
+    atomic_store(&r->seen, xtq_signal_load(r->watch));
+}
+
+static void barrier_case(enum xtq_packet_type type)
+{
+    xtq_agent_t *a = open_agent(2);
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    xtq_signal_t *s1, *s2, *bdone, *fdone;
+    xtq_aql_packet_t p;
+    struct order_rec rec;
+
+    CHECK_OK(xtq_queue_create(a, 8, &q));
+    CHECK_OK(xtq_signal_create(1, &s1));
+    CHECK_OK(xtq_signal_create(1, &s2));
+    CHECK_OK(xtq_signal_create(1, &bdone));
+    CHECK_OK(xtq_signal_create(1, &fdone));
+    rec.watch = bdone;
+    atomic_init(&rec.seen, -1);
+    CHECK_OK(xtq_function_create_cpu(a, record_fn, &rec, &f));
+
+    /* Zero handles among the deps are ignored. */
+    barrier_packet(&p, type, (xtq_signal_t *const[5]){NULL, s1, NULL, s2, NULL}, bdone);
+    CHECK_OK(xtq_queue_submit(q, &p, XTQ_TIMEOUT_INFINITE, NULL));
+    /* No barrier bit: only the barrier packet itself holds this back. */
+    function_packet(&p, f, 0, fdone, 0, 0, 0, 0, NULL);
+    CHECK_OK(xtq_queue_submit(q, &p, XTQ_TIMEOUT_INFINITE, NULL));
+
+    if (type == XTQ_PACKET_TYPE_BARRIER_AND) {
+        xtq_signal_store(s1, 0);
+        /* s2 is still 1: the AND cannot have completed, nor what follows. */
+        CHECK_EQ(xtq_signal_load(bdone), 1);
+        CHECK_EQ(xtq_signal_load(fdone), 1);
+        xtq_signal_store(s2, 0);
+    } else {
+        CHECK_EQ(xtq_signal_load(bdone), 1);
+        CHECK_EQ(xtq_signal_load(fdone), 1);
+        xtq_signal_store(s2, 0); /* one is enough for OR */
+    }
+    wait_zero(bdone);
+    wait_zero(fdone);
+    /* The packet after the barrier ran after it completed. */
+    CHECK_EQ(atomic_load(&rec.seen), 0);
+    CHECK_EQ(xtq__cpu_agent_bad_packets(a), 0);
+
+    CHECK_OK(xtq_function_destroy(f));
+    CHECK_OK(xtq_queue_destroy(q));
+    close_agent(a);
+    xtq_signal_destroy(s1);
+    xtq_signal_destroy(s2);
+    xtq_signal_destroy(bdone);
+    xtq_signal_destroy(fdone);
+}
+
+XTQ_TEST(barrier_and)
+{
+    barrier_case(XTQ_PACKET_TYPE_BARRIER_AND);
+}
+
+XTQ_TEST(barrier_or)
+{
+    barrier_case(XTQ_PACKET_TYPE_BARRIER_OR);
+}
+
+/* A barrier on a signal that another packet of the same agent decrements
+ * (in another queue): woken by the completion, not by the host. */
+XTQ_TEST(barrier_on_agent_signal)
+{
+    xtq_agent_t *a = open_agent(1);
+    xtq_queue_t *q1, *q2;
+    xtq_function_t *f;
+    xtq_signal_t *dep, *bdone;
+    xtq_aql_packet_t p;
+    uint64_t user = 0, result;
+
+    CHECK_OK(xtq_queue_create(a, 4, &q1));
+    CHECK_OK(xtq_queue_create(a, 4, &q2));
+    CHECK_OK(xtq_function_create_cpu(a, sum_fn, &user, &f));
+    CHECK_OK(xtq_signal_create(1, &dep));
+    CHECK_OK(xtq_signal_create(1, &bdone));
+    barrier_packet(&p, XTQ_PACKET_TYPE_BARRIER_AND, (xtq_signal_t *const[5]){dep}, bdone);
+    CHECK_OK(xtq_queue_submit(q1, &p, XTQ_TIMEOUT_INFINITE, NULL));
+    function_packet(&p, f, 0, dep, 1, 0, 0, 0, &result);
+    CHECK_OK(xtq_queue_submit(q2, &p, XTQ_TIMEOUT_INFINITE, NULL));
+    wait_zero(bdone);
+    CHECK_EQ(xtq_signal_load(dep), 0);
+    CHECK_OK(xtq_function_destroy(f));
+    CHECK_OK(xtq_queue_destroy(q1));
+    CHECK_OK(xtq_queue_destroy(q2));
+    close_agent(a);
+    xtq_signal_destroy(dep);
+    xtq_signal_destroy(bdone);
+}
+
+/* ---- the barrier bit ------------------------------------------------------------- */
+
+struct gate_rec {
+    xtq_signal_t *gate;     /* the first function waits for it to reach 0 */
+    xtq_signal_t *started;  /* it sets this to 0 when it starts */
+    _Atomic int first_done;
+    _Atomic int second_saw_first_done;
+};
+
+static void gated_fn(const uint64_t arg[4], void *ret, void *user)
+{
+    struct gate_rec *g = user;
+    xtq_signal_store(g->started, 0);
+    CHECK_OK(xtq_signal_wait(g->gate, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE, NULL));
+    atomic_store(&g->first_done, 1);
+}
+
+static void second_fn(const uint64_t arg[4], void *ret, void *user)
+{
+    struct gate_rec *g = user;
+    atomic_store(&g->second_saw_first_done, atomic_load(&g->first_done));
+}
+
+static void barrier_bit_case(int barrier)
+{
+    xtq_agent_t *a = open_agent(2);
+    xtq_queue_t *q;
+    xtq_function_t *f1, *f2;
+    xtq_signal_t *d1, *d2;
+    xtq_aql_packet_t p;
+    struct gate_rec g;
+
+    CHECK_OK(xtq_queue_create(a, 4, &q));
+    CHECK_OK(xtq_signal_create(1, &g.gate));
+    CHECK_OK(xtq_signal_create(1, &g.started));
+    atomic_init(&g.first_done, 0);
+    atomic_init(&g.second_saw_first_done, -1);
+    CHECK_OK(xtq_signal_create(1, &d1));
+    CHECK_OK(xtq_signal_create(1, &d2));
+    CHECK_OK(xtq_function_create_cpu(a, gated_fn, &g, &f1));
+    CHECK_OK(xtq_function_create_cpu(a, second_fn, &g, &f2));
+
+    function_packet(&p, f1, 0, d1, 0, 0, 0, 0, NULL);
+    CHECK_OK(xtq_queue_submit(q, &p, XTQ_TIMEOUT_INFINITE, NULL));
+    wait_zero(g.started);
+    function_packet(&p, f2, barrier, d2, 0, 0, 0, 0, NULL);
+    CHECK_OK(xtq_queue_submit(q, &p, XTQ_TIMEOUT_INFINITE, NULL));
+    if (barrier) {
+        /* Cannot have started while the first one is held at the gate. */
+        CHECK_EQ(xtq_signal_load(d2), 1);
+        xtq_signal_store(g.gate, 0);
+        wait_zero(d2);
+        CHECK_EQ(atomic_load(&g.second_saw_first_done), 1);
+    } else {
+        /* Without the bit the second runs on the other worker while the
+         * first is still held: this wait would never end otherwise. */
+        wait_zero(d2);
+        CHECK_EQ(atomic_load(&g.second_saw_first_done), 0);
+        xtq_signal_store(g.gate, 0);
+    }
+    wait_zero(d1);
+    CHECK_OK(xtq_function_destroy(f1));
+    CHECK_OK(xtq_function_destroy(f2));
+    CHECK_OK(xtq_queue_destroy(q));
+    close_agent(a);
+    xtq_signal_destroy(g.gate);
+    xtq_signal_destroy(g.started);
+    xtq_signal_destroy(d1);
+    xtq_signal_destroy(d2);
+}
+
+XTQ_TEST(barrier_bit_orders)
+{
+    barrier_bit_case(1);
+}
+
+XTQ_TEST(no_barrier_bit_runs_concurrently)
+{
+    barrier_bit_case(0);
+}
+
+/* ---- completion and retire ------------------------------------------------------- */
+
+static _Atomic uint64_t retired_ok, retired_err;
+static _Atomic uint32_t retire_hits[256];
+
+static void test_retire(void *cookie, int status)
+{
+    uintptr_t c = (uintptr_t)cookie;
+    if (status == 0)
+        atomic_fetch_add(&retired_ok, 1);
+    else if (status == -XTQ_EPACKET)
+        atomic_fetch_add(&retired_err, 1);
+    if (c < 256)
+        atomic_fetch_add(&retire_hits[c], 1);
+}
+
+static void nop_fn(const uint64_t arg[4], void *ret, void *user)
+{
+}
+
+XTQ_TEST(completion_and_retire)
+{
+    xtq_agent_t *a = open_agent(2);
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    xtq_signal_t *done;
+    xtq_aql_packet_t p;
+
+    CHECK_OK(xtq_queue_create(a, 8, &q));
+    q->retire = test_retire;
+    CHECK_OK(xtq_function_create_cpu(a, nop_fn, NULL, &f));
+    CHECK_OK(xtq_signal_create(200, &done));
+    /* 200 packets, every other one with a cookie (1..100). */
+    for (uintptr_t i = 0; i < 200; i++) {
+        function_packet(&p, f, 0, done, i, 0, 0, 0, NULL);
+        submit(q, &p, (i & 1) ? (void *)(i / 2 + 1) : NULL);
+    }
+    wait_zero(done);
+    /* Each decrement is by one: never below zero. */
+    CHECK_EQ(xtq_signal_load(done), 0);
+    /* Retire runs before the packet counts as done (before the queue drains);
+     * destroying the queue waits for in-flight packets. */
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_EQ(atomic_load(&retired_ok), 100);
+    CHECK_EQ(atomic_load(&retire_hits[0]), 0);
+    for (int i = 1; i <= 100; i++)
+        CHECK_EQ(atomic_load(&retire_hits[i]), 1);
+    CHECK_EQ(xtq__cpu_agent_packets_done(a), 200);
+    CHECK_OK(xtq_function_destroy(f));
+    close_agent(a);
+    xtq_signal_destroy(done);
+}
+
+XTQ_TEST(bad_packets)
+{
+    xtq_agent_t *a = open_agent(1);
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    xtq_kernel_t *k;
+    xtq_signal_t *done, *good;
+    xtq_aql_packet_t p;
+    uint64_t junk[8] = {0};
+
+    CHECK_OK(xtq_queue_create(a, 8, &q));
+    q->retire = test_retire;
+    CHECK_OK(xtq_function_create_cpu(a, nop_fn, NULL, &f));
+    CHECK_OK(xtq_kernel_create_cpu(a, grid_kernel, 16, NULL, &k));
+    CHECK_OK(xtq_signal_create(5, &done));
+    CHECK_OK(xtq_signal_create(1, &good));
+
+    /* 1: vendor-specific type. */
+    function_packet(&p, f, 0, done, 0, 0, 0, 0, NULL);
+    p.agent.header = xtq_aql_header(XTQ_PACKET_TYPE_VENDOR_SPECIFIC, 0, 0, 0);
+    submit(q, &p, (void *)(uintptr_t)11);
+    /* 2: function object that is not one. */
+    function_packet(&p, NULL, 0, done, 0, 0, 0, 0, NULL);
+    p.agent.reserved2 = (uint64_t)(uintptr_t)junk;
+    submit(q, &p, (void *)(uintptr_t)12);
+    /* 3: a kernel object used as a function object (wrong magic). */
+    function_packet(&p, NULL, 0, done, 0, 0, 0, 0, NULL);
+    p.agent.reserved2 = xtq_kernel_object(k);
+    submit(q, &p, (void *)(uintptr_t)13);
+    /* 4: kernel dispatch with a wild kernel object. */
+    memset(&p, 0, sizeof(p));
+    p.kernel.header = xtq_aql_header(XTQ_PACKET_TYPE_KERNEL_DISPATCH, 0, 0, 0);
+    p.kernel.setup = 1;
+    p.kernel.grid_size_x = p.kernel.grid_size_y = p.kernel.grid_size_z = 1;
+    p.kernel.workgroup_size_x = p.kernel.workgroup_size_y = p.kernel.workgroup_size_z = 1;
+    p.kernel.kernel_object = 0x1000;
+    p.kernel.completion_signal = xtq_signal_handle(done);
+    submit(q, &p, (void *)(uintptr_t)14);
+    /* 5: a destroyed function. */
+    xtq_function_t *gone;
+    CHECK_OK(xtq_function_create_cpu(a, nop_fn, NULL, &gone));
+    uint64_t gone_obj = xtq_function_object(gone);
+    CHECK_OK(xtq_function_destroy(gone));
+    function_packet(&p, NULL, 0, done, 0, 0, 0, 0, NULL);
+    p.agent.reserved2 = gone_obj;
+    submit(q, &p, (void *)(uintptr_t)15);
+    /* Then a good one: the agent kept going. */
+    function_packet(&p, f, 0, good, 0, 0, 0, 0, NULL);
+    submit(q, &p, (void *)(uintptr_t)16);
+
+    wait_zero(good);
+    /* Same queue, in order, one worker: the bad ones were retired first. */
+    CHECK_EQ(atomic_load(&retired_err), 5);
+    for (int i = 11; i <= 15; i++)
+        CHECK_EQ(atomic_load(&retire_hits[i]), 1);
+    CHECK_EQ(xtq__cpu_agent_bad_packets(a), 5);
+    /* Failed packets do not signal completion. */
+    CHECK_EQ(xtq_signal_load(done), 5);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_EQ(atomic_load(&retire_hits[16]), 1);
+    CHECK_OK(xtq_function_destroy(f));
+    CHECK_OK(xtq_kernel_destroy(k));
+    close_agent(a);
+    xtq_signal_destroy(done);
+    xtq_signal_destroy(good);
+}
+
+/* ---- stress ------------------------------------------------------------------------ */
+
+enum { STRESS_PER_PRODUCER = 50000, STRESS_PRODUCERS = 2 };
+static _Atomic uint8_t stress_hits[STRESS_PRODUCERS][STRESS_PER_PRODUCER];
+
+static void stress_fn(const uint64_t arg[4], void *ret, void *user)
+{
+    if (arg[0] < STRESS_PRODUCERS && arg[1] < STRESS_PER_PRODUCER)
+        atomic_fetch_add_explicit(&stress_hits[arg[0]][arg[1]], 1, memory_order_relaxed);
+}
+
+struct stress_arg {
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    xtq_signal_t *done;
+    uint64_t id;
+    int rc;
+};
+
+static void *stress_producer(void *p)
+{
+    struct stress_arg *s = p;
+    xtq_aql_packet_t pkt;
+
+    for (uint64_t i = 0; i < STRESS_PER_PRODUCER && s->rc == 0; i++) {
+        function_packet(&pkt, s->f, 0, s->done, s->id, i, 0, 0, NULL);
+        s->rc = xtq_queue_submit(s->q, &pkt, XTQ_TIMEOUT_INFINITE, NULL);
+    }
+    return NULL;
+}
+
+XTQ_TEST(stress_100k_two_producers)
+{
+    xtq_agent_t *a = open_agent(2);
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    xtq_signal_t *done;
+    pthread_t th[STRESS_PRODUCERS];
+    struct stress_arg args[STRESS_PRODUCERS];
+
+    CHECK_OK(xtq_queue_create(a, 16, &q));
+    CHECK_OK(xtq_function_create_cpu(a, stress_fn, NULL, &f));
+    CHECK_OK(xtq_signal_create(STRESS_PRODUCERS * STRESS_PER_PRODUCER, &done));
+    for (int i = 0; i < STRESS_PRODUCERS; i++) {
+        args[i] = (struct stress_arg){q, f, done, (uint64_t)i, 0};
+        CHECK_EQ(pthread_create(&th[i], NULL, stress_producer, &args[i]), 0);
+    }
+    for (int i = 0; i < STRESS_PRODUCERS; i++) {
+        CHECK_EQ(pthread_join(th[i], NULL), 0);
+        CHECK_OK(args[i].rc);
+    }
+    wait_zero(done);
+    for (int p = 0; p < STRESS_PRODUCERS; p++)
+        for (int i = 0; i < STRESS_PER_PRODUCER; i++)
+            if (atomic_load(&stress_hits[p][i]) != 1)
+                XTQ_FAIL("packet %d/%d ran %u times", p, i, atomic_load(&stress_hits[p][i]));
+    CHECK_EQ(xtq__cpu_agent_packets_done(a), STRESS_PRODUCERS * STRESS_PER_PRODUCER);
+    CHECK_EQ(xtq_queue_load_read_index(q), STRESS_PRODUCERS * STRESS_PER_PRODUCER);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_function_destroy(f));
+    close_agent(a);
+    xtq_signal_destroy(done);
+}
+
+/* ---- idle workers sleep ------------------------------------------------------------ */
+
+static uint64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A measurement, not a timing assertion: over 300 ms of idleness the
+ * process (main thread asleep, 4 workers idle, 2 empty queues) must use
+ * well under 10% of one core; a spinning worker would use ~100%. */
+XTQ_TEST(idle_workers_sleep)
+{
+    xtq_agent_t *a = open_agent(4);
+    xtq_queue_t *q1, *q2;
+    xtq_function_t *f;
+    xtq_signal_t *done;
+    xtq_aql_packet_t p;
+    struct timespec nap = {0, 300000000};
+    uint64_t c0, c1;
+
+    CHECK_OK(xtq_queue_create(a, 4, &q1));
+    CHECK_OK(xtq_queue_create(a, 4, &q2));
+    CHECK_OK(xtq_function_create_cpu(a, nop_fn, NULL, &f));
+    CHECK_OK(xtq_signal_create(1, &done));
+    function_packet(&p, f, 0, done, 0, 0, 0, 0, NULL);
+    CHECK_OK(xtq_queue_submit(q1, &p, XTQ_TIMEOUT_INFINITE, NULL));
+    wait_zero(done);
+
+    c0 = cpu_ns();
+    while (nanosleep(&nap, &nap) != 0)
+        ;
+    c1 = cpu_ns();
+    printf("idle CPU: %.3f ms over 300 ms (4 workers)\n", (double)(c1 - c0) / 1e6);
+    CHECK(c1 - c0 < 30000000);
+
+    CHECK_OK(xtq_queue_destroy(q1));
+    CHECK_OK(xtq_queue_destroy(q2));
+    CHECK_OK(xtq_function_destroy(f));
+    close_agent(a);
+    xtq_signal_destroy(done);
+}
+
+/* ---- enumeration -------------------------------------------------------------------- */
+
+XTQ_TEST(agents_open)
+{
+    xtq_ctx_t *ctx = calloc(1, sizeof(*ctx));
+    xtq_agent_t *a;
+    xtq_agent_info_t info;
+    char reason[160];
+
+    CHECK(ctx != NULL);
+    CHECK_OK(xtq__agents_open(ctx));
+    CHECK(xtq_agent_count(ctx) >= 1);
+    CHECK_OK(xtq_agent_kind_status(ctx, XTQ_AGENT_CPU, reason, sizeof(reason)));
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &a));
+    CHECK_OK(xtq_agent_get_info(a, &info));
+    CHECK_EQ(info.kind, XTQ_AGENT_CPU);
+    CHECK(strcmp(info.name, "cpu0") == 0);
+    CHECK(info.workers >= 1);
+    CHECK(info.max_queue_size >= 2);
+    CHECK(a->ctx == ctx);
+    for (unsigned i = 0; i < xtq_agent_count(ctx); i++) {
+        xtq_agent_t *g;
+        CHECK_OK(xtq_agent_get(ctx, i, &g));
+        CHECK(g != NULL);
+    }
+    CHECK_ERR(xtq_agent_get(ctx, xtq_agent_count(ctx), &a), -XTQ_EINVAL);
+    /* Every kind either works or says why not. */
+    for (int k = XTQ_AGENT_CUDA; k < XTQ_AGENT_KIND_COUNT; k++) {
+        int rc = xtq_agent_kind_status(ctx, (enum xtq_agent_kind)k, reason, sizeof(reason));
+        if (rc != 0) {
+            CHECK_EQ(rc, -XTQ_ENOAGENT);
+            CHECK(reason[0] != '\0');
+            CHECK_ERR(xtq_agent_find(ctx, (enum xtq_agent_kind)k, &a), -XTQ_ENOAGENT);
+            printf("%s: %s\n", xtq_agent_kind_name((enum xtq_agent_kind)k), reason);
+        }
+    }
+    CHECK(strcmp(xtq_agent_kind_name(XTQ_AGENT_CPU), "cpu") == 0);
+    CHECK(strcmp(xtq_agent_kind_name(XTQ_AGENT_CUDA), "cuda") == 0);
+    CHECK(strcmp(xtq_agent_kind_name(XTQ_AGENT_ROCR), "rocr") == 0);
+    xtq__agents_close(ctx);
+    CHECK_EQ(xtq_agent_count(ctx), 0);
+    free(ctx);
+}
+
+XTQ_TEST(kernel_create_checks)
+{
+    xtq_agent_t *a = open_agent(1);
+    xtq_kernel_t *k;
+    xtq_function_t *f;
+    struct xtq_agent other = *a;
+
+    other.ops = NULL; /* not the CPU agent's table */
+    CHECK_ERR(xtq_kernel_create_cpu(&other, grid_kernel, 16, NULL, &k), -XTQ_EAGENTKIND);
+    CHECK_ERR(xtq_function_create_cpu(&other, nop_fn, NULL, &f), -XTQ_EAGENTKIND);
+    CHECK_ERR(xtq_kernel_create_cpu(a, NULL, 16, NULL, &k), -XTQ_EINVAL);
+    CHECK_ERR(xtq_function_create_cpu(a, NULL, NULL, &f), -XTQ_EINVAL);
+    /* Objects are recycled: destroy then create reuses the slot safely. */
+    CHECK_OK(xtq_kernel_create_cpu(a, grid_kernel, 16, NULL, &k));
+    CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_function_create_cpu(a, nop_fn, NULL, &f));
+    CHECK_OK(xtq_function_destroy(f));
+    close_agent(a);
+}

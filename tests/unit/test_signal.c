@@ -1,0 +1,199 @@
+/*
+ * Signals: create/load/store/add, every wait condition, timeouts, handles,
+ * and waiters in other threads woken by a store (no sleeps used as
+ * synchronisation: threads meet on signals or joins).
+ */
+#include "internal.h"
+
+#include <sched.h>
+
+#include "xtq_test.h"
+
+XTQ_TEST(create_load_store_add)
+{
+    xtq_signal_t *s;
+
+    CHECK_OK(xtq_signal_create(7, &s));
+    CHECK_EQ(xtq_signal_load(s), 7);
+    xtq_signal_store(s, -3);
+    CHECK_EQ(xtq_signal_load(s), -3);
+    CHECK_EQ(xtq_signal_add(s, 10), -3);
+    CHECK_EQ(xtq_signal_load(s), 7);
+    CHECK_EQ(xtq_signal_add(s, -7), 7);
+    CHECK_EQ(xtq_signal_load(s), 0);
+    xtq_signal_store(s, INT64_MAX);
+    CHECK_EQ(xtq_signal_load(s), INT64_MAX);
+    CHECK_OK(xtq_signal_destroy(s));
+    CHECK_ERR(xtq_signal_create(0, NULL), -XTQ_EINVAL);
+    CHECK_ERR(xtq_signal_destroy(NULL), -XTQ_EINVAL);
+}
+
+XTQ_TEST(wait_conditions)
+{
+    xtq_signal_t *s;
+    int64_t seen = -1;
+
+    CHECK_OK(xtq_signal_create(5, &s));
+    /* Conditions that hold return 0 at once, even with a zero timeout. */
+    CHECK_OK(xtq_signal_wait(s, XTQ_SIGNAL_EQ, 5, 0, &seen));
+    CHECK_EQ(seen, 5);
+    CHECK_OK(xtq_signal_wait(s, XTQ_SIGNAL_NE, 4, 0, NULL));
+    CHECK_OK(xtq_signal_wait(s, XTQ_SIGNAL_LT, 6, 0, NULL));
+    CHECK_OK(xtq_signal_wait(s, XTQ_SIGNAL_GTE, 5, 0, NULL));
+    CHECK_OK(xtq_signal_wait(s, XTQ_SIGNAL_GTE, -100, 0, NULL));
+    /* Those that do not time out. */
+    CHECK_ERR(xtq_signal_wait(s, XTQ_SIGNAL_EQ, 4, 0, &seen), -XTQ_ETIMEDOUT);
+    CHECK_EQ(seen, 5);
+    CHECK_ERR(xtq_signal_wait(s, XTQ_SIGNAL_NE, 5, 0, NULL), -XTQ_ETIMEDOUT);
+    CHECK_ERR(xtq_signal_wait(s, XTQ_SIGNAL_LT, 5, 0, NULL), -XTQ_ETIMEDOUT);
+    CHECK_ERR(xtq_signal_wait(s, XTQ_SIGNAL_GTE, 6, 0, NULL), -XTQ_ETIMEDOUT);
+    /* Invalid arguments. */
+    CHECK_ERR(xtq_signal_wait(s, (enum xtq_signal_condition)9, 0, 0, NULL), -XTQ_EINVAL);
+    CHECK_ERR(xtq_signal_wait(s, XTQ_SIGNAL_EQ, 0, -1, NULL), -XTQ_EINVAL);
+    CHECK_ERR(xtq_signal_wait(NULL, XTQ_SIGNAL_EQ, 0, 0, NULL), -XTQ_EINVAL);
+    CHECK_OK(xtq_signal_destroy(s));
+}
+
+XTQ_TEST(wait_timeout)
+{
+    xtq_signal_t *s;
+    int64_t seen = -1;
+    uint64_t t0;
+
+    CHECK_OK(xtq_signal_create(1, &s));
+    t0 = xtq__now_ns();
+    CHECK_ERR(xtq_signal_wait(s, XTQ_SIGNAL_EQ, 0, 2000000, &seen), -XTQ_ETIMEDOUT);
+    /* A timeout is not early (lower bound only: no upper timing assertion). */
+    CHECK(xtq__now_ns() - t0 >= 2000000);
+    CHECK_EQ(seen, 1);
+    CHECK_OK(xtq_signal_destroy(s));
+}
+
+XTQ_TEST(handles)
+{
+    xtq_signal_t *s;
+    xtq_signal_handle_t h, zero = {0};
+    uint64_t junk[8] = {0};
+
+    CHECK_OK(xtq_signal_create(0, &s));
+    h = xtq_signal_handle(s);
+    CHECK(h.handle != 0);
+    CHECK(xtq_signal_from_handle(h) == s);
+    CHECK(xtq_signal_from_handle(zero) == NULL);
+    /* Memory that is not a signal (no magic) and a misaligned value. */
+    xtq_signal_handle_t bad = {(uint64_t)(uintptr_t)junk};
+    CHECK(xtq_signal_from_handle(bad) == NULL);
+    xtq_signal_handle_t odd = {h.handle + 1};
+    CHECK(xtq_signal_from_handle(odd) == NULL);
+    CHECK_OK(xtq_signal_destroy(s));
+}
+
+XTQ_TEST(init_at_not_freed)
+{
+    _Alignas(64) struct xtq_signal mem;
+
+    xtq__signal_init_at(&mem, 3, XTQ__SIGNAL_DEVICE);
+    CHECK(mem.flags & XTQ__SIGNAL_EXTERNAL_MEM);
+    CHECK(xtq_signal_from_handle(xtq_signal_handle(&mem)) == &mem);
+    CHECK_EQ(xtq_signal_add(&mem, -1), 3);
+    CHECK_OK(xtq_signal_wait(&mem, XTQ_SIGNAL_EQ, 2, 0, NULL));
+    /* Destroy of caller-owned memory must not free it (ASan would catch it). */
+    CHECK_OK(xtq_signal_destroy(&mem));
+    CHECK(xtq_signal_from_handle(xtq_signal_handle(&mem)) == NULL);
+}
+
+struct waiter_arg {
+    xtq_signal_t *sig;
+    xtq_signal_t *ready;
+    enum xtq_signal_condition cond;
+    int64_t compare;
+    int rc;
+    int64_t seen;
+};
+
+static void *waiter_main(void *p)
+{
+    struct waiter_arg *w = p;
+
+    xtq_signal_add(w->ready, 1);
+    w->rc = xtq_signal_wait(w->sig, w->cond, w->compare, XTQ_TIMEOUT_INFINITE, &w->seen);
+    return NULL;
+}
+
+/* Waiters block (infinite timeout) and must all be woken by stores made
+ * while some of them are asleep in the futex. */
+XTQ_TEST(waiter_wakes_on_store)
+{
+    enum { N = 4 };
+    xtq_signal_t *s, *ready;
+    pthread_t th[N];
+    struct waiter_arg w[N];
+
+    CHECK_OK(xtq_signal_create(10, &s));
+    CHECK_OK(xtq_signal_create(0, &ready));
+    for (int i = 0; i < N; i++) {
+        w[i] = (struct waiter_arg){s, ready, XTQ_SIGNAL_LT, 10 - i, -1, 0};
+        CHECK_EQ(pthread_create(&th[i], NULL, waiter_main, &w[i]), 0);
+    }
+    CHECK_OK(xtq_signal_wait(ready, XTQ_SIGNAL_EQ, N, XTQ_TIMEOUT_INFINITE, NULL));
+    /* Step down one at a time: each store releases exactly the waiters
+     * whose condition now holds; the rest keep waiting. */
+    for (int i = 0; i < N; i++)
+        xtq_signal_store(s, 9 - i);
+    for (int i = 0; i < N; i++) {
+        CHECK_EQ(pthread_join(th[i], NULL), 0);
+        CHECK_OK(w[i].rc);
+        CHECK(w[i].seen < 10 - i);
+    }
+    CHECK_OK(xtq_signal_destroy(ready));
+    CHECK_OK(xtq_signal_destroy(s));
+}
+
+/* A waiter that is certainly asleep (registered in `waiters`) is woken by
+ * a store. */
+XTQ_TEST(sleeping_waiter_wakes)
+{
+    xtq_signal_t *s, *ready;
+    pthread_t th;
+    struct waiter_arg w;
+
+    CHECK_OK(xtq_signal_create(1, &s));
+    CHECK_OK(xtq_signal_create(0, &ready));
+    w = (struct waiter_arg){s, ready, XTQ_SIGNAL_EQ, 0, -1, 0};
+    CHECK_EQ(pthread_create(&th, NULL, waiter_main, &w), 0);
+    /* Wait until the waiter has registered itself (past its spin phase). */
+    while (atomic_load(&s->waiters) == 0)
+        sched_yield();
+    xtq_signal_add(s, -1);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK_OK(w.rc);
+    CHECK_EQ(w.seen, 0);
+    CHECK_OK(xtq_signal_destroy(ready));
+    CHECK_OK(xtq_signal_destroy(s));
+}
+
+static void *device_writer(void *p)
+{
+    struct xtq_signal *s = p;
+
+    while (atomic_load(&s->waiters) == 0)
+        sched_yield();
+    /* What a device does: change the value, no futex wake. */
+    atomic_store_explicit(&s->value, 0, memory_order_release);
+    return NULL;
+}
+
+/* A device-flagged signal changed without a wake is still seen (bounded
+ * naps), instead of leaving the waiter asleep forever. */
+XTQ_TEST(device_signal_naps)
+{
+    _Alignas(64) struct xtq_signal s;
+    pthread_t th;
+    int64_t seen = -1;
+
+    xtq__signal_init_at(&s, 1, XTQ__SIGNAL_DEVICE);
+    CHECK_EQ(pthread_create(&th, NULL, device_writer, &s), 0);
+    CHECK_OK(xtq_signal_wait(&s, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE, &seen));
+    CHECK_EQ(seen, 0);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+}
