@@ -33,9 +33,10 @@ static int check_put(const struct xtq__wire_hdr *h, size_t len, size_t max_msg, 
      * payload_len near 2^64 would otherwise look short). */
     if (h->payload_len > UINT64_MAX - off - 63)
         return -XTQ_EMSGSIZE;
-    total = XTQ_ALIGN_UP(off + h->payload_len, (uint64_t)64);
-    if (total > (uint64_t)max_msg)
+    /* Same bound as the initiator's xtq_put(): command + payload. */
+    if (h->cmd_len + h->payload_len > (uint64_t)max_msg)
         return -XTQ_EMSGSIZE;
+    total = XTQ_ALIGN_UP(off + h->payload_len, (uint64_t)64);
     if (total > (uint64_t)len)
         return -XTQ_EBADMSG; /* claims more than arrived */
     *payload_off = (size_t)off;

@@ -68,8 +68,9 @@ void xtq__wire_hdr_init(struct xtq__wire_hdr *hdr, enum xtq__msg_type type, uint
  * -XTQ_EVERSION, -XTQ_EJOBKEY, -XTQ_ESRCRANK, -XTQ_EMSGSIZE. On success
  * for PUT, *cmd and *payload point into `msg` (payload NULL when empty);
  * for ACK both are NULL. Any of the output pointers may be NULL.
- * `max_msg` bounds the whole wire message (xtq__wire_put_len: header and
- * padding included); cmd_len - 64 is also bounded by XTQ__WIRE_MAX_KERNARG.
+ * `max_msg` bounds cmd_len + payload_len, the quantity xtq_put() checks
+ * against XTQ_MAX_MSG_SIZE; cmd_len - 64 is also bounded by
+ * XTQ__WIRE_MAX_KERNARG, and the padded wire length by `len`.
  * `msg` needs no alignment; the header is read with memcpy.
  */
 int xtq__wire_validate(const void *msg, size_t len, uint64_t job_key, uint32_t nranks,

@@ -216,7 +216,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FAIL_IF(h.type != XTQ__MSG_PUT);
     FAIL_IF(h.cmd_len < 64 || h.cmd_len - 64 > XTQ__WIRE_MAX_KERNARG);
     FAIL_IF(xtq__wire_put_len(h.cmd_len, h.payload_len) > size);
-    FAIL_IF(xtq__wire_put_len(h.cmd_len, h.payload_len) > FUZZ_MAX_MSG);
+    FAIL_IF(h.cmd_len + h.payload_len > FUZZ_MAX_MSG);
     FAIL_IF(cmd != buf + sizeof(h) || !inside(cmd, h.cmd_len, buf, size));
     if (h.payload_len) {
         FAIL_IF(payload_c != buf + xtq__wire_payload_offset(h.cmd_len));

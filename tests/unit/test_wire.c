@@ -221,9 +221,9 @@ XTQ_TEST(cmd_len_too_large)
 XTQ_TEST(oversize)
 {
     size_t len = make_put(msgbuf, 16, 100);
-    /* The whole message must fit max_msg. */
-    CHECK_OK(xtq__wire_validate(msgbuf, len, KEY, NRANKS, len, NULL, NULL, NULL));
-    CHECK_ERR(xtq__wire_validate(msgbuf, len, KEY, NRANKS, len - 1, NULL, NULL, NULL),
+    /* Command + payload must fit max_msg (what xtq_put checks). */
+    CHECK_OK(xtq__wire_validate(msgbuf, len, KEY, NRANKS, 80 + 100, NULL, NULL, NULL));
+    CHECK_ERR(xtq__wire_validate(msgbuf, len, KEY, NRANKS, 80 + 99, NULL, NULL, NULL),
               -XTQ_EMSGSIZE);
     CHECK_ERR(xtq__wire_validate(msgbuf, len, KEY, NRANKS, 0, NULL, NULL, NULL), -XTQ_EMSGSIZE);
     hdr_of(msgbuf)->payload_len = MAX_MSG;
