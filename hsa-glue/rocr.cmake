@@ -6,3 +6,6 @@ target_sources(xtq_obj PRIVATE ${CMAKE_CURRENT_LIST_DIR}/rocr_agent.c)
 if(XTQ_HAVE_ROCR)
   target_compile_definitions(xtq_obj PUBLIC XTQ_HAVE_ROCR_AGENT=1)
 endif()
+
+# The HIP/CUDA-portable kernels' AMD code objects (hipcc, when installed).
+include(${PROJECT_SOURCE_DIR}/kernels/kernels.cmake)

@@ -932,6 +932,20 @@ int xtq_rocr_kernarg_free(xtq_agent_t *agent, void *ptr)
 
 /* ---- agents --------------------------------------------------------------- */
 
+int xtq__rocr_agent_isa(xtq_agent_t *agent, char *isa, size_t isa_len)
+{
+    struct rocr_agent *ra = rocr_agent_of(agent);
+    char name[64] = "";
+
+    if (ra == NULL)
+        return -XTQ_EAGENTKIND;
+    if (HSA->hsa_agent_get_info(ra->hsa, HSA_AGENT_INFO_NAME, name) != HSA_STATUS_SUCCESS)
+        return -XTQ_EIO;
+    name[sizeof(name) - 1] = '\0';
+    snprintf(isa, isa_len, "%s", name);
+    return 0;
+}
+
 static hsa_status_t rocr_find_kernarg(hsa_region_t region, void *data)
 {
     struct rocr_agent *ra = data;
@@ -1049,6 +1063,12 @@ int xtq__rocr_load(char *reason, size_t reason_len)
 unsigned xtq__rocr_symbol_count(void)
 {
     return 0;
+}
+
+int xtq__rocr_agent_isa(xtq_agent_t *agent, char *isa, size_t isa_len)
+{
+    (void)agent, (void)isa, (void)isa_len;
+    return -XTQ_EAGENTKIND;
 }
 
 int xtq_kernel_create_rocr(xtq_agent_t *agent, const char *code_object_path, const char *symbol,

@@ -17,4 +17,8 @@ int xtq__rocr_load(char *reason, size_t reason_len);
 /* Number of entry points resolved by xtq__rocr_load(). */
 unsigned xtq__rocr_symbol_count(void);
 
+/* The agent's ISA name (HSA_AGENT_INFO_NAME, e.g. "gfx90a"): which
+ * kernels/xtq_kernels-<isa>.hsaco it loads. 0, -XTQ_EAGENTKIND or -XTQ_EIO. */
+int xtq__rocr_agent_isa(xtq_agent_t *agent, char *isa, size_t isa_len);
+
 #endif /* XTQ_ROCR_AGENT_H */
