@@ -278,4 +278,5 @@ struct xtq_ctx {
     struct xtq__bootstrap *bootstrap;
     struct xtq__stats stats;
 };
+#include "trace.h" /* XTQ_TRACE_POINT() for the data path */
 #endif /* XTQ_INTERNAL_H */

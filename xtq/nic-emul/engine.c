@@ -298,7 +298,9 @@ static int task_enqueue(struct xtq__engine *e, struct task *t)
     uint16_t rest;
     memcpy(&rest, (const uint8_t *)&pkt + 2, sizeof(rest));
     xtq_queue_publish(q, idx, pkt.header, rest);
+    XTQ_TRACE_POINT(XTQ_TRACE_ENQUEUED, XTQ_TRACE_KEY(src, seq));
     xtq_queue_ring_doorbell(q, idx);
+    XTQ_TRACE_POINT(XTQ_TRACE_DOORBELL, XTQ_TRACE_KEY(src, seq));
     pthread_rwlock_unlock(&reg->lock);
     if (!(wflags & XTQ__WIRE_REMOTE_COMPLETION))
         ack_send(e, (int)src, seq, 0);
@@ -344,6 +346,7 @@ static void handle_put(struct xtq__engine *e, struct rx_region *r, const struct 
 {
     struct task *t = malloc(sizeof(*t));
     XTQ__STAT_INC(e->ctx, msgs_received);
+    XTQ_TRACE_POINT(XTQ_TRACE_ENGINE_RECV, XTQ_TRACE_KEY(hdr->src_rank, hdr->seq));
     if (!t) {
         XTQ_LOG_ONCE(ENGINE, ERROR, "out of memory for a task; rejecting");
         ack_send(e, (int)hdr->src_rank, hdr->seq, -XTQ_ENOMEM);
@@ -396,6 +399,7 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
 {
     xtq_ctx_t *ctx = e->ctx;
     xtq_completion_t *c = s->comp;
+    XTQ_TRACE_POINT(XTQ_TRACE_COMPLETION, XTQ_TRACE_KEY(ctx->rank, s->seq));
     if (s->status)
         XTQ__STAT_INC(ctx, puts_failed);
     XTQ__STAT_INC(ctx, puts_completed);
@@ -775,6 +779,7 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
     comp->prov_errno = 0;
     comp->target = target;
     comp->seq = seq;
+    XTQ_TRACE_POINT(XTQ_TRACE_PUT_ISSUED, XTQ_TRACE_KEY(ctx->rank, seq));
     s->kind = CTX_PUT;
     s->state = SLOT_BUSY;
     s->target = target;
@@ -801,6 +806,7 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
         if (xtq__engine_progress(e) == 0)
             sched_yield();
     }
+    XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(ctx->rank, seq));
     engine_wake(e);
 
     if (comp == &local_comp) {
