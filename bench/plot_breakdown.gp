@@ -4,7 +4,7 @@
 if (!exists("in")) in = 'breakdown.dat'
 if (!exists("out")) out = 'breakdown.png'
 if (!exists("title")) title = 'Remote task: time per stage (median)'
-set terminal pngcairo size 900,560 font ",10"
+set terminal pngcairo noenhanced size 900,560 font ",10"
 set output out
 set title title
 set style data histograms

@@ -5,6 +5,7 @@
 # there (README.md). Environment:
 #   MACHINE   results folder name (default: hostname-Ncores)
 #   NP_RATE   ranks for the message-rate run (1 target + initiators; default 5)
+#   RATE_ITERS tasks per initiator per message-rate phase (default 20000)
 #   ITERS     round-trip iterations per (mode, size) (default 10000)
 #   SIZES     round-trip sizes (default 0-1M: 0, 1, 2, 4 .. 1 MiB)
 #   MPIRUN    launcher (default: mpirun, with --oversubscribe --bind-to none)
@@ -19,6 +20,7 @@ out="$src/bench/results/$machine"
 iters="${ITERS:-10000}"
 sizes="${SIZES:-0-1M}"
 np_rate="${NP_RATE:-5}"
+rate_iters="${RATE_ITERS:-20000}"
 mpirun_cmd=(${MPIRUN:-mpirun})
 mpirun_cmd+=(--oversubscribe --bind-to none)
 [ "$(id -u)" = 0 ] && mpirun_cmd+=(--allow-run-as-root)
@@ -59,8 +61,8 @@ else
 fi
 
 echo "== message rate (1, 2, 4 initiators) =="
-"${mpirun_cmd[@]}" -np "$np_rate" "$build/bench/xtq_bench_msgrate" --csv "$out/msgrate.csv" \
-  | tee "$out/msgrate.txt"
+"${mpirun_cmd[@]}" -np "$np_rate" "$build/bench/xtq_bench_msgrate" --iters "$rate_iters" \
+  --csv "$out/msgrate.csv" | tee "$out/msgrate.txt" || echo "msgrate failed (see above)" >&2
 
 commit="$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 dirty="$(git -C "$src" status --porcelain --untracked-files=no 2>/dev/null | wc -l)"
@@ -72,7 +74,7 @@ cat >"$out/README.md" <<EOT
 - libfabric $(pkg-config --modversion libfabric 2>/dev/null), $(mpirun --version 2>/dev/null | head -1)
 - commit: $commit$([ "$dirty" != 0 ] && echo " (with $dirty modified tracked files)")
 - date: $(date -u +%Y-%m-%dT%H:%MZ)
-- command: \`bench/run.sh${1:+ $1}\` (ITERS=$iters SIZES=$sizes NP_RATE=$np_rate)
+- command: \`bench/run.sh${1:+ $1}\` (ITERS=$iters SIZES=$sizes NP_RATE=$np_rate RATE_ITERS=$rate_iters)
 - XTQ environment: ${env_note:-none}
 
 Files: rtt.txt / rtt.csv (round trip per mode and size, target CPU per
