@@ -8,7 +8,8 @@
  * task runs. Packets of one queue are taken in order; several may run at
  * once on different workers unless the barrier bit asks for the earlier
  * ones to finish first. Barrier-AND/OR packets stay at the head of their
- * queue until their dependencies hold, which blocks that queue (HSA).
+ * queue until their dependencies hold, and the packet after one starts
+ * only when it has completed: a barrier blocks its queue (HSA).
  *
  * Idle workers sleep on a futex that the doorbell bumps. Only while a
  * barrier packet waits on signals that something outside this agent may
@@ -34,6 +35,16 @@
 #define CPU_NAP_MIN_NS 20000
 #define CPU_NAP_MAX_NS 1000000
 
+/* Packet fences. The acquire load of the header and the completion
+ * signal's acq_rel add already order the task; the explicit fences make
+ * the header's scopes visible in the code. TSan does not model fences
+ * (and warns about them), so they are left out there. */
+#if defined(__SANITIZE_THREAD__)
+#define cpu_fence(order) ((void)0)
+#else
+#define cpu_fence(order) atomic_thread_fence(order)
+#endif
+
 /* A kernel or function object; its address is the kernel_object /
  * function object value. The base is first so container_of is a cast. */
 struct cpu_object {
@@ -54,12 +65,18 @@ struct cpu_queue {
     struct xtq_queue base;
     struct cpu_agent *agent;
     pthread_mutex_t take_lock; /* one taker at a time keeps packets in order */
-    _Atomic uint32_t inflight;  /* taken, not finished */
-    _Atomic uint32_t blocked;   /* head waits for inflight to drain */
-    _Atomic uint32_t destroying;
+    /* Packets taken and not finished (low bits) plus the flags below, in
+     * one word: the finishing worker's single fetch_sub is its last touch
+     * of the queue, so destroy can free it as soon as the count is 0. */
+    _Atomic uint32_t state;
+    bool after_barrier;         /* last taken was barrier-AND/OR (under take_lock) */
     _Alignas(XTQ_CACHELINE) struct xtq_signal doorbell;
     _Alignas(XTQ_CACHELINE) struct xtq__queue_indices idx;
 };
+
+#define CQ_BLOCKED (1u << 31)    /* the head waits for the count to drain */
+#define CQ_DESTROYING (1u << 30) /* destroy waits on the word */
+#define CQ_COUNT (CQ_DESTROYING - 1)
 
 struct cpu_agent {
     struct xtq_agent base;
@@ -290,12 +307,14 @@ static int cpu_try_take(struct cpu_queue *cq, struct cpu_task *t, bool *more)
         rc = TAKE_EMPTY;
         goto out;
     }
-    if (xtq_aql_header_barrier((uint16_t)word) &&
-        atomic_load_explicit(&cq->inflight, memory_order_seq_cst) != 0) {
-        /* Announce the wait, then re-check: a completion that drains
-         * inflight after our check sees the flag and wakes a worker. */
-        atomic_store_explicit(&cq->blocked, 1, memory_order_seq_cst);
-        if (atomic_load_explicit(&cq->inflight, memory_order_seq_cst) != 0) {
+    /* The barrier bit, and any packet after a barrier-AND/OR (which holds
+     * its queue until it has completed), wait for earlier packets. */
+    if ((xtq_aql_header_barrier((uint16_t)word) || cq->after_barrier) &&
+        (atomic_load_explicit(&cq->state, memory_order_acquire) & CQ_COUNT) != 0) {
+        /* Announce the wait in the same word: either the last completion
+         * comes after this and sees the flag (and wakes a worker), or we
+         * see its count of 0 here. */
+        if (atomic_fetch_or_explicit(&cq->state, CQ_BLOCKED, memory_order_acq_rel) & CQ_COUNT) {
             rc = TAKE_BLOCKED;
             goto out;
         }
@@ -310,7 +329,8 @@ static int cpu_try_take(struct cpu_queue *cq, struct cpu_task *t, bool *more)
         if (ready < 0)
             t->status = ready;
     }
-    atomic_store_explicit(&cq->blocked, 0, memory_order_relaxed);
+    atomic_fetch_and_explicit(&cq->state, ~CQ_BLOCKED, memory_order_relaxed);
+    cq->after_barrier = type == XTQ_PACKET_TYPE_BARRIER_AND || type == XTQ_PACKET_TYPE_BARRIER_OR;
 
     memcpy(&t->pkt, slot, sizeof(t->pkt));
     memcpy(&t->pkt, &word, sizeof(word));
@@ -318,7 +338,7 @@ static int cpu_try_take(struct cpu_queue *cq, struct cpu_task *t, bool *more)
     q->cookies[r & q->mask] = NULL;
     t->retire = q->retire;
     t->q = cq;
-    atomic_fetch_add_explicit(&cq->inflight, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&cq->state, 1, memory_order_relaxed);
     /* Free the slot, then publish the new read index: a producer that sees
      * it finds the slot INVALID and its cookie cleared. */
     atomic_store_explicit(slot_word(slot), XTQ_PACKET_TYPE_INVALID, memory_order_release);
@@ -407,7 +427,7 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
     int status = t->status;
 
     if (acq != XTQ_FENCE_SCOPE_NONE)
-        atomic_thread_fence(memory_order_acquire);
+        cpu_fence(memory_order_acquire);
     if (status == 0) {
         switch (type) {
         case XTQ_PACKET_TYPE_KERNEL_DISPATCH:
@@ -426,7 +446,7 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
         }
     }
     if (rel != XTQ_FENCE_SCOPE_NONE)
-        atomic_thread_fence(memory_order_release);
+        cpu_fence(memory_order_release);
 
     if (status == 0 && h.handle != 0) {
         sig = xtq_signal_from_handle(h);
@@ -447,11 +467,15 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
     }
 
     /* Last: the barrier bit of the next packet waits for this. */
-    if (atomic_fetch_sub_explicit(&cq->inflight, 1, memory_order_seq_cst) == 1) {
-        if (atomic_load_explicit(&cq->blocked, memory_order_seq_cst))
+    _Atomic uint32_t *state = &cq->state;
+    uint32_t prev = atomic_fetch_sub_explicit(state, 1, memory_order_acq_rel);
+    if ((prev & CQ_COUNT) == 1) {
+        if (prev & CQ_BLOCKED)
             cpu_wake(a, 1);
-        if (atomic_load_explicit(&cq->destroying, memory_order_seq_cst))
-            xtq__futex_wake(&cq->inflight, -1);
+        /* The queue may be freed by now: FUTEX_WAKE uses only the address
+         * and a stray wake is harmless to any later user of it. */
+        if (prev & CQ_DESTROYING)
+            xtq__futex_wake(state, -1);
     }
     /* A barrier packet elsewhere may wait on the signal we just changed. */
     if (sig != NULL && atomic_load_explicit(&a->dep_nappers, memory_order_relaxed) != 0)
@@ -584,9 +608,9 @@ static int cpu_queue_destroy(xtq_queue_t *queue)
         }
     pthread_rwlock_unlock(&a->qlock);
 
-    atomic_store_explicit(&cq->destroying, 1, memory_order_seq_cst);
-    while ((v = atomic_load_explicit(&cq->inflight, memory_order_seq_cst)) != 0)
-        (void)xtq__futex_wait(&cq->inflight, v, 1000000); /* bounded: covers a lost wake */
+    atomic_fetch_or_explicit(&cq->state, CQ_DESTROYING, memory_order_acq_rel);
+    while (((v = atomic_load_explicit(&cq->state, memory_order_acquire)) & CQ_COUNT) != 0)
+        (void)xtq__futex_wait(&cq->state, v, 1000000); /* bounded for safety */
     cpu_queue_free(cq);
     return 0;
 }

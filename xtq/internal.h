@@ -131,7 +131,10 @@ struct xtq_signal {
     _Atomic uint32_t waiters;
     uint32_t flags;
     uint32_t magic;
-    uint8_t pad_[40];
+    /* Host-side changes in progress: destroy waits for it to drain, so a
+     * waiter may destroy the signal as soon as it sees the new value. */
+    _Atomic uint32_t busy;
+    uint8_t pad_[36];
 };
 XTQ_STATIC_ASSERT(sizeof(struct xtq_signal) == 64, "signal is one cache line");
 #define XTQ__SIGNAL_MAGIC 0x5851534eu

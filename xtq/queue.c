@@ -50,8 +50,6 @@ int xtq__queue_init(xtq_queue_t *q, xtq_agent_t *agent, uint32_t size, void *rin
         if (q->read_index == NULL)
             q->read_index = &idx->read_index;
     }
-    /* Make the initialised ring visible before the queue is handed out. */
-    atomic_thread_fence(memory_order_release);
     return 0;
 }
 
@@ -63,11 +61,10 @@ void xtq__queue_fini(xtq_queue_t *q)
 
 void xtq__queue_notify_space(xtq_queue_t *q)
 {
-    /* Pairs with the waiter's seq_cst registration: a waiter registered
-     * before this load is woken; one registering after it re-reads the
-     * read index first. */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&q->doorbell->waiters, memory_order_relaxed) != 0)
+    /* An RMW, not a plain load: it is ordered with the waiter's
+     * registration (an RMW on the same word), so either we see the waiter
+     * or the waiter, acquiring through it, sees the new read index. */
+    if (atomic_fetch_add_explicit(&q->doorbell->waiters, 0, memory_order_seq_cst) != 0)
         xtq__signal_notify(q->doorbell);
 }
 

@@ -12,6 +12,7 @@
 #include "internal.h"
 
 #include <inttypes.h>
+#include <sched.h>
 
 /* Poll this long before sleeping: a completion often lands within a few
  * microseconds, and a futex round trip costs about as much. */
@@ -25,6 +26,7 @@ static void signal_init(struct xtq_signal *sig, int64_t initial, uint32_t flags)
     atomic_init(&sig->value, initial);
     atomic_init(&sig->seq, 0);
     atomic_init(&sig->waiters, 0);
+    atomic_init(&sig->busy, 0);
     sig->flags = flags;
     sig->magic = XTQ__SIGNAL_MAGIC;
 }
@@ -35,11 +37,31 @@ void xtq__signal_init_at(struct xtq_signal *sig, int64_t initial, uint32_t flags
     signal_init(sig, initial, flags | XTQ__SIGNAL_EXTERNAL_MEM);
 }
 
-void xtq__signal_notify(struct xtq_signal *sig)
+static inline void signal_wake(struct xtq_signal *sig)
 {
     atomic_fetch_add_explicit(&sig->seq, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&sig->waiters, memory_order_seq_cst) != 0)
         xtq__futex_wake(&sig->seq, -1);
+}
+
+/* A change is bracketed by busy++ / busy-- so that destroy, which a waiter
+ * may call as soon as it sees the new value, waits until the changer no
+ * longer touches the signal. */
+static inline void signal_change_begin(struct xtq_signal *sig)
+{
+    atomic_fetch_add_explicit(&sig->busy, 1, memory_order_relaxed);
+}
+
+static inline void signal_change_end(struct xtq_signal *sig)
+{
+    atomic_fetch_sub_explicit(&sig->busy, 1, memory_order_release);
+}
+
+void xtq__signal_notify(struct xtq_signal *sig)
+{
+    signal_change_begin(sig);
+    signal_wake(sig);
+    signal_change_end(sig);
 }
 
 int xtq_signal_create(int64_t initial_value, xtq_signal_t **signal)
@@ -60,6 +82,13 @@ int xtq_signal_destroy(xtq_signal_t *signal)
 {
     if (signal == NULL || signal->magic != XTQ__SIGNAL_MAGIC)
         return -XTQ_EINVAL;
+    /* A store/add whose value a waiter already saw may still be waking. */
+    for (unsigned i = 0; atomic_load_explicit(&signal->busy, memory_order_acquire) != 0; i++) {
+        if (i < 1000)
+            xtq__cpu_relax();
+        else
+            sched_yield();
+    }
     /* Clearing the magic makes a stale handle in a packet detectable. */
     signal->magic = 0;
     if (!(signal->flags & XTQ__SIGNAL_EXTERNAL_MEM))
@@ -74,14 +103,20 @@ int64_t xtq_signal_load(const xtq_signal_t *signal)
 
 void xtq_signal_store(xtq_signal_t *signal, int64_t value)
 {
+    signal_change_begin(signal);
     atomic_store_explicit(&signal->value, value, memory_order_release);
-    xtq__signal_notify(signal);
+    signal_wake(signal);
+    signal_change_end(signal);
 }
 
 int64_t xtq_signal_add(xtq_signal_t *signal, int64_t delta)
 {
-    int64_t old = atomic_fetch_add_explicit(&signal->value, delta, memory_order_acq_rel);
-    xtq__signal_notify(signal);
+    int64_t old;
+
+    signal_change_begin(signal);
+    old = atomic_fetch_add_explicit(&signal->value, delta, memory_order_acq_rel);
+    signal_wake(signal);
+    signal_change_end(signal);
     return old;
 }
 
