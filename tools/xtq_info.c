@@ -83,7 +83,10 @@ static void print_fabric(bool brief)
 static void print_topology(bool brief)
 {
     hwloc_topology_t topo;
-    if (hwloc_topology_init(&topo) || hwloc_topology_load(topo)) {
+    if (hwloc_topology_init(&topo))
+        return;
+    hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
+    if (hwloc_topology_load(topo)) {
         printf("hwloc: topology unavailable\n");
         return;
     }

@@ -327,10 +327,12 @@ static int backlog_drain(struct xtq__engine *e)
     int n = 0;
     while (e->backlog_head) {
         struct task *t = e->backlog_head;
+        /* Once enqueued, t may retire and be freed on an agent thread. */
+        struct task *next = t->next;
         int rc = task_enqueue(e, t);
         if (rc == -XTQ_EAGAIN)
             break;
-        e->backlog_head = t->next;
+        e->backlog_head = next;
         if (!e->backlog_head)
             e->backlog_tail = NULL;
         atomic_fetch_sub(&e->backlog_len, 1);
@@ -619,7 +621,13 @@ static void progress_block(struct xtq__engine *e)
 static void place_thread(struct xtq__engine *e)
 {
     hwloc_topology_t topo;
-    if (hwloc_topology_init(&topo) || hwloc_topology_load(topo)) {
+    if (hwloc_topology_init(&topo))
+        return;
+    /* The x86 backend binds to every PU to run cpuid: seconds on a busy
+     * 2-core machine. The Linux backend knows enough to place a thread. */
+    hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
+    if (hwloc_topology_load(topo)) {
+        hwloc_topology_destroy(topo);
         XTQ_LOG_ONCE(ENGINE, WARN, "hwloc topology unavailable; progress thread not pinned");
         return;
     }
@@ -684,10 +692,10 @@ static int slot_stage(struct put_slot *s, size_t need)
 /* Wait for the window to move (slot freed) or for progress. */
 static void window_wait(struct xtq__engine *e, uint32_t seen)
 {
-    if (e->manual) {
-        xtq__engine_progress(e);
+    /* Progress ourselves too: the thread may not be running yet, or may
+     * share a core with us. */
+    if (xtq__engine_progress(e) > 0 || e->manual)
         return;
-    }
     engine_wake(e);
     xtq__futex_wait(&e->slot_freed, seen, 1000000);
 }
