@@ -13,6 +13,8 @@ if(MPIEXEC_EXECUTABLE)
     endforeach()
     xtq_add_mpi_case(NAME integration.stress_manual.${prov}.np2 NP 2 PROVIDER ${prov}
                      COMMAND $<TARGET_FILE:test_integration> stress manual)
+    xtq_add_mpi_case(NAME integration.idle_cpu.${prov}.np2 NP 2 PROVIDER ${prov}
+                     COMMAND $<TARGET_FILE:test_integration> idle_cpu)
     foreach(c bad_nokernel bad_nofunc bad_noqueue bad_kernarg)
       xtq_add_mpi_case(NAME integration.${c}.${prov}.np2 NP 2 PROVIDER ${prov}
                        COMMAND $<TARGET_FILE:test_integration> ${c})

@@ -410,3 +410,31 @@ XTQ_TEST(put_args)
     CHECK(xtq_provider_name(ctx) != NULL);
     CHECK_OK(xtq_finalize(ctx));
 }
+
+/* CPU time (user + system) of this process so far, in ns. */
+static uint64_t process_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * An idle engine must not burn a core (DESIGN.md: machines have two). Over
+ * one idle second the whole process (progress thread, agent workers) may
+ * use at most 5% of one core; the measured figure is printed.
+ */
+XTQ_TEST(idle_cpu)
+{
+    xtq_ctx_t *ctx = init_ctx();
+    CHECK_OK(xtq_barrier(ctx));
+    uint64_t c0 = process_cpu_ns();
+    struct timespec one = {1, 0};
+    nanosleep(&one, NULL); /* the measurement window, not synchronisation */
+    uint64_t used = process_cpu_ns() - c0;
+    printf("rank %d on %s: idle CPU time over 1 s: %.2f ms\n", xtq_rank(ctx),
+           xtq_provider_name(ctx), used / 1e6);
+    CHECK(used < 50000000ull);
+    CHECK_OK(xtq_barrier(ctx));
+    CHECK_OK(xtq_finalize(ctx));
+}

@@ -25,7 +25,11 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <hwloc.h>
 
@@ -86,6 +90,18 @@ struct ack_msg {
     struct xtq__wire_hdr hdr;
 };
 
+/*
+ * A doorbell per rank in POSIX shared memory, for providers whose CQ has no
+ * wait fd (shm in libfabric 1.17): a sender that finds the target's
+ * progress thread asleep bumps `seq` and wakes it with a shared futex, as a
+ * NIC's doorbell would. Idle, the thread sleeps for real.
+ */
+struct doorbell {
+    _Atomic uint32_t seq;
+    _Atomic uint32_t sleeping;
+    uint8_t pad_[XTQ_CACHELINE - 8];
+};
+
 struct xtq__engine {
     xtq_ctx_t *ctx;
     struct xtq__ofi ofi;
@@ -119,7 +135,92 @@ struct xtq__engine {
     _Atomic uint32_t kick; /* a turn is wanted before the thread sleeps */
     int wake_fd;
     int progress_cpu;
+    struct doorbell **bells; /* by rank; NULL unless doorbells are in use */
+    char bell_name[64];
 };
+
+static long shared_futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
+}
+
+/* A message went to `dest`: wake its progress thread if it sleeps. */
+static void peer_ring(struct xtq__engine *e, int dest)
+{
+    if (!e->bells)
+        return;
+    struct doorbell *b = e->bells[dest];
+    /* Pairs with progress_block(): our send's stores before its load of
+     * `sleeping`, its store of `sleeping` before its CQ read. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&b->sleeping, memory_order_relaxed)) {
+        atomic_fetch_add(&b->seq, 1);
+        shared_futex(&b->seq, FUTEX_WAKE, 1, NULL);
+    }
+}
+
+static void bells_close(struct xtq__engine *e)
+{
+    if (!e->bells)
+        return;
+    for (int r = 0; r < e->ctx->size; r++)
+        if (e->bells[r])
+            munmap(e->bells[r], sizeof(struct doorbell));
+    shm_unlink(e->bell_name);
+    free(e->bells);
+    e->bells = NULL;
+}
+
+static int bell_map(const char *name, bool create, struct doorbell **out)
+{
+    int fd = shm_open(name, create ? (O_RDWR | O_CREAT | O_TRUNC) : O_RDWR, 0600);
+    if (fd < 0)
+        return -XTQ_ENOENT;
+    if (create && ftruncate(fd, sizeof(struct doorbell)) != 0) {
+        close(fd);
+        return -XTQ_ENOMEM;
+    }
+    void *p = mmap(NULL, sizeof(struct doorbell), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED)
+        return -XTQ_ENOMEM;
+    *out = p;
+    return 0;
+}
+
+/* Create ours before the address exchange (a fence), map the peers' after. */
+static int bells_create(struct xtq__engine *e)
+{
+    xtq_ctx_t *ctx = e->ctx;
+    e->bells = calloc((size_t)ctx->size, sizeof(*e->bells));
+    if (!e->bells)
+        return -XTQ_ENOMEM;
+    snprintf(e->bell_name, sizeof(e->bell_name), "/xtq-%016llx-%d",
+             (unsigned long long)ctx->job_key, ctx->rank);
+    int rc = bell_map(e->bell_name, true, &e->bells[ctx->rank]);
+    if (rc) {
+        free(e->bells);
+        e->bells = NULL;
+    }
+    return rc;
+}
+
+static int bells_open_peers(struct xtq__engine *e)
+{
+    xtq_ctx_t *ctx = e->ctx;
+    char name[64];
+    for (int r = 0; r < ctx->size; r++) {
+        if (r == ctx->rank)
+            continue;
+        snprintf(name, sizeof(name), "/xtq-%016llx-%d", (unsigned long long)ctx->job_key, r);
+        if (bell_map(name, false, &e->bells[r]) != 0) {
+            xtq_warn(ENGINE, "no doorbell for rank %d; the engine naps instead", r);
+            bells_close(e);
+            return -XTQ_ENOENT;
+        }
+    }
+    return 0;
+}
 
 static const uint8_t zero_pad[64];
 
@@ -129,6 +230,10 @@ static const uint8_t zero_pad[64];
 static void engine_wake(struct xtq__engine *e)
 {
     atomic_store(&e->kick, 1);
+    if (e->bells) {
+        peer_ring(e, e->ctx->rank);
+        return;
+    }
     if (e->wake_fd >= 0 && atomic_load(&e->sleeping)) {
         uint64_t one = 1;
         ssize_t w = write(e->wake_fd, &one, sizeof(one));
@@ -189,6 +294,7 @@ static void ack_send(struct xtq__engine *e, int dest, uint64_t seq, int status)
     if (!atomic_load(&e->acks_pending) && e->ofi.inject_size >= sizeof(hdr)) {
         if (xtq__ofi_inject(&e->ofi, &hdr, sizeof(hdr), dest) == 0) {
             XTQ__STAT_INC(ctx, acks_sent);
+            peer_ring(e, dest);
             return;
         }
     }
@@ -219,8 +325,10 @@ static int acks_flush(struct xtq__engine *e)
         if (rc)
             XTQ_LOG_ONCE(OFI, ERROR, "sending an ack to rank %d failed: %s", a->dest,
                          fi_strerror((int)-rc));
-        else
+        else {
             XTQ__STAT_INC(e->ctx, acks_sent);
+            peer_ring(e, a->dest);
+        }
         pthread_mutex_lock(&e->ack_lock);
         e->acks_head = a->next;
         if (!e->acks_head)
@@ -593,6 +701,25 @@ static void progress_block(struct xtq__engine *e)
     nfds_t nfds = 0;
     int timeout_ms;
 
+    if (e->bells) {
+        struct doorbell *b = e->bells[e->ctx->rank];
+        atomic_store(&b->sleeping, 1);
+        uint32_t v = atomic_load(&b->seq);
+        /* Anything that arrived before `sleeping` was visible is seen here;
+         * anything after rings the bell. */
+        if (atomic_exchange(&e->kick, 0) || atomic_load(&e->acks_pending) ||
+            atomic_load(&e->stop) || xtq__engine_progress(e) > 0) {
+            atomic_store(&b->sleeping, 0);
+            return;
+        }
+        /* Transfers the provider finishes on its own (large shm sends) ring
+         * no bell: while puts are in flight, nap briefly. */
+        long ns = atomic_load(&e->puts_outstanding) ? 1000000L : 100000000L;
+        struct timespec ts = {0, ns};
+        shared_futex(&b->seq, FUTEX_WAIT, v, &ts);
+        atomic_store(&b->sleeping, 0);
+        return;
+    }
     fds[nfds].fd = e->wake_fd;
     fds[nfds++].events = POLLIN;
     atomic_store(&e->sleeping, true);
@@ -804,8 +931,10 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
      * window lock so acks and completions keep flowing. */
     for (;;) {
         ssize_t src = xtq__ofi_sendv(&e->ofi, iov, niov, target, s);
-        if (src == 0)
+        if (src == 0) {
+            peer_ring(e, target);
             break;
+        }
         if (src != -FI_EAGAIN) {
             XTQ_LOG_ONCE(OFI, ERROR, "fi_sendv to rank %d: %s", target, fi_strerror((int)-src));
             slot_local(e, s, -XTQ_EFABRIC, (int)-src);
@@ -914,6 +1043,7 @@ static void engine_free(struct xtq__engine *e)
         free(e->peers[r].slots);
     }
     free(e->peers);
+    bells_close(e);
     if (e->wake_fd >= 0)
         close(e->wake_fd);
     pthread_mutex_destroy(&e->put_lock);
@@ -954,6 +1084,8 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
         goto err_engine;
     e->ofi_open = true;
 
+    if (e->ofi.wait_fd < 0 && bs->same_host && !e->manual && bells_create(e) != 0)
+        xtq_warn(ENGINE, "no shared-memory doorbell; the progress thread naps (1 ms)");
     e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (e->wake_fd < 0) {
         rc = -XTQ_ENOMEM;
@@ -979,6 +1111,8 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     rc = xtq__ofi_insert(&e->ofi, all, stride, ctx->size);
     if (rc)
         goto err_engine;
+    if (e->bells)
+        bells_open_peers(e);
 
     e->peers = calloc((size_t)ctx->size, sizeof(*e->peers));
     if (!e->peers) {
@@ -1066,6 +1200,7 @@ void xtq__engine_destroy(struct xtq__engine *e)
         atomic_store(&e->sleeping, true);
         ssize_t w = write(e->wake_fd, &one, sizeof(one));
         (void)w;
+        engine_wake(e);
         pthread_join(e->thread, NULL);
     }
     /* Fail what never completed. */
