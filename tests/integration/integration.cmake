@@ -48,3 +48,15 @@ if(TARGET fig6)
     endforeach()
   endif()
 endif()
+
+# Under ASan, the PMIx client's own exit-time leaks are suppressed (mpirun
+# passes the environment on to local ranks).
+if(XTQ_SANITIZE STREQUAL "address")
+  get_property(it_tests DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} PROPERTY TESTS)
+  foreach(t IN LISTS it_tests)
+    if(t MATCHES "^(integration|examples)\\.")
+      set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
+                   "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
+    endif()
+  endforeach()
+endif()
