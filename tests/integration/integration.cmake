@@ -49,12 +49,22 @@ if(TARGET fig6)
   endif()
 endif()
 
+# xtq_info (tools/ is configured before testing is enabled, so its tests
+# live here): it runs, and its parameter rows equal the README's table.
+if(TARGET xtq_info)
+  add_test(NAME tools.xtq_info_params_match_readme
+           COMMAND bash -c "diff <($<TARGET_FILE:xtq_info> --params-markdown) <(grep '^| XTQ_' ${PROJECT_SOURCE_DIR}/README.md)")
+  add_test(NAME tools.xtq_info_runs COMMAND xtq_info)
+  set_tests_properties(tools.xtq_info_params_match_readme tools.xtq_info_runs
+                       PROPERTIES LABELS unit TIMEOUT 60)
+endif()
+
 # Under ASan, the PMIx client's own exit-time leaks are suppressed (mpirun
 # passes the environment on to local ranks).
 if(XTQ_SANITIZE STREQUAL "address")
   get_property(it_tests DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} PROPERTY TESTS)
   foreach(t IN LISTS it_tests)
-    if(t MATCHES "^(integration|examples)\\.")
+    if(t MATCHES "^(integration|examples|tools)\\.")
       set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
                    "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
     endif()
