@@ -13,6 +13,8 @@ if(MPIEXEC_EXECUTABLE)
     endforeach()
     xtq_add_mpi_case(NAME integration.stress_manual.${prov}.np2 NP 2 PROVIDER ${prov}
                      COMMAND $<TARGET_FILE:test_integration> stress manual)
+    xtq_add_mpi_case(NAME integration.large.${prov}.np2 NP 2 PROVIDER ${prov}
+                     COMMAND $<TARGET_FILE:test_integration> large)
     xtq_add_mpi_case(NAME integration.idle_cpu.${prov}.np2 NP 2 PROVIDER ${prov}
                      COMMAND $<TARGET_FILE:test_integration> idle_cpu)
     foreach(c bad_nokernel bad_nofunc bad_noqueue bad_kernarg)
@@ -25,7 +27,7 @@ if(MPIEXEC_EXECUTABLE)
 endif()
 
 # A process started without a launcher is rank 0 of 1: puts go to itself.
-foreach(c stress put_args bad_nokernel)
+foreach(c stress put_args bad_nokernel large window_nonblocking)
   add_test(NAME integration.self.${c} COMMAND test_integration ${c})
   set_tests_properties(integration.self.${c} PROPERTIES LABELS integration SKIP_RETURN_CODE 77
                        TIMEOUT 300)

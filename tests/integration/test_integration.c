@@ -438,3 +438,129 @@ XTQ_TEST(idle_cpu)
     CHECK_OK(xtq_barrier(ctx));
     CHECK_OK(xtq_finalize(ctx));
 }
+
+/* ---- large payloads and the put window ----------------------------------- */
+
+static _Atomic uint64_t large_ok;
+
+static uint8_t large_byte(uint64_t tag, uint64_t i)
+{
+    return (uint8_t)(i * 131u + (i >> 10) + tag * 17u);
+}
+
+/* arg2: tag, arg3: length. */
+static void large_fn(const uint64_t arg[4], void *ret, void *user_data)
+{
+    const uint8_t *p = (const uint8_t *)(uintptr_t)arg[1];
+    bool ok = p != NULL;
+    for (uint64_t i = 0; ok && i < arg[3]; i++)
+        ok = p[i] == large_byte(arg[2], i);
+    if (ok)
+        atomic_fetch_add(&large_ok, 1);
+    else
+        atomic_fetch_add(&S.errors, 1);
+    xtq_signal_add(S.done, -1);
+}
+
+/* Payloads up to the largest accepted size cross every provider protocol
+ * (inline, CMA/SAR on shm, rendezvous on tcp;ofi_rxm). */
+XTQ_TEST(large)
+{
+    static const size_t sizes[] = {4097, 65536, 262144 + 8, 1048576};
+    xtq_ctx_t *ctx = init_ctx();
+    xtq_agent_t *cpu;
+    xtq_queue_t *q;
+    xtq_function_t *fn;
+    S.rank = xtq_rank(ctx);
+    S.size = xtq_size(ctx);
+    int nsz = (int)(sizeof(sizes) / sizeof(sizes[0]));
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_queue_create(cpu, 16, &q));
+    CHECK_OK(xtq_function_create_cpu(cpu, large_fn, NULL, &fn));
+    CHECK_OK(xtq_signal_create(S.rank > 0 || S.size == 1 ? nsz : 0, &S.done));
+    CHECK_OK(xtq_register_queue(ctx, QUEUE_INDEX, q));
+    CHECK_OK(xtq_register_function(ctx, FUNCTION_INDEX, fn, NULL));
+    CHECK_OK(xtq_barrier(ctx));
+    if (S.rank == 0) {
+        CHECK(xtq_put_max_size(ctx) >= 1048576 + 64);
+        for (int t = S.size > 1 ? 1 : 0; t < S.size; t++)
+            for (int k = 0; k < nsz; k++) {
+                uint8_t *buf = malloc(sizes[k]);
+                uint8_t cmd[64];
+                size_t cmd_len;
+                xtq_completion_t c = {0};
+                uint64_t tag = (uint64_t)t * 10 + (uint64_t)k;
+                for (size_t i = 0; i < sizes[k]; i++)
+                    buf[i] = large_byte(tag, i);
+                CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FUNCTION_INDEX, QUEUE_INDEX, tag,
+                                          sizes[k], &cmd_len));
+                CHECK_OK(xtq_put(ctx, t, cmd, cmd_len, buf, sizes[k], XTQ_PUT_REMOTE_COMPLETION,
+                                 &c));
+                CHECK_EQ(xtq_completion_wait(ctx, &c, 60ll * 1000000000), 0);
+                free(buf);
+            }
+    }
+    if (S.rank > 0 || S.size == 1) {
+        wait_signal_zero(ctx, S.done);
+        CHECK_EQ(atomic_load(&large_ok), nsz);
+        printf("rank %d: %d large payloads (up to %zu bytes) arrived intact on %s\n", S.rank, nsz,
+               sizes[nsz - 1], xtq_provider_name(ctx));
+    }
+    CHECK_EQ(atomic_load(&S.errors), 0);
+    CHECK_OK(xtq_barrier(ctx));
+    CHECK_OK(xtq_unregister_function(ctx, FUNCTION_INDEX));
+    CHECK_OK(xtq_unregister_queue(ctx, QUEUE_INDEX));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_function_destroy(fn));
+    CHECK_OK(xtq_signal_destroy(S.done));
+    CHECK_OK(xtq_finalize(ctx));
+}
+
+/* A full window: -XTQ_EAGAIN with XTQ_PUT_NONBLOCKING, and room again once
+ * completions arrive. Manual progress makes "full" deterministic. */
+XTQ_TEST(window_nonblocking)
+{
+    setenv("XTQ_PUT_WINDOW", "2", 1);
+    xtq_init_attr_t attr = {.progress = XTQ_PROGRESS_MANUAL, .provider = NULL};
+    xtq_ctx_t *ctx;
+    CHECK_OK(xtq_init(&attr, &ctx));
+    xtq_agent_t *cpu;
+    xtq_queue_t *q;
+    xtq_function_t *fn;
+    S.rank = xtq_rank(ctx);
+    S.size = xtq_size(ctx);
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_queue_create(cpu, 16, &q));
+    CHECK_OK(xtq_function_create_cpu(cpu, large_fn, NULL, &fn));
+    CHECK_OK(xtq_signal_create(3, &S.done));
+    CHECK_OK(xtq_register_queue(ctx, QUEUE_INDEX, q));
+    CHECK_OK(xtq_register_function(ctx, FUNCTION_INDEX, fn, NULL));
+
+    uint8_t buf[100], cmd[64];
+    size_t cmd_len;
+    xtq_completion_t c[3];
+    memset(c, 0, sizeof(c));
+    for (size_t i = 0; i < sizeof(buf); i++)
+        buf[i] = large_byte(5, i);
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FUNCTION_INDEX, QUEUE_INDEX, 5, sizeof(buf),
+                              &cmd_len));
+    CHECK_OK(xtq_put(ctx, 0, cmd, cmd_len, buf, sizeof(buf), XTQ_PUT_NONBLOCKING, &c[0]));
+    CHECK_OK(xtq_put(ctx, 0, cmd, cmd_len, buf, sizeof(buf), XTQ_PUT_NONBLOCKING, &c[1]));
+    CHECK_ERR(xtq_put(ctx, 0, cmd, cmd_len, buf, sizeof(buf), XTQ_PUT_NONBLOCKING, &c[2]),
+              -XTQ_EAGAIN);
+    CHECK_EQ(xtq_completion_wait(ctx, &c[0], 60ll * 1000000000), 0);
+    CHECK_EQ(c[0].seq, 0);
+    CHECK_EQ(c[1].seq, 1);
+    CHECK_OK(xtq_put(ctx, 0, cmd, cmd_len, buf, sizeof(buf), XTQ_PUT_NONBLOCKING, &c[2]));
+    CHECK_EQ(c[2].seq, 2);
+    CHECK_EQ(xtq_completion_wait(ctx, &c[1], 60ll * 1000000000), 0);
+    CHECK_EQ(xtq_completion_wait(ctx, &c[2], 60ll * 1000000000), 0);
+    wait_signal_zero(ctx, S.done);
+    CHECK_EQ(atomic_load(&large_ok), 3);
+    CHECK_OK(xtq_unregister_function(ctx, FUNCTION_INDEX));
+    CHECK_OK(xtq_unregister_queue(ctx, QUEUE_INDEX));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_function_destroy(fn));
+    CHECK_OK(xtq_signal_destroy(S.done));
+    CHECK_OK(xtq_finalize(ctx));
+}
