@@ -16,13 +16,15 @@ cmake -S . -B $B -DXTQ_ENABLE_CUDA=ON -DXTQ_ENABLE_ROCR=OFF -DXTQ_ENABLE_MPI=OFF
   -DCMAKE_CUDA_ARCHITECTURES=90 -DXTQ_BUILD_APPS=ON 2>&1 | tail -3
 cmake --build $B -j16 --target test_cuda xtq_gpu_rtt 2>&1 | grep -E "error|warning|Built target" 
 } 2>&1 | tee $OUT/build.log
-( cd $B && timeout 300 ctest -L gpu --output-on-failure --timeout 120 ) 2>&1 | tee $OUT/ctest.log | tail -25
+# Fail fast: one case first.
+timeout 40 $B/tests/unit/test_cuda dispatch_geometry_and_kernargs > $OUT/ctest.log 2>&1 || { echo "first case rc=$?"; cat $OUT/ctest.log; exit 1; }
+( cd $B && timeout 240 ctest -L gpu --output-on-failure --timeout 60 ) 2>&1 | tee -a $OUT/ctest.log | tail -25
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for c in dispatch_geometry_and_kernargs signal_seen_by_host_waiter barrier_and_or bad_packets_complete_with_error payload_in_place_and_in_device_memory register_heavy_task shutdown_and_reopen; do
-  timeout 120 $SAN --tool memcheck --error-exitcode 3 $B/tests/unit/test_cuda $c > /tmp/san.log 2>&1
+  timeout 60 $SAN --tool memcheck --error-exitcode 3 $B/tests/unit/test_cuda $c > /tmp/san.log 2>&1
   rc=$?; cat /tmp/san.log >> $OUT/sanitizer.log
   echo "sanitizer $c rc=$rc $(grep -E 'ERROR SUMMARY' /tmp/san.log | tail -1)" | tee -a $OUT/sanitizer.log
 done
 HB=$(find $B -name xtq_gpu_rtt -type f | head -1)
-timeout 240 $HB -n 2000 -c $COMMIT -o $OUT/gpu_rtt.csv 2>&1 | tee $OUT/bench.log
-XTQ_CUDA_BLOCKS=16 timeout 120 $HB -n 1000 -c $COMMIT -o $OUT/gpu_rtt_blocks16.csv 2>&1 | tail -12 | tee $OUT/bench16.log
+timeout 150 $HB -n 2000 -c $COMMIT -o $OUT/gpu_rtt.csv 2>&1 | tee $OUT/bench.log
+XTQ_CUDA_BLOCKS=16 timeout 60 $HB -n 1000 -c $COMMIT -o $OUT/gpu_rtt_blocks16.csv 2>&1 | tail -12 | tee $OUT/bench16.log

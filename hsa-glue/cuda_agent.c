@@ -431,6 +431,16 @@ static int cuda_probe(char *reason, size_t reason_len, unsigned *device_count)
     int n = 0;
     cudaError_t e;
 
+    /* The persistent processor never lets the context idle, and loading
+     * a module lazily needs the context idle: a task module loaded on
+     * first use would wait forever. Load every module at initialisation
+     * (effective when this is the process's first CUDA call). */
+    const char *ml = getenv("CUDA_MODULE_LOADING");
+    if (ml == NULL)
+        setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+    else if (strcmp(ml, "EAGER") != 0)
+        xtq_warn(CUDA, "CUDA_MODULE_LOADING=%s: modules loaded after the CUDA agent starts "
+                       "can deadlock against its persistent processor; use EAGER", ml);
     /* Look for the driver first: keeps the runtime untouched where it
      * cannot work. */
     h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
