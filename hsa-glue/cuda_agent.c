@@ -538,6 +538,11 @@ static int cuda_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
     free(init);
     if (rc)
         goto err;
+    /* Tasks live in other modules, so the processor's stack cannot be
+     * sized statically: give every thread room for a task's frame. */
+    rc = cuda_rc(cudaDeviceSetLimit(cudaLimitStackSize, 8192), "cudaDeviceSetLimit (stack)");
+    if (rc)
+        goto err;
     rc = cuda_rc((cudaError_t)xtq__cuda_launch_processor(a->dev, a->blocks, a->run),
                  "packet processor launch");
     if (rc)
