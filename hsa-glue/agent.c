@@ -6,7 +6,7 @@
  */
 #include "internal.h"
 
-static int missing_probe(const char *why, char *reason, size_t reason_len,
+XTQ_UNUSED static int missing_probe(const char *why, char *reason, size_t reason_len,
                          unsigned *device_count)
 {
     *device_count = 0;
@@ -15,7 +15,7 @@ static int missing_probe(const char *why, char *reason, size_t reason_len,
     return -XTQ_ENOAGENT;
 }
 
-static int missing_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
+XTQ_UNUSED static int missing_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
 {
     return -XTQ_ENOAGENT;
 }
