@@ -1,30 +1,76 @@
 #!/usr/bin/env bash
-# On the GPU machine: build the CUDA agent, run the gpu test label, the
-# compute-sanitizer pass and the round-trip benchmark. Logs go to $OUT.
-# libfabric headers travel in .carry/ (see docs/cuda.md).
+# On the GPU machine (16 cores, Ubuntu 24.04, Open MPI 4.1.6), in one go:
+#  1. build (CUDA agent, tests, GPU and CPU benchmarks; Release)
+#  2. hostmem_probe: which loads/updates of mapped host memory work from a
+#     running kernel (diagnostic for the CUDA agent's processor)
+#  3. ctest -L gpu
+#  4. compute-sanitizer memcheck on a few gpu cases
+#  5. xtq_gpu_rtt (XTQ enqueue into the CUDA agent vs host launch)
+#  6. bench/run.sh (issue 4: CPU round trip and message rate on 16 cores)
+# Every step is under `timeout`; logs go to $OUT/log.txt, result files
+# into $OUT/results.tgz (re-packed after each step, so a later hang keeps
+# what came before). libfabric headers travel in .carry/ (docs/cuda.md).
 set -uo pipefail
+set -x
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-ROOT=$PWD; B=/tmp/build-gpu
+ROOT=$PWD; B=/tmp/build-gpu; W=/tmp/res; mkdir -p $W/gpu $W/cpu
+exec > >(tee -a "$OUT/log.txt") 2>&1
+pack() { tar -C $W -czf "$OUT/results.tgz" . ; }
 mkdir -p /tmp/pc
 sed "s|^prefix=.*|prefix=$ROOT/.carry/root/usr|" .carry/root/usr/lib/x86_64-linux-gnu/pkgconfig/libfabric.pc > /tmp/pc/libfabric.pc
 export PKG_CONFIG_PATH=/tmp/pc:${PKG_CONFIG_PATH:-}
 export LD_LIBRARY_PATH=$ROOT/.carry/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-{
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv
-cmake -S . -B $B -DXTQ_ENABLE_CUDA=ON -DXTQ_ENABLE_ROCR=OFF -DXTQ_ENABLE_MPI=OFF \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DXTQ_BUILD_APPS=ON 2>&1 | tail -3
-cmake --build $B -j16 --target test_cuda xtq_gpu_rtt 2>&1 | grep -E "error|warning|Built target" 
-} 2>&1 | tee $OUT/build.log
-# Fail fast: one case first.
-timeout 40 $B/tests/unit/test_cuda dispatch_geometry_and_kernargs > $OUT/ctest.log 2>&1 || { echo "first case rc=$?"; cat $OUT/ctest.log; exit 1; }
-( cd $B && timeout 240 ctest -L gpu --output-on-failure --timeout 60 ) 2>&1 | tee -a $OUT/ctest.log | tail -25
-SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-for c in dispatch_geometry_and_kernargs signal_seen_by_host_waiter barrier_and_or bad_packets_complete_with_error payload_in_place_and_in_device_memory register_heavy_task shutdown_and_reopen; do
-  timeout 60 $SAN --tool memcheck --error-exitcode 3 $B/tests/unit/test_cuda $c > /tmp/san.log 2>&1
-  rc=$?; cat /tmp/san.log >> $OUT/sanitizer.log
-  echo "sanitizer $c rc=$rc $(grep -E 'ERROR SUMMARY' /tmp/san.log | tail -1)" | tee -a $OUT/sanitizer.log
+nproc; grep -m1 'model name' /proc/cpuinfo; uname -r; mpirun --version | head -1
+
+# 1. build
+timeout 200 cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DXTQ_ENABLE_CUDA=ON -DXTQ_ENABLE_ROCR=OFF \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DXTQ_BUILD_APPS=ON 2>&1 | grep -E "libxtq|MPI|bench|Error|error" 
+timeout 200 cmake --build $B -j16 --target test_cuda xtq_gpu_rtt xtq_bench_rtt xtq_bench_msgrate \
+  xtq_bench_breakdown 2>&1 | grep -E "error|warning|Built target"
+nvcc -arch=sm_90 -o /tmp/hostmem_probe tests/gpu/hostmem_probe.cu
+
+# 2. probe (one process per combination)
+{
+/tmp/hostmem_probe attrs
+for when in early late register; do
+  for ld in acq_global acq_generic vol_global vol_generic relaxed_global; do
+    timeout 6 /tmp/hostmem_probe $ld host $when store || echo "rc=$? ($ld host $when store)"
+  done
+  for ld in acq_generic vol_generic; do
+    timeout 6 /tmp/hostmem_probe $ld host $when atomic || echo "rc=$? ($ld host $when atomic)"
+  done
+  timeout 6 /tmp/hostmem_probe acq_global dev $when store || echo "rc=$? (acq_global dev $when store)"
 done
-HB=$(find $B -name xtq_gpu_rtt -type f | head -1)
-timeout 150 $HB -n 2000 -c $COMMIT -o $OUT/gpu_rtt.csv 2>&1 | tee $OUT/bench.log
-XTQ_CUDA_BLOCKS=16 timeout 60 $HB -n 1000 -c $COMMIT -o $OUT/gpu_rtt_blocks16.csv 2>&1 | tail -12 | tee $OUT/bench16.log
+} > $W/gpu/probe.txt 2>&1
+cat $W/gpu/probe.txt; pack
+
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+san() {
+  timeout 30 $SAN --tool memcheck --error-exitcode 3 $B/tests/unit/test_cuda $1 > $W/gpu/san_$1.txt 2>&1
+  echo "sanitizer $1 rc=$? $(grep -E 'ERROR SUMMARY' $W/gpu/san_$1.txt | tail -1)"
+  head -40 $W/gpu/san_$1.txt
+}
+# 3. tests: one case first; if it fails, only its sanitizer run follows
+timeout 40 $B/tests/unit/test_cuda dispatch_geometry_and_kernargs > $W/gpu/first.txt 2>&1
+first=$?; echo "first case rc=$first"; tail -30 $W/gpu/first.txt
+if [ $first = 0 ]; then
+  ( cd $B && timeout 150 ctest -L gpu --output-on-failure --timeout 25 ) > $W/gpu/ctest.txt 2>&1
+  tail -40 $W/gpu/ctest.txt; pack
+  # 4. sanitizer
+  for c in dispatch_geometry_and_kernargs signal_seen_by_host_waiter barrier_and_or; do san $c; done
+  pack
+  # 5. GPU round trip
+  HB=$(find $B -name xtq_gpu_rtt -type f | head -1)
+  timeout 80 $HB -n 2000 -c $COMMIT -o $W/gpu/gpu_rtt.csv > $W/gpu/gpu_rtt.txt 2>&1; echo "gpu_rtt rc=$?"
+  cat $W/gpu/gpu_rtt.txt; pack
+else
+  san dispatch_geometry_and_kernargs; pack
+fi
+
+# 6. CPU benchmark (issue 4)
+BUILD=0 MACHINE=h100-16c ITERS=${ITERS:-2000} SIZES=${SIZES:-0,64,512,4K,32K,256K,1M} \
+  RATE_ITERS=${RATE_ITERS:-5000} timeout ${CPU_T:-170} bench/run.sh $B; echo "run.sh rc=$?"
+cp -r bench/results/h100-16c/. $W/cpu/ 2>/dev/null; ls -la $W/cpu; pack
+echo done

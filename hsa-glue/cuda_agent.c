@@ -95,6 +95,33 @@ static int cuda_put(struct cuda_agent *a, void *dst, const void *src, size_t len
     return cuda_rc(e, "cudaMemcpyAsync (control)");
 }
 
+/* The GPU's address of mapped pinned host memory. */
+static int cuda_devptr(void *host, uint64_t *dev)
+{
+    void *d = NULL;
+    int rc = cuda_rc(cudaHostGetDevicePointer(&d, host, 0), "cudaHostGetDevicePointer");
+    *dev = (uint64_t)(uintptr_t)d;
+    return rc;
+}
+
+/* Packets carry host addresses (signals, kernel arguments, payloads) that
+ * tasks and the processor dereference as they are: pinned memory must be
+ * mapped at its host address (UVA on x86-64). Checked on one allocation. */
+static int cuda_check_identity(void *host)
+{
+    struct cudaPointerAttributes at;
+    int rc = cuda_rc(cudaPointerGetAttributes(&at, host), "cudaPointerGetAttributes");
+    if (rc)
+        return rc;
+    if (at.type != cudaMemoryTypeHost || at.devicePointer != host || at.hostPointer != host) {
+        xtq_err(CUDA, "pinned host memory %p is mapped at %p on the GPU (type %d): packets carry "
+                      "host addresses, which needs the two to be equal",
+                host, at.devicePointer, (int)at.type);
+        return -XTQ_ENOAGENT;
+    }
+    return 0;
+}
+
 static bool processor_alive(struct cuda_agent *a)
 {
     return a->running && cudaStreamQuery(a->run) == cudaErrorNotReady;
@@ -263,12 +290,19 @@ static int cuda_queue_create(xtq_agent_t *agent, uint32_t size, xtq_queue_t **qu
         rc = -XTQ_ENOSPC;
         goto err_host;
     }
+    /* The processor reads the block through the GPU's mapping of it. */
+    uint64_t dbase;
+    rc = cuda_devptr(q->mem, &dbase);
+    if (rc) {
+        pthread_mutex_unlock(&a->lock);
+        goto err_host;
+    }
     memset(&qd, 0, sizeof(qd));
-    qd.ring = (uint64_t)(uintptr_t)q->base.ring;
-    qd.idx = (uint64_t)(uintptr_t)q->base.idx;
-    qd.cookies = (uint64_t)(uintptr_t)q->base.cookies;
-    qd.done = (uint64_t)(uintptr_t)q->done;
-    qd.qhost = (uint64_t)(uintptr_t)q->qhost;
+    qd.ring = dbase;
+    qd.idx = dbase + off_idx;
+    qd.cookies = dbase + off_ck;
+    qd.done = dbase + off_done;
+    qd.qhost = dbase + off_qh;
     qd.mask = size - 1;
     q->slot = slot;
     /* Descriptor first, then active, then the slot count: the processor
@@ -531,7 +565,13 @@ static int cuda_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
         goto err;
     }
     init->poll_ns_max = (uint32_t)xtq__param_int(XTQ__PARAM_XTQ_CUDA_POLL_NS);
-    init->ctl = (uint64_t)(uintptr_t)a->ctl;
+    rc = cuda_check_identity(a->sigs);
+    if (rc == 0)
+        rc = cuda_devptr(a->ctl, &init->ctl);
+    if (rc) {
+        free(init);
+        goto err;
+    }
     init->kdesc = (uint64_t)(uintptr_t)a->kdesc;
     rc = cuda_rc(cudaMemcpy(a->dev, init, sizeof(*init), cudaMemcpyHostToDevice),
                  "cudaMemcpy (state)");

@@ -24,6 +24,10 @@
 
 namespace {
 
+/* Every access below uses generic addresses (no .global state space):
+ * on the H100 (Firecracker VM, driver 580) a .global-qualified load of
+ * mapped host memory faulted with cudaErrorInvalidAddressSpace, while
+ * generic stores to the same kind of memory worked. */
 struct queue_indices {
     uint64_t write_index;
     uint8_t pad0_[56];
@@ -34,28 +38,28 @@ struct queue_indices {
 __device__ __forceinline__ uint32_t ld_acquire_sys_u32(const void *p)
 {
     uint32_t v;
-    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
 
 __device__ __forceinline__ uint64_t ld_acquire_sys_u64(const void *p)
 {
     uint64_t v;
-    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
 }
 
 __device__ __forceinline__ uint64_t ld_acquire_gpu_u64(const void *p)
 {
     uint64_t v;
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
 }
 
 __device__ __forceinline__ uint4 ld_volatile_v4(const void *p)
 {
     uint4 v;
-    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+    asm volatile("ld.volatile.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p)
                  : "memory");
@@ -64,12 +68,12 @@ __device__ __forceinline__ uint4 ld_volatile_v4(const void *p)
 
 __device__ __forceinline__ void st_release_sys_u64(void *p, uint64_t v)
 {
-    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+    asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
 __device__ __forceinline__ void st_release_gpu_u64(void *p, uint64_t v)
 {
-    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+    asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
 __device__ __forceinline__ void nap(uint32_t *ns, uint32_t *idle, uint32_t max_ns)
