@@ -488,7 +488,11 @@ static void handle_put(struct xtq__engine *e, struct rx_region *r, const struct 
     t->payload_len = hdr->payload_len;
     atomic_fetch_add(&r->refs, 1);
 
+    /* queue_full_events counts every command that had to wait for queue
+     * space, whether it found the queue full or a backlog ahead of it. */
     if (e->backlog_head) {
+        XTQ__STAT_INC(e->ctx, queue_full_events);
+        t->counted_full = true;
         backlog_push(e, t);
         return;
     }

@@ -1,0 +1,32 @@
+# Flow control under overload (tests/integration/test_stress.c): 4
+# initiators -> 1 target with a 64-slot queue and a slow agent. Label:
+# stress. The README's "Stress" subsection runs the 1,000,000-task version.
+add_executable(test_stress ${CMAKE_CURRENT_LIST_DIR}/test_stress.c)
+target_compile_options(test_stress PRIVATE ${XTQ_WARNINGS} -Wno-missing-prototypes)
+target_link_libraries(test_stress PRIVATE xtq xtq_test_harness)
+
+if(MPIEXEC_EXECUTABLE)
+  foreach(prov shm tcp)
+    xtq_add_mpi_case(NAME stress.overload.${prov}.np5 NP 5 PROVIDER ${prov} LABEL stress
+                     TIMEOUT 120 ENV XTQ_CPU_WORKERS=1
+                     COMMAND $<TARGET_FILE:test_stress> overload 20000)
+    # Receive-space exhaustion: two regions of two 4 KiB messages each, so
+    # regions are held by backlogged tasks while more messages arrive
+    # (docs/flow-control.md).
+    xtq_add_mpi_case(NAME stress.rx_exhaust.${prov}.np5 NP 5 PROVIDER ${prov} LABEL stress
+                     TIMEOUT 120
+                     ENV XTQ_CPU_WORKERS=1 XTQ_MAX_MSG_SIZE=4096 XTQ_RX_BUFFERS=2
+                         XTQ_RX_BUFFER_SIZE=0
+                     COMMAND $<TARGET_FILE:test_stress> overload 5000)
+  endforeach()
+endif()
+if(XTQ_SANITIZE STREQUAL "address")
+  foreach(prov shm tcp)
+    foreach(c overload rx_exhaust)
+      if(TEST stress.${c}.${prov}.np5)
+        set_property(TEST stress.${c}.${prov}.np5 APPEND PROPERTY ENVIRONMENT
+                     "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
+      endif()
+    endforeach()
+  endforeach()
+endif()
