@@ -1247,3 +1247,13 @@ bool xtq__engine_manual(const struct xtq__engine *e)
 {
     return e->manual;
 }
+
+int xtq__engine_getname(struct xtq__engine *e, void *addr, size_t *len)
+{
+    return xtq__ofi_getname(&e->ofi, addr, len);
+}
+
+int xtq__engine_retarget(struct xtq__engine *e, int rank, const void *addr)
+{
+    return xtq__ofi_retarget(&e->ofi, rank, addr);
+}

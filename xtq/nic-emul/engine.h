@@ -42,6 +42,8 @@ void xtq__ofi_close(struct xtq__ofi *o);
 int xtq__ofi_getname(struct xtq__ofi *o, void *addr, size_t *len);
 /* addrs: n blobs of `stride` bytes, each [uint32 len][name]. */
 int xtq__ofi_insert(struct xtq__ofi *o, const void *addrs, size_t stride, int n);
+/* Point `rank` at another endpoint name (tests: a foreign job's process). */
+int xtq__ofi_retarget(struct xtq__ofi *o, int rank, const void *name);
 int xtq__ofi_post_multi_recv(struct xtq__ofi *o, void *buf, size_t len, void *context);
 /* 0, -FI_EAGAIN, or another negative fabric error. */
 ssize_t xtq__ofi_sendv(struct xtq__ofi *o, const struct iovec *iov, size_t count, int dest,
@@ -79,5 +81,9 @@ void xtq__engine_destroy(struct xtq__engine *e);
 const char *xtq__engine_provider(const struct xtq__engine *e);
 size_t xtq__engine_max_put(const struct xtq__engine *e);
 bool xtq__engine_manual(const struct xtq__engine *e);
+/* White-box hooks for the isolation test: this endpoint's name, and aiming
+ * rank `rank` at a foreign endpoint (another job's process). */
+int xtq__engine_getname(struct xtq__engine *e, void *addr, size_t *len);
+int xtq__engine_retarget(struct xtq__engine *e, int rank, const void *addr);
 
 #endif /* XTQ_ENGINE_H */

@@ -200,6 +200,21 @@ int xtq__ofi_insert(struct xtq__ofi *o, const void *addrs, size_t stride, int n)
     return 0;
 }
 
+int xtq__ofi_retarget(struct xtq__ofi *o, int rank, const void *name)
+{
+    fi_addr_t a;
+    int rc = 0;
+    if (rank < 0 || rank >= o->nranks)
+        return -XTQ_EINVAL;
+    pthread_mutex_lock(&o->lock);
+    if (fi_av_insert(o->av, name, 1, &a, 0, NULL) != 1)
+        rc = -XTQ_EFABRIC;
+    else
+        o->addrs[rank] = a;
+    pthread_mutex_unlock(&o->lock);
+    return rc;
+}
+
 int xtq__ofi_post_multi_recv(struct xtq__ofi *o, void *buf, size_t len, void *context)
 {
     struct iovec iov = {.iov_base = buf, .iov_len = len};
