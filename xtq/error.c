@@ -1,12 +1,13 @@
 #include "internal.h"
 
+
 const char *xtq_strerror(int err)
 {
-    if (err < 0)
-        err = -err;
-    switch (err) {
+    /* Negate in unsigned arithmetic: INT_MIN has no int counterpart. */
+    unsigned code = err < 0 ? 0u - (unsigned)err : (unsigned)err;
+    switch (code) {
 #define X(name, value, desc)                                                                 \
-    case value:                                                                              \
+    case (unsigned)(value):                                                                              \
         return desc;
         XTQ_ERROR_LIST(X)
 #undef X
@@ -17,11 +18,11 @@ const char *xtq_strerror(int err)
 
 const char *xtq_errname(int err)
 {
-    if (err < 0)
-        err = -err;
-    switch (err) {
+    /* Negate in unsigned arithmetic: INT_MIN has no int counterpart. */
+    unsigned code = err < 0 ? 0u - (unsigned)err : (unsigned)err;
+    switch (code) {
 #define X(name, value, desc)                                                                 \
-    case value:                                                                              \
+    case (unsigned)(value):                                                                              \
         return "XTQ_" #name;
         XTQ_ERROR_LIST(X)
 #undef X

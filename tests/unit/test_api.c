@@ -83,3 +83,11 @@ XTQ_TEST(param_env_value)
     }
     XTQ_FAIL("XTQ_TABLE_SIZE not listed");
 }
+
+/* Extreme values must not overflow when negated (UBSan checks it). */
+XTQ_TEST(error_extremes)
+{
+    CHECK(strcmp(xtq_strerror(-2147483647 - 1), "Unknown error") == 0);
+    CHECK(strcmp(xtq_errname(-2147483647 - 1), "XTQ_E?") == 0);
+    CHECK(strcmp(xtq_strerror(2147483647), "Unknown error") == 0);
+}
