@@ -32,13 +32,21 @@ __device__ void rtt_task(const xtq_cuda_dispatch_t *d, void *kernarg)
 }
 XTQ_CUDA_TASK_EXPORT(rtt_task);
 
+__device__ unsigned int rtt_blocks_done;
+
 __global__ void rtt_kernel(struct rtt_args a, unsigned int *done)
 {
     sum_body(blockIdx.x * blockDim.x + threadIdx.x, &a);
     __syncthreads();
     if (threadIdx.x == 0 && done) {
+        /* Count blocks in device memory; the last one stores the flag
+         * (GPU atomics on host memory lose updates without host atomics). */
         __threadfence_system();
-        atomicAdd_system(done, 1u);
+        if (atomicAdd(&rtt_blocks_done, 1u) == gridDim.x - 1) {
+            rtt_blocks_done = 0;
+            __threadfence_system();
+            *(volatile unsigned int *)done = gridDim.x;
+        }
     }
 }
 

@@ -37,7 +37,7 @@ trap 'rm -rf "$tmp"' EXIT
 # thread. On a small host, one worker per agent keeps the oversubscription
 # down; on 16 cores keep the default.
 if [ "$cores" -le 4 ]; then export XTQ_CPU_WORKERS="${XTQ_CPU_WORKERS:-1}"; fi
-env_note="$(env | grep '^XTQ_' | sort | tr '\n' ' ')"
+env_note="$(env | grep '^XTQ_' | sort | tr '\n' ' ' || true)" # none set: grep fails
 
 echo "== round trip ($sizes, $iters iterations) =="
 "${mpirun_cmd[@]}" -np 2 "$build/bench/xtq_bench_rtt" --sizes "$sizes" --iters "$iters" \

@@ -565,6 +565,12 @@ static int cuda_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
         goto err;
     }
     init->poll_ns_max = (uint32_t)xtq__param_int(XTQ__PARAM_XTQ_CUDA_POLL_NS);
+    /* Without native host atomics (PCIe), a GPU atomic on host memory
+     * loses the update: completion signals are then decremented with a
+     * load and a store by the processor, their only device-side writer. */
+    int native = 0;
+    (void)cudaDeviceGetAttribute(&native, cudaDevAttrHostNativeAtomicSupported, a->device);
+    init->host_atomics = native != 0;
     rc = cuda_check_identity(a->sigs);
     if (rc == 0)
         rc = cuda_devptr(a->ctl, &init->ctl);

@@ -24,10 +24,8 @@
 
 namespace {
 
-/* Every access below uses generic addresses (no .global state space):
- * on the H100 (Firecracker VM, driver 580) a .global-qualified load of
- * mapped host memory faulted with cudaErrorInvalidAddressSpace, while
- * generic stores to the same kind of memory worked. */
+/* Loads and stores of mapped host memory use generic addresses. (On the
+ * H100, .global-qualified loads of it work too: tests/gpu/hostmem_probe.) */
 struct queue_indices {
     uint64_t write_index;
     uint8_t pad0_[56];
@@ -123,8 +121,18 @@ __device__ void complete(xtq__cuda_dev *dev, uint32_t q, uint64_t index, uint64_
                          uint64_t signal, int32_t status)
 {
     __threadfence_system();
-    if (signal)
-        atomicAdd_system((unsigned long long *)signal, ~0ull); /* value -= 1 */
+    if (signal) {
+        if (dev->host_atomics) {
+            atomicAdd_system((unsigned long long *)signal, ~0ull); /* value -= 1 */
+        } else {
+            /* No native atomics on host memory over this link: a GPU atomic
+             * there loses the update (seen on the H100 over PCIe). The
+             * processor is the only device-side writer and completes one
+             * packet at a time, so load and store suffice. */
+            uint64_t v = ld_acquire_sys_u64((const void *)signal);
+            st_release_sys_u64((void *)signal, v - 1);
+        }
+    }
     post_done(dev, &dev->q[q], index, cookie, status);
 }
 
@@ -329,13 +337,17 @@ __device__ void run_groups(xtq__cuda_dev *dev, uint64_t gen, const xtq_kernel_di
     }
 }
 
-__device__ void copy_kernarg(void *dst, const void *src, uint32_t size, bool from_host)
+enum karg_src { KARG_HOST, KARG_DEVICE, KARG_SHARED };
+
+__device__ void copy_kernarg(void *dst, const void *src, uint32_t size, karg_src from)
 {
-    /* Words when aligned, else bytes; one round of loads for <= 1 KiB. */
+    /* Words when aligned, else bytes; one round of loads for <= 1 KiB.
+     * __ldcg (ld.global.cg) only on device memory: on shared memory it
+     * faults with cudaErrorInvalidAddressSpace. */
     if (!(((uintptr_t)src | size) & 3)) {
         for (uint32_t i = threadIdx.x; i < size / 4; i += blockDim.x)
-            ((uint32_t *)dst)[i] = from_host ? ((const volatile uint32_t *)src)[i]
-                                             : __ldcg((const unsigned int *)src + i);
+            ((uint32_t *)dst)[i] = from == KARG_DEVICE ? __ldcg((const unsigned int *)src + i)
+                                                       : ((const volatile uint32_t *)src)[i];
     } else {
         for (uint32_t i = threadIdx.x; i < size; i += blockDim.x)
             ((uint8_t *)dst)[i] = ((const volatile uint8_t *)src)[i];
@@ -368,9 +380,9 @@ __global__ void __launch_bounds__(XTQ__CUDA_THREADS, 1) processor(xtq__cuda_dev 
                 ((uint32_t *)&s_pkt)[tid] = ((const volatile uint32_t *)&dev->cur)[tid];
             __syncthreads();
             uint32_t ks = dev->cur_kernarg_size;
-            copy_kernarg(s_karg, s_pkt.kernarg_address, ks, true);
+            copy_kernarg(s_karg, s_pkt.kernarg_address, ks, KARG_HOST);
             __syncthreads();
-            copy_kernarg(dev->kernarg, s_karg, ks, false);
+            copy_kernarg(dev->kernarg, s_karg, ks, KARG_SHARED);
             __syncthreads();
             gen++;
             if (tid == 0) {
@@ -412,7 +424,7 @@ __global__ void __launch_bounds__(XTQ__CUDA_THREADS, 1) processor(xtq__cuda_dev 
             uint32_t ks = *(volatile uint32_t *)&dev->cur_kernarg_size;
             uint64_t fn = *(volatile uint64_t *)&dev->cur_fn;
             uint32_t total = *(volatile uint32_t *)&dev->cur_total;
-            copy_kernarg(s_karg, dev->kernarg, ks, false);
+            copy_kernarg(s_karg, dev->kernarg, ks, KARG_DEVICE);
             __syncthreads();
             run_groups(dev, gen, &s_pkt, fn, s_karg, total);
             __syncthreads();

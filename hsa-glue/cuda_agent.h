@@ -75,6 +75,7 @@ struct xtq__cuda_dev {
     struct xtq__cuda_qdesc q[XTQ__CUDA_MAX_QUEUES];
     volatile uint32_t nq; /* queue slots in use: 0 .. nq-1 */
     uint32_t poll_ns_max; /* longest nap of an idle poller */
+    uint32_t host_atomics; /* cudaDevAttrHostNativeAtomicSupported */
     uint64_t ctl;         /* struct xtq__cuda_ctl * (mapped host) */
     uint64_t kdesc;       /* struct xtq__cuda_kdesc[XTQ__CUDA_MAX_KERNELS] (device) */
     /* processor-private: the dispatch in flight */

@@ -19,7 +19,10 @@ __device__ void task_geom(const xtq_cuda_dispatch_t *d, void *kernarg)
     uint32_t y = d->workgroup_id[1] * d->workgroup_size[1] + d->local_id[1];
     uint32_t z = d->workgroup_id[2] * d->workgroup_size[2] + d->local_id[2];
     uint32_t lin = x + y * d->grid_size[0] + z * d->grid_size[0] * d->grid_size[1];
-    atomicAdd(&a->out[lin], geom_value(x, y, z, a->tag) + a->payload[0]);
+    /* One writer per cell: a plain add (GPU atomics on host memory lose
+     * the update where the link has no host atomics, as on the H100 VM). */
+    volatile uint32_t *cell = &a->out[lin];
+    *cell = *cell + geom_value(x, y, z, a->tag) + a->payload[0];
 }
 XTQ_CUDA_TASK_EXPORT(task_geom);
 
@@ -27,7 +30,8 @@ XTQ_CUDA_TASK_EXPORT(task_geom);
 __device__ void task_count(const xtq_cuda_dispatch_t *d, void *kernarg)
 {
     const struct count_args *a = (const struct count_args *)kernarg;
-    atomicAdd_system(&a->seen[a->seq], 1u);
+    volatile uint32_t *cell = &a->seen[a->seq]; /* one work-item per packet */
+    *cell = *cell + 1;
 }
 XTQ_CUDA_TASK_EXPORT(task_count);
 

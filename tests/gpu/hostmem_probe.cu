@@ -164,7 +164,10 @@ int main(int argc, char **argv)
     const char *res = "timeout";
     while (now_s() - t0 < 3.0) {
         if (__atomic_load_n(h + 1, __ATOMIC_ACQUIRE) == 7) {
-            res = *(volatile unsigned long long *)(h + 2) == 41 ? "ok" : "ok-but-wrong-value";
+            static char buf[64];
+            unsigned long long got = *(volatile unsigned long long *)(h + 2);
+            snprintf(buf, sizeof(buf), "update lost: %llu, not 41", got);
+            res = got == 41 ? "ok" : buf;
             break;
         }
         e = cudaStreamQuery(run);
