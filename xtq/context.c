@@ -99,15 +99,26 @@ int xtq_finalize(xtq_ctx_t *ctx)
     drc = xtq__engine_drain_puts(ctx->engine, deadline);
     if (drc)
         xtq_warn(CORE, "rank %d: puts still in flight at finalize; failing them", ctx->rank);
-    rc = xtq_barrier(ctx);
+    /* A dead peer would hang the launcher's fence: with one declared down,
+     * finalize is local only (drain what runs here, then close). */
+    bool degraded = xtq__engine_peers_down(ctx->engine) > 0;
+    if (degraded) {
+        xtq_warn(CORE, "rank %d: %u peer(s) down; finalizing without the barriers", ctx->rank,
+                 xtq__engine_peers_down(ctx->engine));
+        rc = -XTQ_EHOSTDOWN;
+    } else {
+        rc = xtq_barrier(ctx);
+    }
     drc = xtq__engine_drain_tasks(ctx->engine, xtq__now_ns() + timeout_ns);
     if (drc)
         xtq_warn(CORE, "rank %d: tasks still running after XTQ_FINALIZE_TIMEOUT_MS", ctx->rank);
     /* A last barrier so no peer closes its endpoint while acks to it are
      * in the transport. */
-    int brc = xtq_barrier(ctx);
-    if (!rc)
-        rc = brc;
+    if (!degraded) {
+        int brc = xtq_barrier(ctx);
+        if (!rc)
+            rc = brc;
+    }
     xtq__engine_destroy(ctx->engine);
     xtq__agents_close(ctx);
     xtq__registry_destroy(ctx->registry);

@@ -79,13 +79,30 @@ struct put_slot {
     size_t stage_cap;
 };
 
+/*
+ * Liveness: a peer we have puts outstanding to must be heard from (an ack,
+ * a put, or a pong answering our ping) within XTQ_PEER_TIMEOUT_MS, else it
+ * is declared down: its pending puts complete with -XTQ_EHOSTDOWN and new
+ * puts to it fail at once. Pings are ACK headers with a reserved sequence
+ * number, answered by the peer's progress thread, so a live target whose
+ * queue is stuck behind long tasks is not mistaken for a dead one.
+ */
+#define PING_SEQ UINT64_MAX
+#define PONG_SEQ (UINT64_MAX - 1)
+
 struct peer {
     struct put_slot *slots;
     uint64_t next_seq;
+    uint32_t busy;               /* busy slots, under put_lock */
+    _Atomic uint64_t last_heard; /* ns; reset when the first put goes out */
+    uint64_t ping_sent;          /* ns, progress thread only */
+    _Atomic bool down;
 };
 
 struct ack_msg {
     struct ack_msg *next;
+    uint64_t since; /* queued at (ns): an ack stuck longer than the peer
+                     * timeout means its destination is gone */
     int dest;
     struct xtq__wire_hdr hdr;
 };
@@ -137,6 +154,10 @@ struct xtq__engine {
     int progress_cpu;
     struct doorbell **bells; /* by rank; NULL unless doorbells are in use */
     char bell_name[64];
+
+    uint64_t peer_timeout_ns; /* 0: never declare a peer down */
+    uint64_t next_peer_check;
+    _Atomic uint32_t peers_down;
 };
 
 static long shared_futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
@@ -224,6 +245,8 @@ static int bells_open_peers(struct xtq__engine *e)
 
 static const uint8_t zero_pad[64];
 
+static void peer_down(struct xtq__engine *e, int r);
+
 /* Ask the progress thread for a turn. Paired with progress_block(): both
  * sides store then load with seq_cst, so either the thread sees the kick
  * before it sleeps or the waker sees it sleeping and writes the eventfd. */
@@ -305,6 +328,7 @@ static void ack_send(struct xtq__engine *e, int dest, uint64_t seq, int status)
     }
     a->dest = dest;
     a->hdr = hdr;
+    a->since = xtq__now_ns();
     ack_queue(e, a);
 }
 
@@ -319,10 +343,22 @@ static int acks_flush(struct xtq__engine *e)
         pthread_mutex_unlock(&e->ack_lock);
         if (!a)
             break;
-        ssize_t rc = xtq__ofi_inject(&e->ofi, &a->hdr, sizeof(a->hdr), a->dest);
-        if (rc == -FI_EAGAIN)
-            break;
-        if (rc)
+        ssize_t rc = 0;
+        if (!atomic_load(&e->peers[a->dest].down)) {
+            rc = xtq__ofi_inject(&e->ofi, &a->hdr, sizeof(a->hdr), a->dest);
+            if (rc == -FI_EAGAIN) {
+                /* A destination that takes nothing for a whole peer
+                 * timeout is gone: drop its acks rather than hold up the
+                 * acks to everyone else. */
+                if (!e->peer_timeout_ns || xtq__now_ns() - a->since < e->peer_timeout_ns)
+                    break;
+                peer_down(e, a->dest);
+                rc = 0;
+            }
+        }
+        if (atomic_load(&e->peers[a->dest].down))
+            ; /* dropped */
+        else if (rc)
             XTQ_LOG_ONCE(OFI, ERROR, "sending an ack to rank %d failed: %s", a->dest,
                          fi_strerror((int)-rc));
         else {
@@ -532,6 +568,7 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
     }
     s->comp = NULL;
     s->state = 0;
+    e->peers[s->target].busy--;
     atomic_fetch_sub(&e->puts_outstanding, 1);
     atomic_fetch_add_explicit(&e->slot_freed, 1, memory_order_release);
     xtq__futex_wake(&e->slot_freed, -1);
@@ -587,6 +624,72 @@ static void handle_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
 
 /* ---- progress ----------------------------------------------------------- */
 
+/* Liveness probes: ACK headers with reserved sequence numbers. Best effort
+ * (inject, or nothing): a lost ping is retried, a lost pong costs a retry. */
+static void probe_send(struct xtq__engine *e, int dest, uint64_t seq)
+{
+    struct xtq__wire_hdr hdr;
+    xtq__wire_hdr_init(&hdr, XTQ__MSG_ACK, e->ctx->job_key, (uint32_t)e->ctx->rank, seq);
+    if (e->ofi.inject_size >= sizeof(hdr) && xtq__ofi_inject(&e->ofi, &hdr, sizeof(hdr), dest) == 0)
+        peer_ring(e, dest);
+}
+
+static void pong_send(struct xtq__engine *e, int dest)
+{
+    probe_send(e, dest, PONG_SEQ);
+}
+
+/* Fail every put pending to `r` with -XTQ_EHOSTDOWN; later puts fail at
+ * once. Slots stay unused afterwards, so a late completion from the
+ * provider finds them idle and is ignored. */
+static void peer_down(struct xtq__engine *e, int r)
+{
+    if (atomic_exchange(&e->peers[r].down, true))
+        return;
+    atomic_fetch_add(&e->peers_down, 1);
+    xtq_warn(ENGINE, "rank %d: peer %d silent for %llu ms; declared down, its puts fail",
+             e->ctx->rank, r, (unsigned long long)(e->peer_timeout_ns / 1000000));
+    pthread_mutex_lock(&e->put_lock);
+    for (uint32_t i = 0; i < e->window; i++) {
+        struct put_slot *s = &e->peers[r].slots[i];
+        if (s->state & SLOT_BUSY) {
+            s->status = -XTQ_EHOSTDOWN;
+            slot_finish(e, s);
+        }
+    }
+    pthread_mutex_unlock(&e->put_lock);
+}
+
+/* Progress thread: ping quiet peers we wait on, declare silent ones down. */
+static void peers_check(struct xtq__engine *e)
+{
+    if (!e->peer_timeout_ns)
+        return;
+    uint64_t now = xtq__now_ns();
+    if (now < e->next_peer_check)
+        return;
+    uint64_t step = e->peer_timeout_ns / 8;
+    e->next_peer_check = now + (step < 1000000 ? 1000000 : step > 250000000 ? 250000000 : step);
+    for (int r = 0; r < e->ctx->size; r++) {
+        struct peer *p = &e->peers[r];
+        if (r == e->ctx->rank || atomic_load(&p->down))
+            continue;
+        pthread_mutex_lock(&e->put_lock);
+        uint32_t busy = p->busy;
+        pthread_mutex_unlock(&e->put_lock);
+        if (!busy)
+            continue;
+        uint64_t heard = atomic_load_explicit(&p->last_heard, memory_order_relaxed);
+        uint64_t quiet = now > heard ? now - heard : 0;
+        if (quiet > e->peer_timeout_ns) {
+            peer_down(e, r);
+        } else if (quiet > e->peer_timeout_ns / 4 && now - p->ping_sent > e->peer_timeout_ns / 8) {
+            p->ping_sent = now;
+            probe_send(e, r, PING_SEQ);
+        }
+    }
+}
+
 static void handle_message(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len)
 {
     const struct xtq__wire_hdr *hdr = NULL;
@@ -609,7 +712,13 @@ static void handle_message(struct xtq__engine *e, struct rx_region *r, const voi
             ack_send(e, (int)raw->src_rank, raw->seq, rc);
         return;
     }
-    if (hdr->type == XTQ__MSG_ACK)
+    atomic_store_explicit(&e->peers[hdr->src_rank].last_heard, xtq__now_ns(),
+                          memory_order_relaxed);
+    if (hdr->type == XTQ__MSG_ACK && hdr->seq == PING_SEQ)
+        pong_send(e, (int)hdr->src_rank);
+    else if (hdr->type == XTQ__MSG_ACK && hdr->seq == PONG_SEQ)
+        ; /* liveness only */
+    else if (hdr->type == XTQ__MSG_ACK)
         handle_ack(e, hdr);
     else
         handle_put(e, r, hdr, cmd, payload);
@@ -674,6 +783,7 @@ static int progress_locked(struct xtq__engine *e)
             region_post(&e->regions[i]);
     n += acks_flush(e);
     n += backlog_drain(e);
+    peers_check(e);
     rc = cq_poll(e);
     if (rc < 0)
         return rc;
@@ -858,6 +968,10 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
     struct peer *p = &e->peers[target];
     pthread_mutex_lock(&e->put_lock);
     for (;;) {
+        if (atomic_load(&p->down)) {
+            pthread_mutex_unlock(&e->put_lock);
+            return -XTQ_EHOSTDOWN;
+        }
         s = &p->slots[p->next_seq % e->window];
         if (!(s->state & SLOT_BUSY))
             break;
@@ -927,6 +1041,8 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
     s->status = 0;
     s->prov_errno = 0;
     s->comp = comp;
+    if (p->busy++ == 0)
+        atomic_store_explicit(&p->last_heard, xtq__now_ns(), memory_order_relaxed);
     atomic_fetch_add(&e->puts_outstanding, 1);
     XTQ__STAT_INC(ctx, puts_issued);
     pthread_mutex_unlock(&e->put_lock);
@@ -944,6 +1060,10 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
             slot_local(e, s, -XTQ_EFABRIC, (int)-src);
             break;
         }
+        /* The target died while we waited for room: peer_down() has
+         * completed the slot with -XTQ_EHOSTDOWN. */
+        if (atomic_load(&p->down))
+            break;
         if (xtq__engine_progress(e) == 0)
             sched_yield();
     }
@@ -1077,6 +1197,8 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     if (e->max_msg < XTQ_AQL_PACKET_SIZE)
         e->max_msg = XTQ_AQL_PACKET_SIZE;
     e->max_wire = XTQ_ALIGN_UP(e->max_msg + sizeof(struct xtq__wire_hdr) + 128, (size_t)64);
+    int64_t pt = xtq__param_int(XTQ__PARAM_XTQ_PEER_TIMEOUT_MS);
+    e->peer_timeout_ns = pt > 0 ? (uint64_t)pt * 1000000ull : 0;
     pthread_mutex_init(&e->put_lock, NULL);
     pthread_mutex_init(&e->progress_lock, NULL);
     pthread_mutex_init(&e->ack_lock, NULL);
@@ -1256,4 +1378,9 @@ int xtq__engine_getname(struct xtq__engine *e, void *addr, size_t *len)
 int xtq__engine_retarget(struct xtq__engine *e, int rank, const void *addr)
 {
     return xtq__ofi_retarget(&e->ofi, rank, addr);
+}
+
+unsigned xtq__engine_peers_down(struct xtq__engine *e)
+{
+    return atomic_load(&e->peers_down);
 }

@@ -81,6 +81,8 @@ void xtq__engine_destroy(struct xtq__engine *e);
 const char *xtq__engine_provider(const struct xtq__engine *e);
 size_t xtq__engine_max_put(const struct xtq__engine *e);
 bool xtq__engine_manual(const struct xtq__engine *e);
+/* Peers declared down (silent for XTQ_PEER_TIMEOUT_MS with puts pending). */
+unsigned xtq__engine_peers_down(struct xtq__engine *e);
 /* White-box hooks for the isolation test: this endpoint's name, and aiming
  * rank `rank` at a foreign endpoint (another job's process). */
 int xtq__engine_getname(struct xtq__engine *e, void *addr, size_t *len);

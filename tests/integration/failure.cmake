@@ -1,0 +1,19 @@
+# Failures (test_failure.c): a rank of four killed mid-stream (peer_death.sh).
+add_executable(test_failure ${CMAKE_CURRENT_LIST_DIR}/test_failure.c)
+target_compile_options(test_failure PRIVATE ${XTQ_WARNINGS} -Wno-missing-prototypes)
+target_link_libraries(test_failure PRIVATE xtq xtq_test_harness)
+
+if(MPIEXEC_EXECUTABLE)
+  foreach(prov shm tcp)
+    add_test(NAME integration.peer_death.${prov}.np4
+             COMMAND ${CMAKE_CURRENT_LIST_DIR}/peer_death.sh ${prov}
+                     $<TARGET_FILE:test_failure> ${XTQ_MPIRUN})
+    set_tests_properties(integration.peer_death.${prov}.np4 PROPERTIES
+                         LABELS integration TIMEOUT 180 RUN_SERIAL TRUE
+                         ENVIRONMENT "XTQ_PEER_TIMEOUT_MS=1000;XTQ_FINALIZE_TIMEOUT_MS=2000")
+    if(XTQ_SANITIZE STREQUAL "address")
+      set_property(TEST integration.peer_death.${prov}.np4 APPEND PROPERTY ENVIRONMENT
+                   "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
+    endif()
+  endforeach()
+endif()

@@ -1,0 +1,217 @@
+/*
+ * Failures: `test_failure peer_death FILE` at 4 ranks (launched with
+ * --enable-recovery so mpirun keeps the survivors when a rank dies).
+ *
+ * Every rank streams puts to every other rank. Rank 3, after running
+ * DEATH_AT of the stream's tasks, writes the time (CLOCK_MONOTONIC, the
+ * same clock for every process on this host) to FILE and raises SIGKILL
+ * inside the task. Survivors keep streaming: their puts to rank 3 must all
+ * complete, either with 0 (acked before the death) or with -XTQ_EHOSTDOWN,
+ * and the first -XTQ_EHOSTDOWN must come within XTQ_PEER_TIMEOUT_MS (plus
+ * one check period) of the death; new puts to rank 3 then fail at once.
+ * Puts among the survivors keep working (each checks it received all of
+ * theirs), and finalize returns -XTQ_EHOSTDOWN without hanging on the
+ * launcher's fence. Each survivor prints "survivor R ok".
+ */
+#include <xtq/xtq.h>
+
+#include "xtq_test.h"
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define QUEUE_INDEX 4
+#define FN_INDEX 8
+#define VICTIM 3
+#define DEATH_AT 300
+#define POOL 256
+#define AFTER 400 /* puts to each other survivor after the death */
+
+static struct {
+    int rank, size;
+    const char *death_file;
+    _Atomic uint64_t ran, ran_after;
+    xtq_signal_t *after_done;
+} S;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* arg2: 0 during the stream, 1 for the puts after the death. */
+static void fn(const uint64_t arg[4], void *ret, void *user_data)
+{
+    (void)ret;
+    (void)user_data;
+    if (arg[2] == 1) {
+        atomic_fetch_add(&S.ran_after, 1);
+        xtq_signal_add(S.after_done, -1);
+        return;
+    }
+    uint64_t n = atomic_fetch_add(&S.ran, 1) + 1;
+    if (S.rank == VICTIM && n == DEATH_AT) {
+        FILE *f = fopen(S.death_file, "w");
+        if (f) {
+            fprintf(f, "%llu\n", (unsigned long long)now_ns());
+            fclose(f);
+        }
+        raise(SIGKILL);
+    }
+}
+
+static uint64_t read_death(void)
+{
+    unsigned long long t = 0;
+    FILE *f = fopen(S.death_file, "r");
+    if (f) {
+        if (fscanf(f, "%llu", &t) != 1)
+            t = 0;
+        fclose(f);
+    }
+    return t;
+}
+
+XTQ_TEST(peer_death)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    xtq_agent_t *cpu;
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    CHECK(xtq_test_argc > 0);
+    S.death_file = xtq_test_argv[0];
+    CHECK_OK(xtq_init(&attr, &ctx));
+    S.rank = xtq_rank(ctx);
+    S.size = xtq_size(ctx);
+    if (S.size != 4) {
+        xtq_finalize(ctx);
+        XTQ_SKIP("peer_death runs at 4 ranks");
+    }
+    const char *pt = getenv("XTQ_PEER_TIMEOUT_MS");
+    uint64_t timeout_ms = pt ? strtoull(pt, NULL, 10) : 5000;
+    if (S.rank == 0)
+        remove(S.death_file);
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_queue_create(cpu, 64, &q));
+    CHECK_OK(xtq_function_create_cpu(cpu, fn, NULL, &f));
+    CHECK_OK(xtq_signal_create(S.rank == VICTIM ? 0 : (S.size - 2) * AFTER, &S.after_done));
+    CHECK_OK(xtq_register_queue(ctx, QUEUE_INDEX, q));
+    CHECK_OK(xtq_register_function(ctx, FN_INDEX, f, NULL));
+    CHECK_OK(xtq_barrier(ctx));
+
+    uint8_t cmd[64];
+    size_t cmd_len;
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_INDEX, QUEUE_INDEX, 0, 0, &cmd_len));
+    xtq_completion_t *comp = calloc(POOL, sizeof(*comp));
+    bool *used = calloc(POOL, sizeof(bool));
+    CHECK(comp && used);
+
+    /* The stream: round robin over the other ranks until puts to the victim
+     * fail at once (it has been declared down). The victim streams too,
+     * until it dies. */
+    uint64_t ok_to_victim = 0, down_to_victim = 0, first_down = 0, sent = 0;
+    bool victim_down = false;
+    uint64_t deadline = now_ns() + 120ull * 1000000000ull;
+    for (uint64_t i = 0; !victim_down; i++) {
+        CHECK(now_ns() < deadline);
+        int t = (int)(i % (uint64_t)(S.size - 1));
+        t = t >= S.rank ? t + 1 : t;
+        uint32_t p = (uint32_t)(i % POOL);
+        if (used[p]) {
+            int wrc = xtq_completion_wait(ctx, &comp[p], 120ll * 1000000000);
+            CHECK_EQ(wrc, comp[p].status);
+            if (comp[p].target == VICTIM) {
+                if (comp[p].status == 0) {
+                    ok_to_victim++;
+                } else {
+                    if (comp[p].status != -XTQ_EHOSTDOWN)
+                        XTQ_FAIL("rank %d: put to the dead rank completed with %s", S.rank,
+                                 xtq_errname(comp[p].status));
+                    if (!down_to_victim++)
+                        first_down = now_ns();
+                }
+            } else {
+                CHECK_EQ(comp[p].status, 0);
+            }
+            used[p] = false;
+        }
+        int rc = xtq_put(ctx, t, cmd, cmd_len, NULL, 0, 0, &comp[p]);
+        if (rc == -XTQ_EHOSTDOWN) {
+            CHECK_EQ(t, VICTIM);
+            if (!first_down)
+                first_down = now_ns();
+            victim_down = true;
+            continue;
+        }
+        CHECK_OK(rc);
+        used[p] = true;
+        sent++;
+    }
+    /* Everything still pending completes: 0 to survivors, 0 or
+     * -XTQ_EHOSTDOWN to the victim. */
+    for (uint32_t p = 0; p < POOL; p++) {
+        if (!used[p])
+            continue;
+        int wrc = xtq_completion_wait(ctx, &comp[p], 120ll * 1000000000);
+        CHECK_EQ(wrc, comp[p].status);
+        if (comp[p].target == VICTIM) {
+            if (comp[p].status) {
+                CHECK_EQ(comp[p].status, -XTQ_EHOSTDOWN);
+                down_to_victim++;
+            } else {
+                ok_to_victim++;
+            }
+        } else {
+            CHECK_EQ(comp[p].status, 0);
+        }
+    }
+    uint64_t death = read_death();
+    CHECK(death > 0);
+    double detect_ms = first_down > death ? (first_down - death) / 1e6 : 0;
+
+    /* Survivors keep working among themselves. */
+    xtq_completion_t c[AFTER];
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_INDEX, QUEUE_INDEX, 1, 0, &cmd_len));
+    for (int t = 0; t < S.size; t++) {
+        if (t == S.rank || t == VICTIM)
+            continue;
+        memset(c, 0, sizeof(c));
+        for (int k = 0; k < AFTER; k++)
+            CHECK_OK(xtq_put(ctx, t, cmd, cmd_len, NULL, 0, 0, &c[k]));
+        for (int k = 0; k < AFTER; k++)
+            CHECK_EQ(xtq_completion_wait(ctx, &c[k], 60ll * 1000000000), 0);
+    }
+    CHECK_OK(xtq_signal_wait(S.after_done, XTQ_SIGNAL_EQ, 0, 60ll * 1000000000, NULL));
+    CHECK_EQ(atomic_load(&S.ran_after), (uint64_t)(S.size - 2) * AFTER);
+    CHECK_ERR(xtq_put(ctx, VICTIM, cmd, cmd_len, NULL, 0, 0, NULL), -XTQ_EHOSTDOWN);
+
+    printf("rank %d: %llu puts streamed; to the dead rank %llu acked before the death, "
+           "%llu failed with XTQ_EHOSTDOWN; detected %.0f ms after the death "
+           "(XTQ_PEER_TIMEOUT_MS=%llu); %d puts among survivors after it\n",
+           S.rank, (unsigned long long)sent, (unsigned long long)ok_to_victim,
+           (unsigned long long)down_to_victim, detect_ms, (unsigned long long)timeout_ms,
+           (S.size - 2) * AFTER);
+    /* Bounded detection: the timeout, plus a check period and scheduling
+     * slack on an oversubscribed 2-core machine. */
+    CHECK(detect_ms < (double)timeout_ms * 2 + 2000);
+
+    /* No fence with a dead rank: finalize is local and says so. */
+    CHECK_OK(xtq_unregister_function(ctx, FN_INDEX));
+    CHECK_OK(xtq_unregister_queue(ctx, QUEUE_INDEX));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_function_destroy(f));
+    CHECK_OK(xtq_signal_destroy(S.after_done));
+    CHECK_ERR(xtq_finalize(ctx), -XTQ_EHOSTDOWN);
+    free(comp);
+    free(used);
+    printf("survivor %d ok\n", S.rank);
+}
