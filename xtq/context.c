@@ -119,8 +119,11 @@ int xtq_finalize(xtq_ctx_t *ctx)
         if (!rc)
             rc = brc;
     }
-    xtq__engine_destroy(ctx->engine);
+    /* Agents close between stop and destroy: a task still running may
+     * retire into the engine until its worker is joined. */
+    xtq__engine_stop(ctx->engine);
     xtq__agents_close(ctx);
+    xtq__engine_destroy(ctx->engine);
     xtq__registry_destroy(ctx->registry);
     xtq__bootstrap_fini(ctx->bootstrap);
     free(ctx);

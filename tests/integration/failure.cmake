@@ -17,3 +17,13 @@ if(MPIEXEC_EXECUTABLE)
     endif()
   endforeach()
 endif()
+
+foreach(c unregister_inflight finalize_inflight)
+  add_test(NAME integration.self.${c} COMMAND test_failure ${c})
+  set_tests_properties(integration.self.${c} PROPERTIES LABELS integration TIMEOUT 120
+                       SKIP_RETURN_CODE 77)
+  if(XTQ_SANITIZE STREQUAL "address")
+    set_property(TEST integration.self.${c} APPEND PROPERTY ENVIRONMENT
+                 "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
+  endif()
+endforeach()

@@ -215,3 +215,127 @@ XTQ_TEST(peer_death)
     free(used);
     printf("survivor %d ok\n", S.rank);
 }
+
+/* ---- teardown while in flight (alone: puts to ourselves) ---------------- */
+
+static _Atomic uint64_t slow_ran;
+
+static void slow_fn(const uint64_t arg[4], void *ret, void *user_data)
+{
+    (void)arg;
+    (void)ret;
+    (void)user_data;
+    uint64_t end = now_ns() + 100000; /* 100 us: the queue stays full */
+    while (now_ns() < end)
+        ;
+    atomic_fetch_add(&slow_ran, 1);
+}
+
+#define INFLIGHT 400
+
+/*
+ * Unregister the function and then the queue while hundreds of puts that
+ * name them are queued, backlogged or on the wire. Each completes: with 0
+ * (it was enqueued first and ran against the old entry) or with the
+ * target's -XTQ_ENOFUNC / -XTQ_ENOQUEUE; nothing runs after its entry is
+ * gone, and nothing touches freed memory (the ASan build runs this).
+ */
+XTQ_TEST(unregister_inflight)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    xtq_agent_t *cpu;
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    setenv("XTQ_CPU_WORKERS", "1", 1);
+    CHECK_OK(xtq_init(&attr, &ctx));
+    CHECK_EQ(xtq_size(ctx), 1);
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_queue_create(cpu, 16, &q));
+    CHECK_OK(xtq_function_create_cpu(cpu, slow_fn, NULL, &f));
+    CHECK_OK(xtq_register_queue(ctx, QUEUE_INDEX, q));
+    CHECK_OK(xtq_register_function(ctx, FN_INDEX, f, NULL));
+    uint8_t cmd[64];
+    size_t cmd_len;
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_INDEX, QUEUE_INDEX, 0, 0, &cmd_len));
+    xtq_completion_t *c = calloc(INFLIGHT, sizeof(*c));
+    CHECK(c);
+    for (int i = 0; i < INFLIGHT; i++) {
+        CHECK_OK(xtq_put(ctx, 0, cmd, cmd_len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &c[i]));
+        if (i == INFLIGHT / 2) {
+            /* Some have run by now: the rest race the unregistration. */
+            CHECK_OK(xtq_completion_wait(ctx, &c[0], 60ll * 1000000000));
+            CHECK_OK(xtq_unregister_function(ctx, FN_INDEX));
+        }
+        if (i == INFLIGHT * 3 / 4)
+            CHECK_OK(xtq_unregister_queue(ctx, QUEUE_INDEX));
+    }
+    int ok = 0, nofunc = 0, noqueue = 0;
+    for (int i = 0; i < INFLIGHT; i++) {
+        int rc = xtq_completion_wait(ctx, &c[i], 60ll * 1000000000);
+        if (rc == 0)
+            ok++;
+        else if (rc == -XTQ_ENOFUNC)
+            nofunc++;
+        else if (rc == -XTQ_ENOQUEUE)
+            noqueue++;
+        else
+            XTQ_FAIL("put %d completed with %s", i, xtq_errname(rc));
+    }
+    /* Every put after the unregistration was rejected. */
+    CHECK(ok <= INFLIGHT / 2 + 1);
+    CHECK_EQ(ok + nofunc + noqueue, INFLIGHT);
+    CHECK_EQ(atomic_load(&slow_ran), (uint64_t)ok);
+    printf("unregister in flight: %d ran against the old entry, %d XTQ_ENOFUNC, %d "
+           "XTQ_ENOQUEUE\n",
+           ok, nofunc, noqueue);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_function_destroy(f));
+    CHECK_OK(xtq_finalize(ctx));
+    free(c);
+}
+
+/*
+ * Finalize with tasks in flight: XTQ_FINALIZE_TIMEOUT_MS is short, the
+ * agent slow. Every completion ends DONE with 0 or -XTQ_EFINALIZED; the
+ * process tears down without a crash or a leak (ASan build).
+ */
+XTQ_TEST(finalize_inflight)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    xtq_agent_t *cpu;
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    setenv("XTQ_CPU_WORKERS", "1", 1);
+    setenv("XTQ_FINALIZE_TIMEOUT_MS", "5", 1);
+    CHECK_OK(xtq_init(&attr, &ctx));
+    CHECK_EQ(xtq_size(ctx), 1);
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_queue_create(cpu, 16, &q));
+    CHECK_OK(xtq_function_create_cpu(cpu, slow_fn, NULL, &f));
+    CHECK_OK(xtq_register_queue(ctx, QUEUE_INDEX, q));
+    CHECK_OK(xtq_register_function(ctx, FN_INDEX, f, NULL));
+    uint8_t cmd[64];
+    size_t cmd_len;
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_INDEX, QUEUE_INDEX, 0, 0, &cmd_len));
+    xtq_completion_t *c = calloc(INFLIGHT, sizeof(*c));
+    CHECK(c);
+    for (int i = 0; i < INFLIGHT; i++)
+        CHECK_OK(xtq_put(ctx, 0, cmd, cmd_len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &c[i]));
+    int rc = xtq_finalize(ctx);
+    CHECK(rc == 0 || rc == -XTQ_ETIMEDOUT || rc == -XTQ_EFINALIZED);
+    int ok = 0, failed = 0;
+    for (int i = 0; i < INFLIGHT; i++) {
+        CHECK(atomic_load((_Atomic uint32_t *)&c[i].state) & XTQ_COMPLETION_DONE);
+        if (c[i].status == 0)
+            ok++;
+        else if (c[i].status == -XTQ_EFINALIZED)
+            failed++;
+        else
+            XTQ_FAIL("put %d completed with %s", i, xtq_errname(c[i].status));
+    }
+    printf("finalize in flight: %d completed, %d failed with XTQ_EFINALIZED (finalize: %s)\n", ok,
+           failed, rc ? xtq_errname(rc) : "0");
+    free(c);
+}

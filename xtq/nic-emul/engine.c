@@ -51,6 +51,7 @@ struct task {
     struct xtq__engine *e;
     struct rx_region *region;
     struct task *next; /* backlog link */
+    struct task *lprev, *lnext; /* live list: enqueued, not yet retired */
     uint32_t src;
     uint32_t wire_flags;
     uint64_t seq;
@@ -139,6 +140,11 @@ struct xtq__engine {
     struct task *backlog_head, *backlog_tail;
     _Atomic uint32_t backlog_len;
     _Atomic uint64_t tasks_inflight;
+    /* Tasks in agent queues, so that finalize frees those no agent will
+     * ever retire (the agent closed with them still queued). */
+    pthread_mutex_t live_lock;
+    struct task *live;
+    bool stopped;
 
     pthread_mutex_t ack_lock;
     struct ack_msg *acks_head, *acks_tail;
@@ -395,12 +401,38 @@ static void task_reject(struct xtq__engine *e, struct task *t, int err)
 }
 
 /* Runs on an agent's worker thread when a task we enqueued has finished. */
+static void live_add(struct xtq__engine *e, struct task *t)
+{
+    pthread_mutex_lock(&e->live_lock);
+    t->lprev = NULL;
+    t->lnext = e->live;
+    if (e->live)
+        e->live->lprev = t;
+    e->live = t;
+    pthread_mutex_unlock(&e->live_lock);
+}
+
+static void live_del(struct xtq__engine *e, struct task *t)
+{
+    pthread_mutex_lock(&e->live_lock);
+    if (t->lprev)
+        t->lprev->lnext = t->lnext;
+    else
+        e->live = t->lnext;
+    if (t->lnext)
+        t->lnext->lprev = t->lprev;
+    pthread_mutex_unlock(&e->live_lock);
+}
+
 static void engine_retire(void *cookie, int status)
 {
     struct task *t = cookie;
     struct xtq__engine *e = t->e;
-    if (t->wire_flags & XTQ__WIRE_REMOTE_COMPLETION)
+    /* After xtq__engine_stop() (finalize) the initiator is told nothing:
+     * its put was failed with -XTQ_EFINALIZED or it drained already. */
+    if ((t->wire_flags & XTQ__WIRE_REMOTE_COMPLETION) && !atomic_load(&e->stop))
         ack_send(e, (int)t->src, t->seq, status);
+    live_del(e, t);
     XTQ__STAT_INC(e->ctx, tasks_completed);
     region_put(t->region);
     free(t);
@@ -437,6 +469,7 @@ static int task_enqueue(struct xtq__engine *e, struct task *t)
     if (q->retire != engine_retire)
         q->retire = engine_retire;
     q->cookies[idx & q->mask] = t;
+    live_add(e, t);
     atomic_fetch_add_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
     XTQ__STAT_INC(e->ctx, tasks_enqueued);
     uint16_t rest;
@@ -1173,6 +1206,12 @@ static void engine_free(struct xtq__engine *e)
     pthread_mutex_destroy(&e->put_lock);
     pthread_mutex_destroy(&e->progress_lock);
     pthread_mutex_destroy(&e->ack_lock);
+    while (e->live) {
+        struct task *t = e->live;
+        e->live = t->lnext;
+        free(t);
+    }
+    pthread_mutex_destroy(&e->live_lock);
     free(e);
 }
 
@@ -1202,6 +1241,7 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     pthread_mutex_init(&e->put_lock, NULL);
     pthread_mutex_init(&e->progress_lock, NULL);
     pthread_mutex_init(&e->ack_lock, NULL);
+    pthread_mutex_init(&e->live_lock, NULL);
 
     if (!provider || !*provider || strcmp(provider, "auto") == 0)
         provider = (bs->same_host) ? "shm" : "tcp";
@@ -1319,6 +1359,15 @@ void xtq__engine_destroy(struct xtq__engine *e)
 {
     if (!e)
         return;
+    xtq__engine_stop(e);
+    engine_free(e);
+}
+
+void xtq__engine_stop(struct xtq__engine *e)
+{
+    if (!e || e->stopped)
+        return;
+    e->stopped = true;
     xtq_ctx_t *ctx = e->ctx;
     atomic_store(&e->stop, true);
     if (e->thread_started) {
@@ -1352,7 +1401,7 @@ void xtq__engine_destroy(struct xtq__engine *e)
         e->acks_head = a->next;
         free(a);
     }
-    engine_free(e);
+    e->acks_tail = NULL;
 }
 
 const char *xtq__engine_provider(const struct xtq__engine *e)

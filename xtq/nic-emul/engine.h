@@ -76,7 +76,10 @@ int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t time
 int xtq__engine_drain_puts(struct xtq__engine *e, uint64_t deadline);
 /* Wait until tasks enqueued here have retired, up to deadline. */
 int xtq__engine_drain_tasks(struct xtq__engine *e, uint64_t deadline);
-/* Stop the thread, fail puts still pending with -XTQ_EFINALIZED, close. */
+/* Stop the thread, fail puts still pending with -XTQ_EFINALIZED, drop the
+ * backlog; agents may still retire tasks (no acks are sent any more).
+ * Then close the agents, then destroy (which stops first if needed). */
+void xtq__engine_stop(struct xtq__engine *e);
 void xtq__engine_destroy(struct xtq__engine *e);
 const char *xtq__engine_provider(const struct xtq__engine *e);
 size_t xtq__engine_max_put(const struct xtq__engine *e);
