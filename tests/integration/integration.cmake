@@ -72,3 +72,16 @@ if(XTQ_SANITIZE STREQUAL "address")
     endif()
   endforeach()
 endif()
+
+# Under TSan (CI: ctest -L tsan): the engine's whole path at 2 ranks on
+# shm and alone, smaller. Reports inside libfabric, PMIx and hwloc are
+# suppressed (tsan.supp); ours are not.
+if(XTQ_SANITIZE STREQUAL "thread")
+  foreach(t integration.stress.shm.np2 integration.self.stress integration.self.window_nonblocking)
+    if(TEST ${t})
+      set_property(TEST ${t} APPEND PROPERTY LABELS tsan)
+      set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT XTQ_IT_PUTS=2000
+                   "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 suppressions=${CMAKE_CURRENT_LIST_DIR}/tsan.supp")
+    endif()
+  endforeach()
+endif()
