@@ -30,6 +30,9 @@ XTQ_API int xtq_init(const xtq_init_attr_t *attr, xtq_ctx_t **ctx);
 /**
  * Tear down. Collective. Tasks still in flight to or from this process are
  * drained (bounded by XTQ_FINALIZE_TIMEOUT_MS) or failed with -XTQ_EFINALIZED.
+ * With a peer declared down (XTQ_PEER_TIMEOUT_MS) it is local only (no
+ * fence with the dead rank) and returns -XTQ_EHOSTDOWN after tearing down.
+ * Not to be called while other threads still use the context.
  */
 XTQ_API int xtq_finalize(xtq_ctx_t *ctx);
 

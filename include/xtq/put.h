@@ -2,6 +2,22 @@
  * XtqPut: a one-sided put that carries an AQL command (packet + kernel
  * arguments) and a payload to a target rank, where the engine rewrites and
  * enqueues it with no target application thread involved.
+ *
+ * Threading (the level is always "multiple", like MPI_THREAD_MULTIPLE):
+ * xtq_put, xtq_completion_test/wait and xtq_progress may be called from
+ * any number of application threads at once, on one context, to the same
+ * or different targets. Sequence numbers are assigned per target in the
+ * order threads enter the window; puts from different threads are not
+ * ordered with respect to each other. A completion object belongs to one
+ * put at a time and must not be reused until DONE; several threads may
+ * wait on the same completion. Backpressure applies per target and is
+ * shared by all threads (a full window blocks, or returns -XTQ_EAGAIN with
+ * XTQ_PUT_NONBLOCKING). Registration calls may run concurrently with puts
+ * and with the engine. xtq_init and xtq_finalize must not race with any
+ * other call on the same context. A task should not block in xtq_put
+ * (use XTQ_PUT_NONBLOCKING from tasks; docs/flow-control.md).
+ * Peer failure: puts to a peer silent for XTQ_PEER_TIMEOUT_MS complete
+ * with -XTQ_EHOSTDOWN, and later puts to it return -XTQ_EHOSTDOWN.
  */
 #ifndef XTQ_PUT_H
 #define XTQ_PUT_H

@@ -30,3 +30,23 @@ if(XTQ_SANITIZE STREQUAL "address")
     endforeach()
   endforeach()
 endif()
+
+# Several application threads xtq_put at once (alone, and 2 ranks on shm);
+# also under TSan.
+add_test(NAME integration.self.threads COMMAND test_stress threads 5000)
+set_tests_properties(integration.self.threads PROPERTIES LABELS "integration;tsan" TIMEOUT 120
+                     SKIP_RETURN_CODE 77)
+if(MPIEXEC_EXECUTABLE)
+  xtq_add_mpi_case(NAME integration.threads.shm.np2 NP 2 PROVIDER shm TIMEOUT 120
+                   COMMAND $<TARGET_FILE:test_stress> threads 5000)
+  set_property(TEST integration.threads.shm.np2 APPEND PROPERTY LABELS tsan)
+endif()
+foreach(t integration.self.threads integration.threads.shm.np2)
+  if(TEST ${t} AND XTQ_SANITIZE STREQUAL "thread")
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
+                 "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 suppressions=${CMAKE_CURRENT_LIST_DIR}/tsan.supp")
+  elseif(TEST ${t} AND XTQ_SANITIZE STREQUAL "address")
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
+                 "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
+  endif()
+endforeach()

@@ -351,6 +351,18 @@ static void bad_case(enum bad_kind kind, int expect_err)
     if (S.rank == target) {
         wait_signal_zero(ctx, S.done);
         CHECK_EQ(atomic_load(&S.count[1]), 1);
+        /* The agent counts the signal down before it retires the packet
+         * into the engine: wait (bounded) for the retire to be counted. */
+        xtq_stats_t sr;
+        for (int i = 0; i < 100000; i++) {
+            CHECK_OK(xtq_get_stats(ctx, &sr));
+            if (sr.tasks_completed >= 1)
+                break;
+            if (manual_mode())
+                xtq_progress(ctx);
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
     }
     CHECK_OK(xtq_barrier(ctx));
     xtq_stats_t st;

@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <time.h>
 
 #define QUEUE_INDEX 3
@@ -361,4 +362,100 @@ XTQ_TEST(overload)
     else
         initiator_side(ctx);
     CHECK_OK(xtq_finalize(ctx));
+}
+
+/* ---- several application threads putting at once ------------------------ */
+
+#define NTHREADS 4
+
+static _Atomic uint32_t *mt_count; /* [src][thread][seq] */
+static uint64_t mt_n;
+static xtq_signal_t *mt_done;
+static xtq_ctx_t *mt_ctx;
+
+static void mt_fn(const uint64_t arg[4], void *ret, void *user_data)
+{
+    (void)ret;
+    (void)user_data;
+    uint64_t src = arg[2] >> 40, th = (arg[2] >> 32) & 0xff, seq = arg[2] & 0xffffffffu;
+    if (src < (uint64_t)S.size && th < NTHREADS && seq < mt_n && arg[3] == seq * 3)
+        atomic_fetch_add(&mt_count[(src * NTHREADS + th) * mt_n + seq], 1);
+    else
+        atomic_fetch_add(&S.errors, 1);
+    xtq_signal_add(mt_done, -1);
+}
+
+static void *mt_main(void *arg)
+{
+    uint64_t th = (uint64_t)(uintptr_t)arg;
+    int target = (S.rank + 1) % S.size;
+    uint8_t cmd[64];
+    size_t cmd_len;
+    xtq_completion_t c[64];
+    memset(c, 0, sizeof(c));
+    for (uint64_t i = 0; i < mt_n; i++) {
+        xtq_completion_t *cc = &c[i % 64];
+        if (i >= 64 && xtq_completion_wait(mt_ctx, cc, 60ll * 1000000000) != 0)
+            atomic_fetch_add(&S.errors, 1);
+        uint64_t a2 = ((uint64_t)S.rank << 40) | (th << 32) | i;
+        if (xtq_cmd_function(cmd, sizeof(cmd), TASK_FN, QUEUE_INDEX, a2, i * 3, &cmd_len) ||
+            xtq_put(mt_ctx, target, cmd, cmd_len, NULL, 0,
+                    i % 2 ? XTQ_PUT_REMOTE_COMPLETION : 0, cc))
+            atomic_fetch_add(&S.errors, 1);
+    }
+    for (uint64_t i = mt_n > 64 ? mt_n - 64 : 0; i < mt_n; i++)
+        if (xtq_completion_wait(mt_ctx, &c[i % 64], 60ll * 1000000000) != 0)
+            atomic_fetch_add(&S.errors, 1);
+    return NULL;
+}
+
+/* NTHREADS application threads xtq_put concurrently on one context (to
+ * the next rank, or to ourselves when alone); every task runs once. */
+XTQ_TEST(threads)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_agent_t *cpu;
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    CHECK_OK(xtq_init(&attr, &mt_ctx));
+    S.rank = xtq_rank(mt_ctx);
+    S.size = xtq_size(mt_ctx);
+    mt_n = xtq_test_argc > 0 ? strtoull(xtq_test_argv[0], NULL, 0) : 5000;
+    mt_count = calloc((size_t)S.size * NTHREADS * mt_n, sizeof(*mt_count));
+    CHECK(mt_count);
+    int src = (S.rank + S.size - 1) % S.size;
+    CHECK_OK(xtq_agent_find(mt_ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_queue_create(cpu, QUEUE_SLOTS, &q));
+    CHECK_OK(xtq_function_create_cpu(cpu, mt_fn, NULL, &f));
+    CHECK_OK(xtq_signal_create((int64_t)(NTHREADS * mt_n), &mt_done));
+    CHECK_OK(xtq_register_queue(mt_ctx, QUEUE_INDEX, q));
+    CHECK_OK(xtq_register_function(mt_ctx, TASK_FN, f, NULL));
+    CHECK_OK(xtq_barrier(mt_ctx));
+    pthread_t th[NTHREADS];
+    for (uintptr_t i = 0; i < NTHREADS; i++)
+        CHECK_EQ(pthread_create(&th[i], NULL, mt_main, (void *)i), 0);
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(th[i], NULL);
+    CHECK_OK(xtq_signal_wait(mt_done, XTQ_SIGNAL_EQ, 0, 120ll * 1000000000, NULL));
+    CHECK_EQ(atomic_load(&S.errors), 0);
+    for (uint64_t t = 0; t < NTHREADS; t++)
+        for (uint64_t i = 0; i < mt_n; i++)
+            if (atomic_load(&mt_count[((uint64_t)src * NTHREADS + t) * mt_n + i]) != 1)
+                XTQ_FAIL("rank %d: task (src %d, thread %llu, seq %llu) ran %u times", S.rank,
+                         src, (unsigned long long)t, (unsigned long long)i,
+                         atomic_load(&mt_count[((uint64_t)src * NTHREADS + t) * mt_n + i]));
+    xtq_stats_t st;
+    CHECK_OK(xtq_get_stats(mt_ctx, &st));
+    CHECK_EQ(st.puts_completed, NTHREADS * mt_n);
+    CHECK_EQ(st.puts_failed, 0);
+    printf("rank %d: %d threads x %llu concurrent puts, every task ran once\n", S.rank, NTHREADS,
+           (unsigned long long)mt_n);
+    CHECK_OK(xtq_barrier(mt_ctx));
+    CHECK_OK(xtq_unregister_function(mt_ctx, TASK_FN));
+    CHECK_OK(xtq_unregister_queue(mt_ctx, QUEUE_INDEX));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_function_destroy(f));
+    CHECK_OK(xtq_signal_destroy(mt_done));
+    CHECK_OK(xtq_finalize(mt_ctx));
+    free(mt_count);
 }
