@@ -122,9 +122,10 @@ int xtq_finalize(xtq_ctx_t *ctx)
     /* Agents close between stop and destroy: a task still running may
      * retire into the engine until its worker is joined. */
     xtq__engine_stop(ctx->engine);
+    /* The tables reference queues that closing the agents frees. */
+    xtq__registry_destroy(ctx->registry);
     xtq__agents_close(ctx);
     xtq__engine_destroy(ctx->engine);
-    xtq__registry_destroy(ctx->registry);
     xtq__bootstrap_fini(ctx->bootstrap);
     free(ctx);
     return rc;
