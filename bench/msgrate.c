@@ -81,13 +81,26 @@ struct karg {
     uint8_t data[MAX_PAYLOAD];
 };
 
-enum op_kind { OP_SEND, OP_RECV };
+/* OP_RECV: a task arriving at the target; OP_REPLY: the initiator's reply. */
+enum op_kind { OP_SEND, OP_RECV, OP_REPLY };
 struct op {
     struct fi_context2 ctx; /* first: libfabric hands it back */
     int kind;
     int idx;
     volatile int done;
 };
+
+/*
+ * Tasks that arrived at the target, in arrival order. Every CQ read pushes
+ * here, not only the target loop's: waiting for a reply's send completion
+ * also reads the next initiator's task, and a task seen only as a done flag
+ * is never enqueued or answered (2+ initiators hung). At most NRECV
+ * receives are posted, each pushed once per posting: it never overflows.
+ */
+static struct {
+    struct op *op[NRECV];
+    unsigned head, tail;
+} arrivals;
 
 static struct {
     bh_opts_t o;
@@ -160,20 +173,21 @@ static void fab_close(void)
     free(g.addr);
 }
 
-/* Read up to `max` completions; spins, then yields (oversubscribed hosts). */
-static size_t fab_poll(struct op **ops, size_t max, unsigned *idle)
+/* Read completions: mark them done, queue task arrivals; spins, then yields
+ * (oversubscribed hosts). */
+static void fab_poll(unsigned *idle)
 {
     struct fi_cq_entry e[64];
-    if (max > 64)
-        max = 64;
-    ssize_t n = fi_cq_read(g.cq, e, max);
+    ssize_t n = fi_cq_read(g.cq, e, sizeof(e) / sizeof(e[0]));
     if (n > 0) {
         *idle = 0;
         for (ssize_t i = 0; i < n; i++) {
-            ops[i] = e[i].op_context;
-            ops[i]->done = 1;
+            struct op *op = e[i].op_context;
+            op->done = 1;
+            if (op->kind == OP_RECV)
+                arrivals.op[arrivals.tail++ % NRECV] = op;
         }
-        return (size_t)n;
+        return;
     }
     if (n != -FI_EAGAIN) {
         struct fi_cq_err_entry err = {0};
@@ -183,15 +197,13 @@ static size_t fab_poll(struct op **ops, size_t max, unsigned *idle)
     }
     if (++*idle > 200)
         sched_yield();
-    return 0;
 }
 
 static void fab_wait(struct op *op)
 {
     unsigned idle = 0;
-    struct op *ops[64];
     while (!op->done)
-        fab_poll(ops, 64, &idle);
+        fab_poll(&idle);
 }
 
 static void post_recv(void *buf, size_t len, struct op *op)
@@ -208,10 +220,9 @@ static void post_send(const void *buf, size_t len, fi_addr_t to, struct op *op)
     op->done = 0;
     ssize_t rc;
     unsigned idle = 0;
-    struct op *ops[64];
     /* -FI_EAGAIN is the peer's flow control: progress our CQ and retry. */
     while ((rc = fi_send(g.ep, buf, len, NULL, to, &op->ctx)) == -FI_EAGAIN)
-        fab_poll(ops, 64, &idle);
+        fab_poll(&idle);
     CHECK_FI(rc);
 }
 
@@ -258,14 +269,14 @@ static void target_hsa(struct target *t, uint64_t total, bool batch)
     unsigned idle = 0;
     int64_t expect = (int64_t)total;
     t->reply_op.done = 1;
+    unsigned max = batch ? g.window : 1;
     while (got < total) {
-        struct op *ops[64];
-        size_t n = fab_poll(ops, batch ? g.window : 1, &idle);
+        if (arrivals.head == arrivals.tail)
+            fab_poll(&idle);
         unsigned nrecv = 0;
         struct op *recvd[64];
-        for (size_t i = 0; i < n; i++)
-            if (ops[i]->kind == OP_RECV)
-                recvd[nrecv++] = ops[i];
+        while (nrecv < max && arrivals.head != arrivals.tail)
+            recvd[nrecv++] = arrivals.op[arrivals.head++ % NRECV];
         if (!nrecv)
             continue;
         got += nrecv;
@@ -308,7 +319,7 @@ static void initiator_hsa(uint64_t iters, size_t size, bool batch)
     unsigned w = batch ? g.window : 1;
     struct msg *m = calloc(w, sizeof(*m));
     struct op *sop = calloc(w, sizeof(*sop));
-    struct op rop = {.kind = OP_RECV};
+    struct op rop = {.kind = OP_REPLY};
     uint64_t reply;
     for (unsigned i = 0; i < w; i++) {
         m[i].len = size;
