@@ -11,9 +11,12 @@
  * queue until their dependencies hold, and the packet after one starts
  * only when it has completed: a barrier blocks its queue (HSA).
  *
- * Idle workers sleep on a futex that the doorbell bumps. Only while a
- * barrier packet waits on signals that something outside this agent may
- * change do they sleep in bounded naps (20 us growing to 1 ms).
+ * An idle worker watches the doorbell word for XTQ_CPU_SPIN_US (yielding
+ * now and then, for oversubscribed hosts), then sleeps on its futex: a
+ * task that follows closely starts without a wake-up (a few microseconds
+ * of scheduler latency), an idle agent costs nothing. Only while a barrier
+ * packet waits on signals that something outside this agent may change do
+ * workers sleep in bounded naps (20 us growing to 1 ms).
  *
  * Kernel and function objects live in an agent-owned pool, so a kernel
  * object taken from a packet is validated (range, alignment, magic) before
@@ -22,8 +25,10 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <sys/mman.h>
 
+#include "bootstrap.h"
 #include "cpu_agent.h"
 #include "queue_int.h"
 
@@ -82,6 +87,7 @@ struct cpu_agent {
     struct xtq_agent base;
     unsigned nworkers;
     unsigned nstarted;
+    uint64_t spin_ns; /* XTQ_CPU_SPIN_US */
     pthread_t *workers;
 
     pthread_rwlock_t qlock; /* workers scan under the read lock */
@@ -482,11 +488,30 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
         cpu_wake(a, -1);
 }
 
+/* Poll the doorbell word until it moves from `seq` or spin_ns passes.
+ * Returns true if it moved (there may be work). */
+static bool cpu_spin(struct cpu_agent *a, uint32_t seq)
+{
+    uint64_t end = xtq__now_ns() + a->spin_ns;
+    for (unsigned i = 1;; i++) {
+        if (atomic_load_explicit(&a->work_seq, memory_order_acquire) != seq ||
+            atomic_load_explicit(&a->stop, memory_order_relaxed))
+            return true;
+        if ((i & 63) == 0) {
+            if (xtq__now_ns() >= end)
+                return false;
+            sched_yield();
+        }
+        xtq__cpu_relax();
+    }
+}
+
 static void *cpu_worker(void *arg)
 {
     struct cpu_agent *a = arg;
     int64_t nap = CPU_NAP_MIN_NS;
     unsigned start = 0;
+    bool spun = false; /* spun since the last task: sleep next time */
     struct cpu_task t;
 
     while (!atomic_load_explicit(&a->stop, memory_order_acquire)) {
@@ -514,8 +539,15 @@ static void *cpu_worker(void *arg)
                 cpu_wake(a, 1);
             cpu_run(a, &t);
             nap = CPU_NAP_MIN_NS;
+            spun = false;
             continue;
         }
+        if (!deps && !spun && a->spin_ns) {
+            spun = true;
+            if (cpu_spin(a, seq))
+                continue;
+        }
+        spun = false;
         atomic_fetch_add_explicit(&a->sleepers, 1, memory_order_seq_cst);
         if (deps) {
             atomic_fetch_add_explicit(&a->dep_nappers, 1, memory_order_seq_cst);
@@ -683,6 +715,9 @@ static int cpu_agent_create(xtq_ctx_t *ctx, unsigned device_index, unsigned work
     a->base.info.workers = workers;
     a->base.info.max_queue_size = CPU_MAX_QUEUE_SIZE;
     a->nworkers = workers;
+    a->spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_CPU_SPIN_US,
+                              ctx && ctx->bootstrap ? (unsigned)ctx->bootstrap->local_size : 1,
+                              50, 0);
     pthread_rwlock_init(&a->qlock, NULL);
     pthread_mutex_init(&a->obj_lock, NULL);
 

@@ -116,6 +116,12 @@ static inline void xtq__cpu_relax(void)
 /* Futex helpers on a 32-bit word (Linux). */
 int xtq__futex_wait(_Atomic uint32_t *addr, uint32_t expected, int64_t timeout_ns);
 void xtq__futex_wake(_Atomic uint32_t *addr, int count);
+/* Spin policy (util.c): cores this rank can use, and a spin parameter
+ * resolved ("auto" = -1) for that many cores. */
+#define XTQ__SPIN_MIN_CORES 3
+unsigned xtq__cores_per_rank(unsigned local_ranks);
+uint64_t xtq__spin_ns(enum xtq__param_id id, unsigned local_ranks, int64_t roomy_us,
+                      int64_t tight_us);
 
 /* ---- signals ------------------------------------------------------------
  * value is first so a device can decrement it with one 64-bit atomic.

@@ -1,7 +1,8 @@
-/* Time and futex helpers. */
+/* Time, futex and spin-policy helpers. */
 #include "internal.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -37,4 +38,37 @@ void xtq__futex_wake(_Atomic uint32_t *addr, int count)
 {
     syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, count < 0 ? INT_MAX : count, NULL,
             NULL, 0);
+}
+
+/* Cores this process may use by itself: its affinity mask when the
+ * launcher bound it, else the host's cores shared by the ranks on it. */
+unsigned xtq__cores_per_rank(unsigned local_ranks)
+{
+    cpu_set_t set;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned avail = online > 0 ? (unsigned)online : 1;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        unsigned mine = (unsigned)CPU_COUNT(&set);
+        if (mine > 0 && mine < avail)
+            return mine; /* bound: these cores are ours */
+    }
+    if (local_ranks > 1)
+        avail /= local_ranks;
+    return avail ? avail : 1;
+}
+
+/*
+ * Spinning before sleeping saves a wake-up (several microseconds) per hand-off
+ * between threads, but only where the spinner does not take the core the
+ * thread it waits for needs. "auto" (-1) spins `roomy_us` when each rank has
+ * XTQ__SPIN_MIN_CORES cores (application thread, progress thread, a busy
+ * agent worker), else `tight_us`.
+ */
+uint64_t xtq__spin_ns(enum xtq__param_id id, unsigned local_ranks, int64_t roomy_us,
+                      int64_t tight_us)
+{
+    int64_t us = xtq__param_int(id);
+    if (us < 0)
+        us = xtq__cores_per_rank(local_ranks) >= XTQ__SPIN_MIN_CORES ? roomy_us : tight_us;
+    return (uint64_t)us * 1000u;
 }

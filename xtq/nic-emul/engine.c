@@ -161,6 +161,8 @@ struct xtq__engine {
     struct doorbell **bells; /* by rank; NULL unless doorbells are in use */
     char bell_name[64];
 
+    uint64_t wait_spin_ns;     /* XTQ_WAIT_SPIN_US, resolved */
+    uint64_t progress_spin_ns; /* XTQ_PROGRESS_SPIN_US, resolved */
     uint64_t peer_timeout_ns; /* 0: never declare a peer down */
     uint64_t next_peer_check;
     _Atomic uint32_t peers_down;
@@ -926,7 +928,7 @@ static void place_thread(struct xtq__engine *e)
 static void *progress_main(void *arg)
 {
     struct xtq__engine *e = arg;
-    uint64_t spin_ns = (uint64_t)xtq__param_int(XTQ__PARAM_XTQ_PROGRESS_SPIN_US) * 1000u;
+    uint64_t spin_ns = e->progress_spin_ns;
     uint64_t last = xtq__now_ns();
 
     place_thread(e);
@@ -1123,6 +1125,25 @@ int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t time
     _Atomic uint32_t *st = (_Atomic uint32_t *)&comp->state;
     uint64_t deadline = timeout_ns == XTQ_TIMEOUT_INFINITE ? UINT64_MAX
                                                            : xtq__now_ns() + (uint64_t)timeout_ns;
+    /* Poll first, progressing the engine ourselves (if the progress thread
+     * is not): an ack that comes within the spin is seen without two
+     * thread wake-ups (engine thread, then us). */
+    if (!e->manual && e->wait_spin_ns) {
+        uint64_t end = xtq__now_ns() + e->wait_spin_ns;
+        for (unsigned i = 1;; i++) {
+            if (atomic_load_explicit(st, memory_order_acquire) & XTQ_COMPLETION_DONE)
+                return comp->status;
+            if (xtq__engine_progress(e) > 0)
+                continue;
+            if ((i & 63) == 0) {
+                uint64_t now = xtq__now_ns();
+                if (now >= end || now >= deadline)
+                    break;
+                sched_yield();
+            }
+            xtq__cpu_relax();
+        }
+    }
     for (;;) {
         uint32_t v = atomic_load_explicit(st, memory_order_acquire);
         if (v & XTQ_COMPLETION_DONE)
@@ -1238,6 +1259,9 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     e->max_wire = XTQ_ALIGN_UP(e->max_msg + sizeof(struct xtq__wire_hdr) + 128, (size_t)64);
     int64_t pt = xtq__param_int(XTQ__PARAM_XTQ_PEER_TIMEOUT_MS);
     e->peer_timeout_ns = pt > 0 ? (uint64_t)pt * 1000000ull : 0;
+    unsigned local = (unsigned)ctx->bootstrap->local_size;
+    e->wait_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_WAIT_SPIN_US, local, 50, 0);
+    e->progress_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_PROGRESS_SPIN_US, local, 100, 20);
     pthread_mutex_init(&e->put_lock, NULL);
     pthread_mutex_init(&e->progress_lock, NULL);
     pthread_mutex_init(&e->ack_lock, NULL);
