@@ -72,3 +72,38 @@ uint64_t xtq__spin_ns(enum xtq__param_id id, unsigned local_ranks, int64_t roomy
         us = xtq__cores_per_rank(local_ranks) >= XTQ__SPIN_MIN_CORES ? roomy_us : tight_us;
     return (uint64_t)us * 1000u;
 }
+
+/*
+ * Locks on the data path (the transport, the put window, the live-task
+ * list) are held for well under a microsecond, while a plain mutex puts a
+ * contender to sleep at once and makes it pay a futex wake-up (seen: ~15 us
+ * on a virtual 16-core host) whenever the progress thread meets an agent
+ * worker or the application there. Where the spin policy allows it
+ * (xtq__lock_spin_ns, set from it at init), contenders poll first, yielding
+ * now and then, and sleep only after that long. On an oversubscribed host
+ * the holder may need the contender's core: they sleep at once.
+ */
+_Atomic uint64_t xtq__lock_spin_ns;
+
+void xtq__mutex_lock(pthread_mutex_t *m)
+{
+    uint64_t spin = atomic_load_explicit(&xtq__lock_spin_ns, memory_order_relaxed);
+    if (!spin) {
+        pthread_mutex_lock(m);
+        return;
+    }
+    if (pthread_mutex_trylock(m) == 0)
+        return;
+    uint64_t end = xtq__now_ns() + spin;
+    for (unsigned i = 1;; i++) {
+        xtq__cpu_relax();
+        if (pthread_mutex_trylock(m) == 0)
+            return;
+        if ((i & 63) == 0) {
+            if (xtq__now_ns() >= end)
+                break;
+            sched_yield();
+        }
+    }
+    pthread_mutex_lock(m);
+}

@@ -302,7 +302,7 @@ static void region_put(struct rx_region *r)
 
 static void ack_queue(struct xtq__engine *e, struct ack_msg *a)
 {
-    pthread_mutex_lock(&e->ack_lock);
+    xtq__mutex_lock(&e->ack_lock);
     a->next = NULL;
     if (e->acks_tail)
         e->acks_tail->next = a;
@@ -346,7 +346,7 @@ static int acks_flush(struct xtq__engine *e)
 {
     int n = 0;
     while (atomic_load(&e->acks_pending)) {
-        pthread_mutex_lock(&e->ack_lock);
+        xtq__mutex_lock(&e->ack_lock);
         struct ack_msg *a = e->acks_head;
         pthread_mutex_unlock(&e->ack_lock);
         if (!a)
@@ -373,7 +373,7 @@ static int acks_flush(struct xtq__engine *e)
             XTQ__STAT_INC(e->ctx, acks_sent);
             peer_ring(e, a->dest);
         }
-        pthread_mutex_lock(&e->ack_lock);
+        xtq__mutex_lock(&e->ack_lock);
         e->acks_head = a->next;
         if (!e->acks_head)
             e->acks_tail = NULL;
@@ -405,7 +405,7 @@ static void task_reject(struct xtq__engine *e, struct task *t, int err)
 /* Runs on an agent's worker thread when a task we enqueued has finished. */
 static void live_add(struct xtq__engine *e, struct task *t)
 {
-    pthread_mutex_lock(&e->live_lock);
+    xtq__mutex_lock(&e->live_lock);
     t->lprev = NULL;
     t->lnext = e->live;
     if (e->live)
@@ -416,7 +416,7 @@ static void live_add(struct xtq__engine *e, struct task *t)
 
 static void live_del(struct xtq__engine *e, struct task *t)
 {
-    pthread_mutex_lock(&e->live_lock);
+    xtq__mutex_lock(&e->live_lock);
     if (t->lprev)
         t->lprev->lnext = t->lnext;
     else
@@ -466,6 +466,11 @@ static int task_enqueue(struct xtq__engine *e, struct task *t)
      * another thread as soon as it is published. */
     uint32_t src = t->src, wflags = t->wire_flags;
     uint64_t seq = t->seq;
+    /* The CUDA agent reads the payload's length here to decide where the
+     * task reads it (XTQ_CUDA_COPY_MIN); HSA leaves the field to us. */
+    if (q->agent->kind == XTQ_AGENT_CUDA &&
+        xtq_aql_header_type(pkt.header) == XTQ_PACKET_TYPE_KERNEL_DISPATCH)
+        pkt.kernel.reserved2 = t->payload_len;
     xtq_aql_packet_t *slot = xtq_queue_slot(q, idx);
     memcpy((uint8_t *)slot + 4, (const uint8_t *)&pkt + 4, sizeof(pkt) - 4);
     if (q->retire != engine_retire)
@@ -611,7 +616,7 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
 
 static void slot_local(struct xtq__engine *e, struct put_slot *s, int status, int prov_errno)
 {
-    pthread_mutex_lock(&e->put_lock);
+    xtq__mutex_lock(&e->put_lock);
     if (!(s->state & SLOT_BUSY) || (s->state & SLOT_LOCAL)) {
         pthread_mutex_unlock(&e->put_lock);
         return;
@@ -641,7 +646,7 @@ static void handle_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
 {
     uint32_t src = hdr->src_rank;
     struct put_slot *s = &e->peers[src].slots[hdr->seq % e->window];
-    pthread_mutex_lock(&e->put_lock);
+    xtq__mutex_lock(&e->put_lock);
     if (!(s->state & SLOT_BUSY) || s->seq != hdr->seq || (s->state & SLOT_ACKED) ||
         s->target != (int)src) {
         pthread_mutex_unlock(&e->put_lock);
@@ -684,7 +689,7 @@ static void peer_down(struct xtq__engine *e, int r)
     atomic_fetch_add(&e->peers_down, 1);
     xtq_warn(ENGINE, "rank %d: peer %d silent for %llu ms; declared down, its puts fail",
              e->ctx->rank, r, (unsigned long long)(e->peer_timeout_ns / 1000000));
-    pthread_mutex_lock(&e->put_lock);
+    xtq__mutex_lock(&e->put_lock);
     for (uint32_t i = 0; i < e->window; i++) {
         struct put_slot *s = &e->peers[r].slots[i];
         if (s->state & SLOT_BUSY) {
@@ -709,7 +714,7 @@ static void peers_check(struct xtq__engine *e)
         struct peer *p = &e->peers[r];
         if (r == e->ctx->rank || atomic_load(&p->down))
             continue;
-        pthread_mutex_lock(&e->put_lock);
+        xtq__mutex_lock(&e->put_lock);
         uint32_t busy = p->busy;
         pthread_mutex_unlock(&e->put_lock);
         if (!busy)
@@ -1001,7 +1006,7 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
         return -XTQ_EFINALIZED;
 
     struct peer *p = &e->peers[target];
-    pthread_mutex_lock(&e->put_lock);
+    xtq__mutex_lock(&e->put_lock);
     for (;;) {
         if (atomic_load(&p->down)) {
             pthread_mutex_unlock(&e->put_lock);
@@ -1017,7 +1022,7 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
             return -XTQ_EAGAIN;
         }
         window_wait(e, seen);
-        pthread_mutex_lock(&e->put_lock);
+        xtq__mutex_lock(&e->put_lock);
     }
     size_t hdr_len = sizeof(struct xtq__wire_hdr);
     size_t pad1 = xtq__wire_payload_offset((uint32_t)cmd_len) - hdr_len - cmd_len;
@@ -1262,6 +1267,8 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     unsigned local = (unsigned)ctx->bootstrap->local_size;
     e->wait_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_WAIT_SPIN_US, local, 50, 0);
     e->progress_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_PROGRESS_SPIN_US, local, 100, 20);
+    /* Contended data-path locks poll as long as a waiter would. */
+    atomic_store(&xtq__lock_spin_ns, e->wait_spin_ns);
     pthread_mutex_init(&e->put_lock, NULL);
     pthread_mutex_init(&e->progress_lock, NULL);
     pthread_mutex_init(&e->ack_lock, NULL);
@@ -1340,11 +1347,15 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
             rc = -XTQ_ENOMEM;
             goto err_engine;
         }
-        /* Agents read payloads and arguments from here in place. */
+        /* Agents read payloads and arguments from here in place: a region
+         * a GPU cannot read would fault it at the first task. */
         for (unsigned a = 0; a < ctx->nagents; a++) {
             xtq_agent_t *ag = ctx->agents[a];
-            if (ag->ops->mem_register)
-                ag->ops->mem_register(ag, r->buf, r->len);
+            if (ag->ops->mem_register && (rc = ag->ops->mem_register(ag, r->buf, r->len))) {
+                xtq_err(ENGINE, "agent %s cannot map a receive region: %s", ag->info.name,
+                        xtq_errname(rc));
+                goto err_engine;
+            }
         }
         atomic_store(&r->refs, 1);
         rc = region_post(r);
@@ -1403,7 +1414,7 @@ void xtq__engine_stop(struct xtq__engine *e)
         pthread_join(e->thread, NULL);
     }
     /* Fail what never completed. */
-    pthread_mutex_lock(&e->put_lock);
+    xtq__mutex_lock(&e->put_lock);
     for (int r = 0; r < ctx->size; r++)
         for (uint32_t i = 0; i < e->window; i++) {
             struct put_slot *s = &e->peers[r].slots[i];

@@ -223,7 +223,7 @@ int xtq__ofi_post_multi_recv(struct xtq__ofi *o, void *buf, size_t len, void *co
         .context = context, .data = 0,
     };
     ssize_t rc;
-    pthread_mutex_lock(&o->lock);
+    xtq__mutex_lock(&o->lock);
     rc = fi_recvmsg(o->ep, &msg, FI_MULTI_RECV);
     pthread_mutex_unlock(&o->lock);
     return (int)rc;
@@ -233,7 +233,7 @@ ssize_t xtq__ofi_sendv(struct xtq__ofi *o, const struct iovec *iov, size_t count
                        void *context)
 {
     ssize_t rc;
-    pthread_mutex_lock(&o->lock);
+    xtq__mutex_lock(&o->lock);
     rc = fi_sendv(o->ep, iov, NULL, count, o->addrs[dest], context);
     pthread_mutex_unlock(&o->lock);
     return rc;
@@ -242,7 +242,7 @@ ssize_t xtq__ofi_sendv(struct xtq__ofi *o, const struct iovec *iov, size_t count
 ssize_t xtq__ofi_inject(struct xtq__ofi *o, const void *buf, size_t len, int dest)
 {
     ssize_t rc;
-    pthread_mutex_lock(&o->lock);
+    xtq__mutex_lock(&o->lock);
     rc = fi_inject(o->ep, buf, len, o->addrs[dest]);
     pthread_mutex_unlock(&o->lock);
     return rc;
@@ -252,7 +252,7 @@ ssize_t xtq__ofi_cq_read(struct xtq__ofi *o, struct fi_cq_data_entry *entries, s
                          struct fi_cq_err_entry *err)
 {
     ssize_t rc;
-    pthread_mutex_lock(&o->lock);
+    xtq__mutex_lock(&o->lock);
     rc = fi_cq_read(o->cq, entries, n);
     if (rc == -FI_EAVAIL) {
         memset(err, 0, sizeof(*err));
