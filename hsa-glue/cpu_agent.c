@@ -11,7 +11,7 @@
  * queue until their dependencies hold, and the packet after one starts
  * only when it has completed: a barrier blocks its queue (HSA).
  *
- * An idle worker watches the doorbell word for XTQ_CPU_SPIN_US (yielding
+ * An idle worker watches the doorbell word for XTQ_AGENT_SPIN_US (yielding
  * now and then, for oversubscribed hosts), then sleeps on its futex: a
  * task that follows closely starts without a wake-up (a few microseconds
  * of scheduler latency), an idle agent costs nothing. Only while a barrier
@@ -87,7 +87,7 @@ struct cpu_agent {
     struct xtq_agent base;
     unsigned nworkers;
     unsigned nstarted;
-    uint64_t spin_ns; /* XTQ_CPU_SPIN_US */
+    uint64_t spin_ns; /* XTQ_AGENT_SPIN_US */
     pthread_t *workers;
 
     pthread_rwlock_t qlock; /* workers scan under the read lock */
@@ -715,7 +715,7 @@ static int cpu_agent_create(xtq_ctx_t *ctx, unsigned device_index, unsigned work
     a->base.info.workers = workers;
     a->base.info.max_queue_size = CPU_MAX_QUEUE_SIZE;
     a->nworkers = workers;
-    a->spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_CPU_SPIN_US,
+    a->spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_AGENT_SPIN_US,
                               ctx && ctx->bootstrap ? (unsigned)ctx->bootstrap->local_size : 1,
                               50, 0);
     pthread_rwlock_init(&a->qlock, NULL);

@@ -12,7 +12,7 @@ endif()
 find_package(CUDAToolkit REQUIRED GLOBAL)
 
 target_sources(xtq_obj PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cuda_agent.c
-                               ${CMAKE_CURRENT_LIST_DIR}/cuda_agent.cu)
+                               ${CMAKE_CURRENT_LIST_DIR}/cuda_builtin.cu)
 target_compile_definitions(xtq_obj PUBLIC XTQ_HAVE_CUDA_AGENT=1)
 target_include_directories(xtq_obj SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 set_target_properties(xtq_obj PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)

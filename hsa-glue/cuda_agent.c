@@ -1,8 +1,15 @@
 /*
  * CUDA agent, host side: probe, open, queues, kernel objects, signals,
- * memory registration, the retire thread and shutdown. The packet
- * processor itself runs on the GPU (cuda_agent.cu); no host thread sits
- * between a doorbell and a task starting.
+ * memory registration, task modules, the retire thread and shutdown. The
+ * packet processor itself runs on the GPU (<xtq/cuda_processor.cuh>); no
+ * host thread sits between a doorbell and a task starting.
+ *
+ * The processor is compiled into the module that holds the tasks (device
+ * function pointers are only callable inside their module). libxtq's own
+ * instance (cuda_builtin.cu) starts with the first queue and serves
+ * barrier packets; xtq_cuda_attach() stops it between packets and starts
+ * the task module's instead, on the same state. Until a queue exists no
+ * processor runs, so a process that only sends takes no SMs.
  *
  * The CUDA runtime is linked statically (cudart_static), which loads
  * libcuda.so.1 itself: a machine without the driver marks the agent
@@ -19,17 +26,29 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda_agent.h"
+#include <xtq/cuda_abi.h>
+
+#include "bootstrap.h"
+#include "cuda_builtin.h"
 #include "queue_int.h"
 
 #define CUDA_SIGNALS 4096
 #define CUDA_MAX_QUEUE_SIZE (1u << 20)
-/* The retire thread polls this long after the last completion before it
- * starts napping, and naps at most this long while packets are pending. */
+/* While packets are pending, the retire thread polls for RETIRE_SPIN_NS
+ * after the last completion, then naps, at most RETIRE_NAP_MAX_NS at a
+ * time. Idle, it polls for XTQ_AGENT_SPIN_US (resolved: idle_spin_ns)
+ * before it sleeps until a doorbell: a packet that follows closely then
+ * finds it awake (a futex wake-up costs more than a small GPU task). */
 #define RETIRE_SPIN_NS 20000
+#define RETIRE_POLL_PENDING_NS 2000000
 #define RETIRE_NAP_MAX_NS 100000
 /* Bound on the idle sleep: a producer that never calls the doorbell op. */
 #define RETIRE_IDLE_NS 100000000
+/* Module tags: libxtq's own processor, then one per module attached. */
+#define CUDA_TAG_BUILTIN 1u
+#define CUDA_MAX_MODULES 64
+/* How long a starting processor may take to report in. */
+#define CUDA_START_TIMEOUT_NS 10000000000ull
 
 struct cuda_kernel {
     struct xtq_kernel base;
@@ -55,6 +74,7 @@ struct cuda_agent {
     struct xtq__cuda_dev *dev; /* device memory */
     struct xtq__cuda_ctl *ctl; /* mapped host */
     struct xtq__cuda_kdesc *kdesc;
+    void *stage; /* device memory: payloads copied before their task */
     struct xtq_signal *sigs; /* mapped host pool */
     uint32_t sig_free[CUDA_SIGNALS];
     uint32_t nsig_free;
@@ -67,8 +87,19 @@ struct cuda_agent {
     pthread_t retire_thread;
     bool retire_started;
     bool running;
+    /* The processor that runs (or will): libxtq's own, or an attached
+     * task module's (attach_refs > 0). Under lock. */
+    xtq_cuda_launch_fn launch;
+    uint32_t tag;
+    unsigned attach_refs;
+    /* Tags stay with their module across detach and attach, so its kernel
+     * objects work again when it comes back. */
+    xtq_cuda_launch_fn tagged[CUDA_MAX_MODULES];
+    uint32_t ntagged;
+    char module_name[48];
     _Atomic uint32_t bell;
     _Atomic uint32_t sleeping;
+    uint64_t idle_spin_ns;
     _Atomic int stop;
 };
 
@@ -139,8 +170,8 @@ static int cuda_publish_table(struct cuda_agent *a)
 {
     uint32_t v = ++a->version;
     int rc = cuda_put(a, (void *)&a->dev->version, &v, sizeof(v));
-    if (rc)
-        return rc;
+    if (rc || !a->running)
+        return rc; /* a processor that starts later reads it first */
     for (long ns = 1000; a->ctl->version_seen != v; ns = ns < 1000000 ? ns * 2 : ns) {
         if (!processor_alive(a)) {
             xtq_err(CUDA, "packet processor is not running");
@@ -149,6 +180,60 @@ static int cuda_publish_table(struct cuda_agent *a)
         nap_ns(ns);
     }
     return 0;
+}
+
+/* Stop the running processor between packets: it exits at its next
+ * poll (a dispatch in flight finishes first). Caller holds the lock. */
+static int processor_stop(struct cuda_agent *a)
+{
+    uint32_t one = 1;
+    if (!a->running)
+        return 0;
+    int rc = cuda_put(a, (void *)&a->dev->stop, &one, sizeof(one));
+    if (rc == 0)
+        rc = cuda_rc(cudaStreamSynchronize(a->run), "packet processor exit");
+    a->running = false;
+    return rc;
+}
+
+/* Start `launch`'s processor on the agent's state and wait until it has
+ * reported in (or refused a state of another ABI). Caller holds the lock. */
+static int processor_start(struct cuda_agent *a, xtq_cuda_launch_fn launch, uint32_t tag,
+                           const char *name)
+{
+    uint32_t zero = 0;
+    int rc = cuda_put(a, (void *)&a->dev->stop, &zero, sizeof(zero));
+    if (rc)
+        return rc;
+    a->ctl->running = 0;
+    a->ctl->error = 0;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    rc = cuda_rc((cudaError_t)launch(a->dev, tag, a->blocks, a->run), "packet processor launch");
+    if (rc)
+        return rc;
+    uint64_t deadline = xtq__now_ns() + CUDA_START_TIMEOUT_NS;
+    for (long ns = 1000; a->ctl->running != tag; ns = ns < 1000000 ? ns * 2 : ns) {
+        if (a->ctl->error == -XTQ_EVERSION) {
+            xtq_err(CUDA, "task module %s was built against libxtq CUDA ABI %u, this is %u", name,
+                    a->ctl->abi_seen, XTQ_CUDA_ABI_VERSION);
+            (void)cudaStreamSynchronize(a->run);
+            return -XTQ_EVERSION;
+        }
+        if (cudaStreamQuery(a->run) != cudaErrorNotReady || xtq__now_ns() > deadline) {
+            if (a->ctl->error == -XTQ_EVERSION)
+                continue; /* reported, then exited: the branch above says so */
+            xtq_err(CUDA, "packet processor of %s did not start: %s", name,
+                    cudaGetErrorString(cudaStreamQuery(a->run)));
+            return -XTQ_EIO;
+        }
+        nap_ns(ns);
+    }
+    a->running = true;
+    a->launch = launch;
+    a->tag = tag;
+    snprintf(a->module_name, sizeof(a->module_name), "%s", name);
+    xtq_dbg(CUDA, "packet processor of %s running (tag %u)", name, tag);
+    return cuda_publish_table(a);
 }
 
 /* ---- retire thread ----------------------------------------------------- */
@@ -206,11 +291,14 @@ static void *cuda_retire_main(void *arg)
             continue;
         }
         if (pending) {
-            if (now - last < RETIRE_SPIN_NS) {
+            /* Where the spin policy allows it, poll through a long task too:
+             * a nap that outlasts it delays the completion by the nap. */
+            if (now - last < (a->idle_spin_ns ? RETIRE_POLL_PENDING_NS : RETIRE_SPIN_NS)) {
                 xtq__cpu_relax();
                 continue;
             }
-            if (nap >= RETIRE_NAP_MAX_NS && !processor_alive(a)) {
+            /* Not running at all is a module switch in progress. */
+            if (nap >= RETIRE_NAP_MAX_NS && a->running && !processor_alive(a)) {
                 XTQ_LOG_ONCE(CUDA, ERROR, "packet processor stopped with packets pending: %s",
                              cudaGetErrorString(cudaStreamQuery(a->run)));
                 nap_ns(RETIRE_NAP_MAX_NS * 10);
@@ -218,6 +306,11 @@ static void *cuda_retire_main(void *arg)
             }
             nap_ns(nap);
             nap = nap * 2 > RETIRE_NAP_MAX_NS ? RETIRE_NAP_MAX_NS : nap * 2;
+            continue;
+        }
+        if (now - last < a->idle_spin_ns) {
+            if (atomic_load_explicit(&a->bell, memory_order_acquire) == bell)
+                xtq__cpu_relax();
             continue;
         }
         atomic_store_explicit(&a->sleeping, 1, memory_order_seq_cst);
@@ -318,6 +411,12 @@ static int cuda_queue_create(xtq_agent_t *agent, uint32_t size, xtq_queue_t **qu
     }
     if (rc == 0)
         a->queues[slot] = q;
+    /* The first queue needs a processor: libxtq's own until a module
+     * attaches. */
+    if (rc == 0 && !a->running)
+        rc = processor_start(a, a->launch, a->tag, a->module_name);
+    if (rc)
+        a->queues[slot] = NULL;
     pthread_mutex_unlock(&a->lock);
     if (rc)
         goto err_host;
@@ -355,7 +454,7 @@ static int cuda_kernel_destroy(xtq_kernel_t *kernel)
 {
     struct cuda_kernel *k = container_of(kernel, struct cuda_kernel, base);
     struct cuda_agent *a = to_cuda(kernel->agent);
-    struct xtq__cuda_kdesc d = {0, 0, 0};
+    struct xtq__cuda_kdesc d = {0, 0, 0, 0};
     int rc;
 
     pthread_mutex_lock(&a->lock);
@@ -402,15 +501,11 @@ static int cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len)
 static void cuda_close(xtq_agent_t *agent)
 {
     struct cuda_agent *a = to_cuda(agent);
-    uint32_t one = 1;
 
     cudaSetDevice(a->device);
-    if (a->running) {
-        /* The processor exits at its next poll; tasks in flight finish. */
-        if (cuda_put(a, (void *)&a->dev->stop, &one, sizeof(one)) == 0)
-            (void)cuda_rc(cudaStreamSynchronize(a->run), "packet processor exit");
-        a->running = false;
-    }
+    /* The processor exits at its next poll; tasks in flight finish. */
+    if (a->dev != NULL)
+        (void)processor_stop(a);
     if (a->retire_started) {
         atomic_store_explicit(&a->stop, 1, memory_order_seq_cst);
         atomic_fetch_add_explicit(&a->bell, 1, memory_order_seq_cst);
@@ -435,6 +530,8 @@ static void cuda_close(xtq_agent_t *agent)
         cudaFreeHost(a->ctl);
     if (a->kdesc)
         cudaFree(a->kdesc);
+    if (a->stage)
+        cudaFree(a->stage);
     if (a->dev)
         cudaFree(a->dev);
     if (a->ctl_stream)
@@ -564,6 +661,19 @@ static int cuda_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
         rc = -XTQ_ENOMEM;
         goto err;
     }
+    init->abi = XTQ_CUDA_ABI_VERSION;
+    /* Payload placement: in place (pinned host) below copy_min, copied
+     * into device memory from there (docs/cuda.md has the measurements). */
+    init->copy_min = xtq__param_size(XTQ__PARAM_XTQ_CUDA_COPY_MIN);
+    if (init->copy_min) {
+        init->stage_len = xtq__param_size(XTQ__PARAM_XTQ_MAX_MSG_SIZE);
+        rc = cuda_rc(cudaMalloc(&a->stage, init->stage_len), "cudaMalloc (payload stage)");
+        if (rc) {
+            free(init);
+            goto err;
+        }
+        init->stage = (uint64_t)(uintptr_t)a->stage;
+    }
     init->poll_ns_max = (uint32_t)xtq__param_int(XTQ__PARAM_XTQ_CUDA_POLL_NS);
     /* Without native host atomics (PCIe), a GPU atomic on host memory
      * loses the update: completion signals are then decremented with a
@@ -584,20 +694,18 @@ static int cuda_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
     free(init);
     if (rc)
         goto err;
-    /* Tasks live in other modules, so the processor's stack cannot be
-     * sized statically: give every thread room for a task's frame. */
+    /* Tasks are called through pointers, so the processor's stack cannot
+     * be sized statically: give every thread room for a task's frame. */
     rc = cuda_rc(cudaDeviceSetLimit(cudaLimitStackSize, 8192), "cudaDeviceSetLimit (stack)");
     if (rc)
         goto err;
-    rc = cuda_rc((cudaError_t)xtq__cuda_launch_processor(a->dev, a->blocks, a->run),
-                 "packet processor launch");
-    if (rc)
-        goto err;
-    a->running = true;
-    /* The processor acknowledges version 0 once it polls. */
-    rc = cuda_publish_table(a);
-    if (rc)
-        goto err;
+    /* Started with the first queue (processor_start). */
+    a->launch = xtq__builtin_xtq_launch;
+    a->tag = CUDA_TAG_BUILTIN;
+    snprintf(a->module_name, sizeof(a->module_name), "libxtq (no task module)");
+    a->idle_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_AGENT_SPIN_US,
+                                   ctx && ctx->bootstrap ? (unsigned)ctx->bootstrap->local_size : 1,
+                                   50, 0);
     if (pthread_create(&a->retire_thread, NULL, cuda_retire_main, a) != 0) {
         rc = -XTQ_ENOMEM;
         goto err;
@@ -609,8 +717,8 @@ static int cuda_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
     a->base.info.device_index = device_index;
     a->base.info.workers = a->blocks; /* SMs the processor keeps */
     a->base.info.max_queue_size = CUDA_MAX_QUEUE_SIZE;
-    xtq_info(CUDA, "%s: packet processor on %u of %d SMs (%u threads each)", prop.name,
-             a->blocks, prop.multiProcessorCount, XTQ__CUDA_THREADS);
+    xtq_info(CUDA, "%s: packet processor on %u of %d SMs (%u threads each) once a queue exists",
+             prop.name, a->blocks, prop.multiProcessorCount, XTQ__CUDA_THREADS);
     *agent = &a->base;
     return 0;
 
@@ -646,6 +754,12 @@ int xtq_kernel_create_cuda(xtq_agent_t *agent, uint64_t device_fn, uint32_t kern
     if (k == NULL)
         return -XTQ_ENOMEM;
     pthread_mutex_lock(&a->lock);
+    if (a->attach_refs == 0) {
+        xtq_err(CUDA, "no task module attached: attach the module that holds the task first "
+                      "(xtq_cuda_module_attach)");
+        rc = -XTQ_EINVAL;
+        goto err_unlock;
+    }
     for (slot = 0; slot < XTQ__CUDA_MAX_KERNELS && a->kernel_used[slot]; slot++)
         ;
     if (slot == XTQ__CUDA_MAX_KERNELS) {
@@ -655,6 +769,7 @@ int xtq_kernel_create_cuda(xtq_agent_t *agent, uint64_t device_fn, uint32_t kern
     d.fn = device_fn;
     d.kernarg_size = kernarg_size;
     d.live = 1;
+    d.module = (uint16_t)a->tag;
     rc = cuda_put(a, &a->kdesc[slot], &d, sizeof(d));
     if (rc)
         goto err_unlock;
@@ -670,6 +785,99 @@ int xtq_kernel_create_cuda(xtq_agent_t *agent, uint64_t device_fn, uint32_t kern
 err_unlock:
     pthread_mutex_unlock(&a->lock);
     free(k);
+    return rc;
+}
+
+int xtq_cuda_attach(xtq_agent_t *agent, xtq_cuda_launch_fn launch, const char *name)
+{
+    struct cuda_agent *a;
+    int rc = 0;
+
+    if (agent == NULL || launch == NULL)
+        return -XTQ_EINVAL;
+    if (agent->kind != XTQ_AGENT_CUDA)
+        return -XTQ_EAGENTKIND;
+    a = to_cuda(agent);
+    if (name == NULL)
+        name = "(unnamed)";
+    pthread_mutex_lock(&a->lock);
+    if (a->attach_refs > 0) {
+        if (a->launch == launch)
+            a->attach_refs++;
+        else
+            rc = -XTQ_EBUSY;
+        pthread_mutex_unlock(&a->lock);
+        if (rc)
+            xtq_err(CUDA, "cannot attach %s: %s is attached (one task module per agent)", name,
+                    a->module_name);
+        return rc;
+    }
+    uint32_t tag = 0;
+    for (uint32_t i = 0; i < a->ntagged && !tag; i++)
+        if (a->tagged[i] == launch)
+            tag = CUDA_TAG_BUILTIN + 1 + i;
+    if (!tag) {
+        if (a->ntagged == CUDA_MAX_MODULES) {
+            pthread_mutex_unlock(&a->lock);
+            xtq_err(CUDA, "cannot attach %s: %d modules attached over this agent's life", name,
+                    CUDA_MAX_MODULES);
+            return -XTQ_ENOSPC;
+        }
+        a->tagged[a->ntagged] = launch;
+        tag = CUDA_TAG_BUILTIN + 1 + a->ntagged++;
+    }
+    cudaSetDevice(a->device);
+    bool had_queues = a->running;
+    rc = processor_stop(a);
+    if (rc == 0 && had_queues) {
+        rc = processor_start(a, launch, tag, name);
+        if (rc) {
+            /* Back to libxtq's own: the queues still need a processor. */
+            int rc2 = processor_start(a, xtq__builtin_xtq_launch, CUDA_TAG_BUILTIN,
+                                      "libxtq (no task module)");
+            if (rc2)
+                xtq_err(CUDA, "cannot restart libxtq's processor: %s", xtq_errname(rc2));
+        }
+    } else if (rc == 0) {
+        /* No queue yet: it starts with the first one. */
+        a->launch = launch;
+        a->tag = tag;
+        snprintf(a->module_name, sizeof(a->module_name), "%s", name);
+    }
+    if (rc == 0)
+        a->attach_refs = 1;
+    pthread_mutex_unlock(&a->lock);
+    if (rc == 0)
+        xtq_info(CUDA, "task module %s attached (tag %u)", name, tag);
+    return rc;
+}
+
+int xtq_cuda_detach(xtq_agent_t *agent, xtq_cuda_launch_fn launch)
+{
+    struct cuda_agent *a;
+    int rc = 0;
+
+    if (agent == NULL || launch == NULL)
+        return -XTQ_EINVAL;
+    if (agent->kind != XTQ_AGENT_CUDA)
+        return -XTQ_EAGENTKIND;
+    a = to_cuda(agent);
+    pthread_mutex_lock(&a->lock);
+    if (a->attach_refs == 0 || a->launch != launch) {
+        pthread_mutex_unlock(&a->lock);
+        return -XTQ_EINVAL;
+    }
+    if (--a->attach_refs == 0) {
+        cudaSetDevice(a->device);
+        bool had_queues = a->running;
+        rc = processor_stop(a);
+        a->launch = xtq__builtin_xtq_launch;
+        a->tag = CUDA_TAG_BUILTIN;
+        snprintf(a->module_name, sizeof(a->module_name), "libxtq (no task module)");
+        if (rc == 0 && had_queues)
+            rc = processor_start(a, a->launch, a->tag, a->module_name);
+    }
+    pthread_mutex_unlock(&a->lock);
     return rc;
 }
 
@@ -732,6 +940,16 @@ int xtq_cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len)
 }
 
 #else /* !XTQ_HAVE_CUDA_AGENT: the API exists, the agent does not. */
+
+int xtq_cuda_attach(xtq_agent_t *agent, xtq_cuda_launch_fn launch, const char *name)
+{
+    return -XTQ_ENOAGENT;
+}
+
+int xtq_cuda_detach(xtq_agent_t *agent, xtq_cuda_launch_fn launch)
+{
+    return -XTQ_ENOAGENT;
+}
 
 int xtq_kernel_create_cuda(xtq_agent_t *agent, uint64_t device_fn, uint32_t kernarg_size,
                            xtq_kernel_t **kernel)

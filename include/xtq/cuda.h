@@ -4,7 +4,12 @@
  * The CUDA agent consumes AQL packets with a persistent command-processor
  * kernel: no host thread sits between the doorbell and the task starting.
  * A task is a __device__ function of one fixed signature, which the
- * processor calls once per work-item of each work-group:
+ * processor calls once per work-item of each work-group. A device function
+ * can only be called from its own CUDA module, so the processor is
+ * compiled into the module that holds the tasks (<xtq/cuda_processor.cuh>)
+ * and attached to the agent:
+ *
+ *     #include <xtq/cuda_processor.cuh>
  *
  *     __device__ void scale(const xtq_cuda_dispatch_t *d, void *kernarg)
  *     {
@@ -13,11 +18,18 @@
  *         if (i < d->grid_size[0]) a->out[i] = a->payload[i] * a->factor;
  *     }
  *     XTQ_CUDA_TASK_EXPORT(scale);  // a __device__ pointer variable scale_xtq_task
+ *     XTQ_CUDA_MODULE(my_tasks);    // this module's processor
  *
- *     // host, in the same .cu file (its CUDA runtime owns the symbol):
+ *     // host, in the same .cu file (its CUDA runtime owns the symbols):
+ *     xtq_cuda_module_attach(agent, my_tasks);
  *     uint64_t fn;
  *     xtq_cuda_task_address(scale_xtq_task, &fn);
  *     xtq_kernel_create_cuda(agent, fn, sizeof(struct args), &kernel);
+ *
+ * Set CUDA_MODULE_LOADING=EAGER (the agent sets it when it is unset and
+ * makes the process's first CUDA call), and create device memory and load
+ * modules before packets flow: a lazy module load, and some frees, wait
+ * for the device to idle, which it never does while a processor runs.
  *
  * This header is plain C and needs no CUDA header; the helpers marked
  * "CUDA only" appear when compiled by nvcc.
@@ -59,13 +71,46 @@ typedef void (*xtq_cuda_task_fn)(const xtq_cuda_dispatch_t *dispatch, void *kern
 #define XTQ_CUDA_MAX_WORKGROUP 256u
 
 /**
+ * Launches a task module's processor: `blocks` x XTQ_CUDA_MAX_WORKGROUP
+ * threads on `stream` (a cudaStream_t), with the agent's `state` and the
+ * module's `tag`. XTQ_CUDA_MODULE(name) defines one as name_xtq_launch.
+ * Returns a cudaError_t (0 on success).
+ */
+typedef int (*xtq_cuda_launch_fn)(void *state, uint32_t tag, unsigned blocks, void *stream);
+
+/**
+ * Attach a task module: its processor replaces the one serving the
+ * agent's queues (libxtq's own, which runs barrier packets only), so the
+ * module's tasks can run. Packets already queued are kept; a dispatch in
+ * flight finishes first. Attaching the attached module again counts a
+ * reference. Not while packets are being submitted from other threads.
+ * @param launch the module's launcher (XTQ_CUDA_MODULE); usually through
+ *        xtq_cuda_module_attach().
+ * @param name the module's name, for messages.
+ * @return 0, -XTQ_EINVAL, -XTQ_EAGENTKIND, -XTQ_EBUSY (another module is
+ *         attached: one at a time), -XTQ_ENOSPC (64 modules over the agent's
+ *         life), -XTQ_EVERSION (the module was built against other libxtq
+ *         headers), -XTQ_EIO (a CUDA error; logged).
+ */
+XTQ_API int xtq_cuda_attach(xtq_agent_t *agent, xtq_cuda_launch_fn launch, const char *name);
+
+/**
+ * Drop a reference to the attached module; the last one puts libxtq's own
+ * processor back. Kernel objects of the module stay valid to destroy, and
+ * their packets complete with -XTQ_ENOKERNEL until it is attached again.
+ * @return 0, -XTQ_EINVAL (not the attached module), -XTQ_EAGENTKIND, -XTQ_EIO.
+ */
+XTQ_API int xtq_cuda_detach(xtq_agent_t *agent, xtq_cuda_launch_fn launch);
+
+/**
  * Create a kernel object for a CUDA agent from a task's device address.
+ * The task must belong to the attached module (xtq_cuda_attach()).
  * @param device_fn the task's address in device memory, as read with
  *        xtq_cuda_task_address() (or cudaMemcpyFromSymbol of a __device__
  *        variable initialised with the task).
  * @param kernarg_size exact size of the kernel arguments (<= XTQ_CUDA_MAX_KERNARG).
- * @return 0, -XTQ_EINVAL, -XTQ_EAGENTKIND (not a CUDA agent), -XTQ_ENOSPC
- *         (kernel table full), -XTQ_ENOMEM.
+ * @return 0, -XTQ_EINVAL (also: no module attached), -XTQ_EAGENTKIND (not a
+ *         CUDA agent), -XTQ_ENOSPC (kernel table full), -XTQ_ENOMEM.
  */
 XTQ_API int xtq_kernel_create_cuda(xtq_agent_t *agent, uint64_t device_fn, uint32_t kernarg_size,
                                    xtq_kernel_t **kernel);
@@ -91,6 +136,17 @@ XTQ_API int xtq_cuda_mem_register(xtq_agent_t *agent, void *addr, size_t len);
 XTQ_API int xtq_cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len);
 
 XTQ_EXTERN_C_END
+
+/** Declare, in C, the launcher XTQ_CUDA_MODULE(name) defines in a .cu file. */
+#define XTQ_CUDA_MODULE_DECLARE(name)                                                       \
+    XTQ_EXTERN_C_BEGIN                                                                      \
+    int name##_xtq_launch(void *state, uint32_t tag, unsigned blocks, void *stream);        \
+    XTQ_EXTERN_C_END
+
+/** Attach the module XTQ_CUDA_MODULE(name) defined (see xtq_cuda_attach()). */
+#define xtq_cuda_module_attach(agent, name) xtq_cuda_attach((agent), name##_xtq_launch, #name)
+/** Detach it again (see xtq_cuda_detach()). */
+#define xtq_cuda_module_detach(agent, name) xtq_cuda_detach((agent), name##_xtq_launch)
 
 #ifdef __CUDACC__
 /** CUDA only: define `<fn>_xtq_task`, a __device__ variable holding the task's address. */

@@ -1,12 +1,12 @@
 /*
  * Device tasks for the CUDA agent tests. Compiled into the test program:
- * a module of its own, as a user's tasks would be.
+ * a module of its own, as a user's tasks would be, with its processor.
  */
 #include <stdint.h>
 
 #include <cuda_runtime.h>
 
-#include <xtq/cuda.h>
+#include <xtq/cuda_processor.cuh>
 
 #include "cuda_tasks.h"
 
@@ -43,7 +43,9 @@ __device__ void task_read_flag(const xtq_cuda_dispatch_t *d, void *kernarg)
 }
 XTQ_CUDA_TASK_EXPORT(task_read_flag);
 
-/* Sums the payload bytes (in place in host memory, or in device memory). */
+/* Sums the payload bytes (in place in host memory, or in device memory)
+ * into result[0] (device memory: GPU atomics there are exact) and leaves
+ * the payload address it was given in result[1]. */
 __device__ void task_sum(const xtq_cuda_dispatch_t *d, void *kernarg)
 {
     const struct sum_args *a = (const struct sum_args *)kernarg;
@@ -52,7 +54,9 @@ __device__ void task_sum(const xtq_cuda_dispatch_t *d, void *kernarg)
     unsigned long long s = 0;
     for (uint32_t i = me; i < a->len; i += n)
         s += a->payload[i];
-    atomicAdd_system(a->result, s);
+    atomicAdd(a->result, s);
+    if (me == 0)
+        a->result[1] = (unsigned long long)(uintptr_t)a->payload;
 }
 XTQ_CUDA_TASK_EXPORT(task_sum);
 
@@ -76,6 +80,25 @@ __device__ void task_heavy(const xtq_cuda_dispatch_t *d, void *kernarg)
     a->out[d->flat_local_id] = s;
 }
 XTQ_CUDA_TASK_EXPORT(task_heavy);
+
+XTQ_CUDA_MODULE(xtq_test_tasks)
+/* A second processor, standing for another module in the attach rules. */
+XTQ_CUDA_MODULE(xtq_test_other)
+
+extern "C" int cuda_tasks_attach(xtq_agent_t *agent)
+{
+    return xtq_cuda_module_attach(agent, xtq_test_tasks);
+}
+
+extern "C" int cuda_tasks_detach(xtq_agent_t *agent)
+{
+    return xtq_cuda_module_detach(agent, xtq_test_tasks);
+}
+
+extern "C" int cuda_tasks_attach_other(xtq_agent_t *agent)
+{
+    return xtq_cuda_module_attach(agent, xtq_test_other);
+}
 
 extern "C" uint64_t cuda_task_address(int which)
 {

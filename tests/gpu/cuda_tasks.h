@@ -28,7 +28,7 @@ struct flag_args {
     const uint32_t *flag;
 };
 struct sum_args {
-    unsigned long long *result;
+    unsigned long long *result; /* device memory: [0] sum, [1] payload address seen */
     const uint8_t *payload;
     uint32_t len;
     uint32_t pad;
@@ -46,6 +46,11 @@ static inline uint32_t geom_value(uint32_t x, uint32_t y, uint32_t z, uint32_t t
     return (x | (y << 10) | (z << 20)) ^ tag;
 }
 
+/* Attach / detach this module (its processor) on a CUDA agent. */
+struct xtq_agent;
+int cuda_tasks_attach(struct xtq_agent *agent);
+int cuda_tasks_detach(struct xtq_agent *agent);
+int cuda_tasks_attach_other(struct xtq_agent *agent);
 /* The device address of a task (0 on failure). */
 uint64_t cuda_task_address(int which);
 void heavy_reference(const float *in, uint32_t lid, float *out);

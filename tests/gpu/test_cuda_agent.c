@@ -28,6 +28,7 @@ static xtq_agent_t *open_agent(void)
     CHECK(n >= 1);
     CHECK_OK(xtq__cuda_agent_provider.open(NULL, 0, &agent));
     CHECK(agent->kind == XTQ_AGENT_CUDA);
+    CHECK_OK(cuda_tasks_attach(agent));
     return agent;
 }
 
@@ -325,18 +326,40 @@ XTQ_TEST(bad_packets_complete_with_error)
     free(retired);
 }
 
+/* Runs task_sum over `len` bytes at `payload`; reserved2 carries the
+ * payload length, as the engine sets it. Returns the address the task saw. */
+static uint64_t run_sum(xtq_queue_t *q, xtq_kernel_t *k, struct sum_args *ka,
+                        unsigned long long *dresult, const void *payload, uint32_t len,
+                        xtq_signal_t *sig, unsigned long long want)
+{
+    const uint32_t grid[3] = {4096, 1, 1};
+    const uint16_t wg[3] = {256, 1, 1};
+    unsigned long long res[2] = {0, 0};
+    xtq_aql_packet_t p;
+    CHECK(cudaMemcpy(dresult, res, sizeof(res), cudaMemcpyHostToDevice) == cudaSuccess);
+    ka->result = dresult;
+    ka->payload = payload;
+    ka->len = len;
+    xtq_signal_store(sig, 1);
+    kernel_packet(&p, k, ka, 1, grid, wg, sig);
+    p.kernel.reserved2 = len;
+    submit(q, &p, NULL);
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    CHECK(cudaMemcpy(res, dresult, sizeof(res), cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK_EQ(res[0], want);
+    return res[1];
+}
+
 XTQ_TEST(payload_in_place_and_in_device_memory)
 {
+    setenv("XTQ_CUDA_COPY_MIN", "0", 1); /* never staged */
     xtq_agent_t *agent = open_agent();
     xtq_queue_t *q;
     xtq_signal_t *sig;
     const uint32_t len = 1 << 20;
-    const uint32_t grid[3] = {4096, 1, 1};
-    const uint16_t wg[3] = {256, 1, 1};
     uint8_t *host = host_alloc(agent, len);
-    unsigned long long *result = host_alloc(agent, 4096);
     struct sum_args *ka = host_alloc(agent, sizeof(*ka));
-    unsigned long long want = 0;
+    unsigned long long want = 0, *dresult = NULL;
     void *dev = NULL;
     srand(7);
     for (uint32_t i = 0; i < len; i++) {
@@ -344,26 +367,125 @@ XTQ_TEST(payload_in_place_and_in_device_memory)
         want += host[i];
     }
     CHECK(cudaMalloc(&dev, len) == cudaSuccess);
+    CHECK(cudaMalloc((void **)&dresult, 16) == cudaSuccess);
     CHECK(cudaMemcpy(dev, host, len, cudaMemcpyHostToDevice) == cudaSuccess);
     xtq_kernel_t *k = make_kernel(agent, TASK_SUM, sizeof(*ka));
     CHECK_OK(xtq_queue_create(agent, 4, &q));
     CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
-    for (int where = 0; where < 2; where++) {
-        xtq_aql_packet_t p;
-        *result = 0;
-        ka->result = result;
-        ka->payload = where == 0 ? host : dev;
-        ka->len = len;
-        xtq_signal_store(sig, 1);
-        kernel_packet(&p, k, ka, 1, grid, wg, sig);
-        submit(q, &p, NULL);
-        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
-        CHECK_EQ(*(volatile unsigned long long *)result, want);
-    }
+    CHECK_EQ(run_sum(q, k, ka, dresult, host, len, sig, want), (uint64_t)(uintptr_t)host);
+    CHECK_EQ(run_sum(q, k, ka, dresult, dev, len, sig, want), (uint64_t)(uintptr_t)dev);
+    /* The payload changes between packets at the same address: no stale copy. */
+    host[0] ^= 0xff;
+    want = want - (uint8_t)(host[0] ^ 0xff) + host[0];
+    CHECK_EQ(run_sum(q, k, ka, dresult, host, len, sig, want), (uint64_t)(uintptr_t)host);
     CHECK_OK(xtq_queue_destroy(q));
     CHECK_OK(xtq_kernel_destroy(k));
     agent->ops->close(agent);
     CHECK(cudaFree(dev) == cudaSuccess);
+    CHECK(cudaFree(dresult) == cudaSuccess);
+    unsetenv("XTQ_CUDA_COPY_MIN");
+}
+
+/* XTQ_CUDA_COPY_MIN: payloads from that size are copied into device
+ * memory by the processor before the task runs (argument 1 points there);
+ * smaller ones are read in place. Same sums either way. */
+XTQ_TEST(payload_staged_from_copy_min)
+{
+    setenv("XTQ_CUDA_COPY_MIN", "4096", 1);
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t len = (1 << 20) + 3; /* and an unaligned tail */
+    uint8_t *host = host_alloc(agent, len);
+    struct sum_args *ka = host_alloc(agent, sizeof(*ka));
+    unsigned long long *dresult = NULL, want_small = 0, want = 0;
+    srand(11);
+    for (uint32_t i = 0; i < len; i++) {
+        host[i] = (uint8_t)rand();
+        want += host[i];
+        if (i < 64)
+            want_small += host[i];
+    }
+    CHECK(cudaMalloc((void **)&dresult, 16) == cudaSuccess);
+    xtq_kernel_t *k = make_kernel(agent, TASK_SUM, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    CHECK_EQ(run_sum(q, k, ka, dresult, host, 64, sig, want_small), (uint64_t)(uintptr_t)host);
+    uint64_t seen = run_sum(q, k, ka, dresult, host, len, sig, want);
+    CHECK(seen != (uint64_t)(uintptr_t)host);
+    struct cudaPointerAttributes at;
+    CHECK(cudaPointerGetAttributes(&at, (void *)(uintptr_t)seen) == cudaSuccess);
+    CHECK_EQ((int)at.type, (int)cudaMemoryTypeDevice);
+    /* New contents at the same host address reach the stage too. */
+    host[len - 1] ^= 0x5a;
+    want = want - (uint8_t)(host[len - 1] ^ 0x5a) + host[len - 1];
+    CHECK_EQ(run_sum(q, k, ka, dresult, host, len, sig, want), seen);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    CHECK(cudaFree(dresult) == cudaSuccess);
+    unsetenv("XTQ_CUDA_COPY_MIN");
+}
+
+/* A task module's processor runs its tasks; one module at a time; a
+ * kernel of a detached module completes with -XTQ_ENOKERNEL (never a call
+ * into a module whose processor is not running) and works again once the
+ * module is back. */
+XTQ_TEST(module_attach_rules)
+{
+    unsigned n = 0;
+    xtq_agent_t *agent = NULL;
+    xtq_kernel_t *k = NULL;
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t grid[3] = {1, 1, 1};
+    const uint16_t wg[3] = {1, 1, 1};
+    if (xtq__cuda_agent_provider.probe(skip_reason, sizeof(skip_reason), &n) != 0)
+        XTQ_SKIP("%s", skip_reason);
+    CHECK_OK(xtq__cuda_agent_provider.open(NULL, 0, &agent));
+    /* No module yet: no kernel object can name a task. */
+    CHECK_ERR(xtq_kernel_create_cuda(agent, cuda_task_address(TASK_COUNT),
+                                     sizeof(struct count_args), &k),
+              -XTQ_EINVAL);
+    CHECK_OK(xtq_queue_create(agent, 4, &q)); /* libxtq's own processor starts */
+    CHECK_OK(cuda_tasks_attach(agent));       /* and is replaced */
+    CHECK_OK(cuda_tasks_attach(agent));       /* a second reference */
+    CHECK_ERR(cuda_tasks_attach_other(agent), -XTQ_EBUSY);
+    k = make_kernel(agent, TASK_COUNT, sizeof(struct count_args));
+    uint32_t *seen = host_alloc(agent, 4096);
+    struct count_args *ka = host_alloc(agent, sizeof(*ka));
+    ka->seen = seen;
+    ka->seq = 0;
+    retired = calloc(3, sizeof(*retired));
+    atomic_store(&last_status, 0);
+    q->retire = count_retire;
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    xtq_aql_packet_t p;
+    kernel_packet(&p, k, ka, 1, grid, wg, sig);
+    submit(q, &p, (void *)(uintptr_t)1);
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    CHECK_EQ(*(volatile uint32_t *)&seen[0], 1u);
+    /* Two references: the first detach keeps the module. */
+    CHECK_OK(cuda_tasks_detach(agent));
+    CHECK_OK(cuda_tasks_detach(agent));
+    CHECK_ERR(cuda_tasks_detach(agent), -XTQ_EINVAL);
+    xtq_signal_store(sig, 1);
+    submit(q, &p, (void *)(uintptr_t)2);
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    for (int t = 0; atomic_load(&retired[1]) == 0 && t < 20000; t++)
+        usleep(1000);
+    CHECK_EQ(atomic_load(&last_status), -XTQ_ENOKERNEL);
+    CHECK_EQ(*(volatile uint32_t *)&seen[0], 1u); /* not run */
+    /* Back: the same kernel object runs again. */
+    CHECK_OK(cuda_tasks_attach(agent));
+    xtq_signal_store(sig, 1);
+    submit(q, &p, (void *)(uintptr_t)3);
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    CHECK_EQ(*(volatile uint32_t *)&seen[0], 2u);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    free(retired);
 }
 
 XTQ_TEST(register_heavy_task)

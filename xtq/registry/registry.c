@@ -85,6 +85,14 @@ int xtq__registry_set_kernel(struct xtq__registry *reg, uint32_t index, xtq_kern
     }
     if (index >= reg->size)
         return -XTQ_ERANGE;
+    /* The CUDA processor decrements the signal through the GPU's mapping
+     * of it: an ordinary host signal would fault the whole GPU context. */
+    if (signal && kernel->agent->kind == XTQ_AGENT_CUDA &&
+        !(((struct xtq_signal *)signal)->flags & XTQ__SIGNAL_DEVICE)) {
+        xtq_err(REGISTRY, "kernel at index %u: a CUDA kernel's completion signal must come from "
+                          "xtq_cuda_signal_create()", index);
+        return -XTQ_EINVAL;
+    }
 
     pthread_rwlock_wrlock(&reg->lock);
     e = &reg->kernels[index];

@@ -1,28 +1,52 @@
 /*
- * CUDA agent: the persistent command processor.
+ * The CUDA agent's persistent command processor, compiled into the module
+ * that holds the tasks (CUDA only).
  *
- * One launch of `blocks` x 256 threads runs for the agent's lifetime.
- * Thread 0 of block 0 polls the slot header at each queue's read index in
- * pinned host memory (one PCIe read per queue per poll; naps with
- * __nanosleep once idle), takes the packet, and publishes kernel
- * dispatches to every block through device memory. Blocks claim
- * work-groups and call the task (a __device__ function pointer) once per
- * work-item. The last block to finish decrements the completion signal
- * (a system-scope atomic on host memory) and writes a completion-ring
+ * A device function pointer can only be called from code of its own
+ * module (each module has its own constant banks, register and shared
+ * memory plan: a call into another module faults with "invalid program
+ * counter"). So the processor is not in libxtq's module: every task module
+ * instantiates it once, beside its tasks, and attaches it to the agent:
+ *
+ *     #include <xtq/cuda_processor.cuh>
+ *     __device__ void scale(const xtq_cuda_dispatch_t *d, void *kernarg) { ... }
+ *     XTQ_CUDA_TASK_EXPORT(scale);
+ *     XTQ_CUDA_MODULE(my_tasks);   // the processor of this module
+ *
+ *     // host, in this .cu file (or any file that sees XTQ_CUDA_MODULE_DECLARE):
+ *     xtq_cuda_module_attach(agent, my_tasks);
+ *
+ * One module per agent at a time (xtq_cuda_attach()). With separate
+ * compilation (-rdc) the module is everything device-linked together, so
+ * tasks may live in several .cu files; without it, in this one.
+ *
+ * How it runs: one launch of `blocks` x 256 threads for as long as the
+ * module is attached. Thread 0 of block 0 polls the slot header at each
+ * queue's read index in pinned host memory (one PCIe read per queue per
+ * poll; naps with __nanosleep once idle), takes the packet, and publishes
+ * kernel dispatches to every block through device memory. Blocks claim
+ * work-groups and call the task once per work-item. The last block to
+ * finish decrements the completion signal and writes a completion-ring
  * entry that a host thread turns into the retire callback.
  *
  * Packets run one at a time, in queue order: the barrier bit is always
  * honoured. Tasks must not use __syncthreads() (threads beyond the
  * work-group size do not call them).
  */
+#ifndef XTQ_CUDA_PROCESSOR_CUH
+#define XTQ_CUDA_PROCESSOR_CUH
+
 #include <stdint.h>
 
 #include <cuda_runtime.h>
 
+#include <xtq/cuda.h>
+#include <xtq/cuda_abi.h>
 #include <xtq/error.h>
-#include "cuda_agent.h"
 
-namespace {
+namespace xtq_cuda_detail {
+namespace { /* internal linkage: one copy per module that includes this */
+
 
 /* Loads and stores of mapped host memory use generic addresses. (On the
  * H100, .global-qualified loads of it work too: tests/gpu/hostmem_probe.) */
@@ -152,7 +176,8 @@ __device__ bool barrier_ready(const xtq_barrier_packet_t *b, bool is_or)
 }
 
 /* Validate a kernel dispatch; 0 or a negative XTQ code. Fills cur_*. */
-__device__ int check_dispatch(xtq__cuda_dev *dev, const xtq_kernel_dispatch_packet_t *k)
+__device__ int check_dispatch(xtq__cuda_dev *dev, const xtq_kernel_dispatch_packet_t *k,
+                              uint32_t tag)
 {
     uint32_t dims = (k->setup >> XTQ_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS) & 3u;
     if (dims < 1 || dims > 3)
@@ -177,7 +202,9 @@ __device__ int check_dispatch(xtq__cuda_dev *dev, const xtq_kernel_dispatch_pack
         (obj - base) % sizeof(xtq__cuda_kdesc))
         return -XTQ_ENOKERNEL;
     const volatile xtq__cuda_kdesc *kd = (const volatile xtq__cuda_kdesc *)obj;
-    if (!kd->live || !kd->fn)
+    /* A task of another module: calling it would fault the whole GPU
+     * context. Its packet completes with the error instead. */
+    if (!kd->live || !kd->fn || kd->module != tag)
         return -XTQ_ENOKERNEL;
     if (kd->kernarg_size && !k->kernarg_address)
         return -XTQ_EKERNARG;
@@ -188,7 +215,7 @@ __device__ int check_dispatch(xtq__cuda_dev *dev, const xtq_kernel_dispatch_pack
 }
 
 /* Block 0, thread 0: wait for a packet on any queue and take it. */
-__device__ int take_packet(xtq__cuda_dev *dev, uint32_t *qnext, uint32_t *version)
+__device__ int take_packet(xtq__cuda_dev *dev, uint32_t *qnext, uint32_t *version, uint32_t tag)
 {
     uint32_t ns = 0, idle = 0;
     xtq__cuda_ctl *ctl = (xtq__cuda_ctl *)dev->ctl;
@@ -239,7 +266,7 @@ __device__ int take_packet(xtq__cuda_dev *dev, uint32_t *qnext, uint32_t *versio
             uint32_t type = pkt.header & 0xffu;
             uint64_t sig = pkt.kernel.completion_signal.handle; /* same offset in all */
             if (type == XTQ_PACKET_TYPE_KERNEL_DISPATCH) {
-                int rc = check_dispatch(dev, &pkt.kernel);
+                int rc = check_dispatch(dev, &pkt.kernel, tag);
                 if (rc) {
                     complete(dev, qi, rd, cookie, sig, rc);
                     return 0;
@@ -354,7 +381,47 @@ __device__ void copy_kernarg(void *dst, const void *src, uint32_t size, karg_src
     }
 }
 
-__global__ void __launch_bounds__(XTQ__CUDA_THREADS, 1) processor(xtq__cuda_dev *dev)
+/* Payload placement (block 0, every thread): copy argument 1's payload
+ * into device memory when the dispatch asks for it, and point argument 1
+ * there. 16-byte loads, four in flight per thread, where aligned. */
+__device__ void stage_payload(xtq__cuda_dev *dev, const xtq_kernel_dispatch_packet_t *k,
+                              uint8_t *karg, uint32_t ks)
+{
+    uint64_t len = k->reserved2;
+    if (!dev->copy_min || len < dev->copy_min || len > dev->stage_len || ks < 16)
+        return;
+    const uint8_t *src = *(const uint8_t *const *)(karg + 8);
+    uint8_t *dst = (uint8_t *)dev->stage;
+    if (!src)
+        return;
+    const uint32_t tid = threadIdx.x, nt = blockDim.x;
+    uint64_t done = 0;
+    if (!((uintptr_t)src & 15)) {
+        const uint4 *s4 = (const uint4 *)src;
+        uint4 *d4 = (uint4 *)dst;
+        uint64_t n4 = len / 16, i = tid;
+        for (; i + 3 * nt < n4; i += 4 * nt) {
+            uint4 a = ld_volatile_v4(s4 + i), b = ld_volatile_v4(s4 + i + nt);
+            uint4 c = ld_volatile_v4(s4 + i + 2 * nt), d = ld_volatile_v4(s4 + i + 3 * nt);
+            d4[i] = a;
+            d4[i + nt] = b;
+            d4[i + 2 * nt] = c;
+            d4[i + 3 * nt] = d;
+        }
+        for (; i < n4; i += nt)
+            d4[i] = ld_volatile_v4(s4 + i);
+        done = n4 * 16;
+    }
+    for (uint64_t i = done + tid; i < len; i += nt)
+        dst[i] = ((const volatile uint8_t *)src)[i];
+    /* Every block reads the copy after it acquires this dispatch. */
+    __threadfence();
+    __syncthreads();
+    if (tid == 0)
+        *(uint64_t *)(karg + 8) = (uint64_t)(uintptr_t)dst;
+}
+
+__device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
 {
     __shared__ xtq_kernel_dispatch_packet_t s_pkt;
     __shared__ __align__(16) uint8_t s_karg[XTQ_CUDA_MAX_KERNARG];
@@ -362,12 +429,26 @@ __global__ void __launch_bounds__(XTQ__CUDA_THREADS, 1) processor(xtq__cuda_dev 
     __shared__ uint64_t s_gen;
     const uint32_t tid = threadIdx.x;
     uint32_t qnext = 0, version = ~0u;
+    xtq__cuda_ctl *ctl = (xtq__cuda_ctl *)dev->ctl;
+    if (dev->abi != XTQ_CUDA_ABI_VERSION) {
+        /* Built against other headers: touch nothing but the report. */
+        if (blockIdx.x == 0 && tid == 0) {
+            ctl->abi_seen = XTQ_CUDA_ABI_VERSION;
+            ctl->error = -XTQ_EVERSION;
+            __threadfence_system();
+        }
+        return;
+    }
+    if (blockIdx.x == 0 && tid == 0) {
+        ctl->abi_seen = XTQ_CUDA_ABI_VERSION;
+        ctl->running = tag;
+    }
     uint64_t gen = ld_acquire_gpu_u64((const void *)&dev->gen);
 
     for (;;) {
         if (blockIdx.x == 0) {
             if (tid == 0)
-                s_cmd = take_packet(dev, &qnext, &version);
+                s_cmd = take_packet(dev, &qnext, &version, tag);
             __syncthreads();
             int cmd = s_cmd;
             if (cmd < 0)
@@ -381,6 +462,8 @@ __global__ void __launch_bounds__(XTQ__CUDA_THREADS, 1) processor(xtq__cuda_dev 
             __syncthreads();
             uint32_t ks = dev->cur_kernarg_size;
             copy_kernarg(s_karg, s_pkt.kernarg_address, ks, KARG_HOST);
+            __syncthreads();
+            stage_payload(dev, &s_pkt, s_karg, ks);
             __syncthreads();
             copy_kernarg(dev->kernarg, s_karg, ks, KARG_SHARED);
             __syncthreads();
@@ -433,9 +516,24 @@ __global__ void __launch_bounds__(XTQ__CUDA_THREADS, 1) processor(xtq__cuda_dev 
 }
 
 } // namespace
+} // namespace xtq_cuda_detail
 
-extern "C" int xtq__cuda_launch_processor(struct xtq__cuda_dev *dev, unsigned blocks, void *stream)
-{
-    processor<<<blocks, XTQ__CUDA_THREADS, 0, (cudaStream_t)stream>>>(dev);
-    return (int)cudaGetLastError();
-}
+/**
+ * Instantiate the processor in this module, as `<name>_xtq_processor`, and
+ * its launcher `<name>_xtq_launch` (an xtq_cuda_launch_fn) for
+ * xtq_cuda_attach() / xtq_cuda_module_attach(). Once per module.
+ */
+#define XTQ_CUDA_MODULE(name)                                                                  \
+    extern "C" __global__ void __launch_bounds__(XTQ_CUDA_MAX_WORKGROUP, 1)                    \
+        name##_xtq_processor(struct xtq__cuda_dev *dev, uint32_t tag)                          \
+    {                                                                                          \
+        xtq_cuda_detail::processor(dev, tag);                                                  \
+    }                                                                                          \
+    extern "C" int name##_xtq_launch(void *state, uint32_t tag, unsigned blocks, void *stream) \
+    {                                                                                          \
+        name##_xtq_processor<<<blocks, XTQ_CUDA_MAX_WORKGROUP, 0, (cudaStream_t)stream>>>(     \
+            (struct xtq__cuda_dev *)state, tag);                                               \
+        return (int)cudaGetLastError();                                                        \
+    }
+
+#endif /* XTQ_CUDA_PROCESSOR_CUH */

@@ -1,6 +1,10 @@
 /*
- * CUDA agent: memory layout shared by the host side (cuda_agent.c) and the
- * persistent command processor (cuda_agent.cu). Plain C, no CUDA headers.
+ * CUDA agent: the memory layout shared by libxtq's host side
+ * (hsa-glue/cuda_agent.c) and the persistent command processor, which is
+ * compiled into each task module (<xtq/cuda_processor.cuh>). Not for
+ * application use: the processor and libxtq check XTQ_CUDA_ABI_VERSION
+ * against each other, so a module built against other headers fails at
+ * attach instead of misreading this state. Plain C, no CUDA headers.
  *
  * Where things live (push, never pull, across PCIe):
  *  - queue ring, indices, cookies: pinned mapped host memory. The engine
@@ -10,23 +14,29 @@
  *  - queue table, kernel table, stop flag, current dispatch: device memory,
  *    written by the host with copies on a control stream.
  */
-#ifndef XTQ_CUDA_AGENT_H
-#define XTQ_CUDA_AGENT_H
+#ifndef XTQ_CUDA_ABI_H
+#define XTQ_CUDA_ABI_H
 
 #include <stdint.h>
 
 #include <xtq/aql.h>
 #include <xtq/cuda.h>
 
+/* Bumped whenever a structure below changes. */
+#define XTQ_CUDA_ABI_VERSION 2u
+
 #define XTQ__CUDA_MAX_QUEUES 64
 #define XTQ__CUDA_MAX_KERNELS 1024
 #define XTQ__CUDA_THREADS XTQ_CUDA_MAX_WORKGROUP
 
-/* Device-memory kernel descriptor; kernel_object holds its address. */
+/* Device-memory kernel descriptor; kernel_object holds its address.
+ * `module` names the task module whose processor may call `fn`: a device
+ * function pointer is only valid inside its own module. */
 struct xtq__cuda_kdesc {
     uint64_t fn;
     uint32_t kernarg_size;
-    uint32_t live;
+    uint16_t live;
+    uint16_t module;
 };
 
 /* One completion-ring entry (host memory, written by the GPU). seq is
@@ -64,12 +74,16 @@ struct xtq__cuda_ctl {
     volatile uint32_t version_seen; /* queue-table version the processor uses */
     volatile int32_t error;         /* first processor-side error (negative XTQ code) */
     volatile uint64_t packets;      /* packets processed */
-    uint8_t pad_[48];
+    volatile uint32_t running;      /* module tag of the processor that started last */
+    volatile uint32_t abi_seen;     /* XTQ_CUDA_ABI_VERSION it was built with */
+    uint8_t pad_[40];
 };
 
 /* Device memory: the processor's whole state. */
 struct xtq__cuda_dev {
     /* written by the host */
+    uint32_t abi;       /* XTQ_CUDA_ABI_VERSION of libxtq */
+    uint32_t pad0_;
     volatile uint32_t stop;
     volatile uint32_t version;
     struct xtq__cuda_qdesc q[XTQ__CUDA_MAX_QUEUES];
@@ -78,6 +92,13 @@ struct xtq__cuda_dev {
     uint32_t host_atomics; /* cudaDevAttrHostNativeAtomicSupported */
     uint64_t ctl;         /* struct xtq__cuda_ctl * (mapped host) */
     uint64_t kdesc;       /* struct xtq__cuda_kdesc[XTQ__CUDA_MAX_KERNELS] (device) */
+    /* Payload placement: a kernel dispatch whose reserved2 (set by the
+     * engine: the payload's length) is at least copy_min bytes has its
+     * payload (argument 1) copied into `stage` (device memory, stage_len
+     * bytes) before the task runs, and argument 1 pointed there. */
+    uint64_t stage;
+    uint64_t stage_len;
+    uint64_t copy_min; /* 0: never copy, read in place */
     /* processor-private: the dispatch in flight */
     xtq_kernel_dispatch_packet_t cur;
     uint64_t cur_cookie;
@@ -93,14 +114,5 @@ struct xtq__cuda_dev {
     uint8_t kernarg[XTQ_CUDA_MAX_KERNARG] __attribute__((aligned(16)));
 };
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-/* cuda_agent.cu: launch the processor (blocks x XTQ__CUDA_THREADS) on
- * `stream` (a cudaStream_t). Returns a cudaError_t. */
-int xtq__cuda_launch_processor(struct xtq__cuda_dev *dev, unsigned blocks, void *stream);
-#ifdef __cplusplus
-}
-#endif
 
-#endif /* XTQ_CUDA_AGENT_H */
+#endif /* XTQ_CUDA_ABI_H */
