@@ -8,8 +8,19 @@ if(XTQ_HAVE_MPI)
     add_executable(xtq_bench_${b} ${CMAKE_CURRENT_LIST_DIR}/${b}.c)
     target_link_libraries(xtq_bench_${b} PRIVATE xtq::xtq xtq_bench_harness MPI::MPI_C
                           PkgConfig::FABRIC)
-    target_compile_options(xtq_bench_${b} PRIVATE ${XTQ_WARNINGS})
+    target_compile_options(xtq_bench_${b} PRIVATE $<$<COMPILE_LANGUAGE:C>:${XTQ_WARNINGS}>)
   endforeach()
+  # xtq_bench_rtt --agent cuda: the GPU task and its host helpers, with the
+  # benchmark's own CUDA runtime (static: runs where libcuda is missing and
+  # then reports SKIP). Without the CUDA agent, rtt.c uses stubs.
+  if(XTQ_HAVE_CUDA)
+    target_sources(xtq_bench_rtt PRIVATE ${CMAKE_CURRENT_LIST_DIR}/rtt_cuda.cu)
+    target_compile_definitions(xtq_bench_rtt PRIVATE XTQ_BENCH_CUDA=1)
+    set_target_properties(xtq_bench_rtt PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
+                                                   LINKER_LANGUAGE CXX)
+    target_link_libraries(xtq_bench_rtt PRIVATE CUDA::cudart_static)
+    xtq_cuda_host_only_flags(xtq_bench_rtt)
+  endif()
 else()
   message(STATUS "bench: MPI not found; xtq_bench_rtt and xtq_bench_msgrate are not built")
 endif()

@@ -82,6 +82,7 @@ int main(int argc, char **argv)
     }
     xtq_agent_t *agent;
     XK(xtq__cuda_agent_provider.open(NULL, 0, &agent));
+    XK(rtt_attach(agent));
     struct cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
 

@@ -12,6 +12,8 @@ struct rtt_args {
     uint32_t words;
     uint32_t pad;
 };
+struct xtq_agent;
+int rtt_attach(struct xtq_agent *agent);
 uint64_t rtt_task_address(void);
 int rtt_launch(const struct rtt_args *a, unsigned groups, unsigned *done, void *stream);
 #ifdef __cplusplus

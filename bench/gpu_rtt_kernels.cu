@@ -8,7 +8,7 @@
 
 #include <cuda_runtime.h>
 
-#include <xtq/cuda.h>
+#include <xtq/cuda_processor.cuh>
 
 #include "gpu_rtt.h"
 
@@ -48,6 +48,13 @@ __global__ void rtt_kernel(struct rtt_args a, unsigned int *done)
             *(volatile unsigned int *)done = gridDim.x;
         }
     }
+}
+
+XTQ_CUDA_MODULE(xtq_gpu_rtt)
+
+extern "C" int rtt_attach(xtq_agent_t *agent)
+{
+    return xtq_cuda_module_attach(agent, xtq_gpu_rtt);
 }
 
 extern "C" uint64_t rtt_task_address(void)

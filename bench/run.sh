@@ -10,6 +10,9 @@
 #   SIZES     round-trip sizes (default 0-1M: 0, 1, 2, 4 .. 1 MiB)
 #   MPIRUN    launcher (default: mpirun, with --oversubscribe --bind-to none)
 #   BUILD=0   skip the build
+#   AGENT=cuda also the round trip with GPU tasks (--agent cuda, 64 B .. 1 MiB)
+#             into rtt_cuda.txt / rtt_cuda.csv; skipped, with the reason,
+#             where no CUDA agent is usable
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 src="$(cd "$here/.." && pwd)"
@@ -20,6 +23,7 @@ out="$src/bench/results/$machine"
 iters="${ITERS:-10000}"
 sizes="${SIZES:-0-1M}"
 np_rate="${NP_RATE:-5}"
+agent="${AGENT:-cpu}"
 rate_iters="${RATE_ITERS:-20000}"
 mpirun_cmd=(${MPIRUN:-mpirun})
 mpirun_cmd+=(--oversubscribe --bind-to none)
@@ -42,6 +46,23 @@ env_note="$(env | grep '^XTQ_' | sort | tr '\n' ' ' || true)" # none set: grep f
 echo "== round trip ($sizes, $iters iterations) =="
 "${mpirun_cmd[@]}" -np 2 "$build/bench/xtq_bench_rtt" --sizes "$sizes" --iters "$iters" \
   --warmup $((iters / 10)) --csv "$out/rtt.csv" | tee "$out/rtt.txt"
+
+if [ "$agent" = cuda ]; then
+  echo "== round trip, GPU tasks (--agent cuda, 64-1M, $iters iterations) =="
+  rc=0
+  # EAGER even if MPI_Init initialises CUDA before the benchmark can ask
+  # (modules loaded lazily can deadlock against the agent; docs/cuda.md).
+  CUDA_MODULE_LOADING="${CUDA_MODULE_LOADING:-EAGER}" \
+    "${mpirun_cmd[@]}" -np 2 "$build/bench/xtq_bench_rtt" --agent cuda --sizes 64-1M \
+    --iters "$iters" --warmup $((iters / 10)) --csv "$out/rtt_cuda.csv" 2>&1 \
+    | tee "$out/rtt_cuda.txt" || rc=$?
+  if grep -q '^SKIP:' "$out/rtt_cuda.txt"; then
+    echo "GPU round trip skipped: $(grep -m1 '^SKIP:' "$out/rtt_cuda.txt")" >&2
+    rm -f "$out/rtt_cuda.csv"
+  elif [ "$rc" != 0 ]; then
+    echo "GPU round trip failed (exit $rc, see $out/rtt_cuda.txt)" >&2
+  fi
+fi
 
 echo "== stage breakdown (64 B, 4 KiB; XTQ_TRACE on) =="
 "${mpirun_cmd[@]}" -np 2 \
@@ -74,7 +95,7 @@ cat >"$out/README.md" <<EOT
 - libfabric $(pkg-config --modversion libfabric 2>/dev/null), $(mpirun --version 2>/dev/null | head -1)
 - commit: $commit$([ "$dirty" != 0 ] && echo " (with $dirty modified tracked files)")
 - date: $(date -u +%Y-%m-%dT%H:%MZ)
-- command: \`bench/run.sh${1:+ $1}\` (ITERS=$iters SIZES=$sizes NP_RATE=$np_rate RATE_ITERS=$rate_iters)
+- command: \`bench/run.sh${1:+ $1}\` (ITERS=$iters SIZES=$sizes NP_RATE=$np_rate RATE_ITERS=$rate_iters AGENT=$agent)
 - XTQ environment: ${env_note:-none}
 
 Files: rtt.txt / rtt.csv (round trip per mode and size, target CPU per
@@ -85,6 +106,8 @@ msgrate.txt / msgrate.csv (tasks per second into one CPU agent).
 \`\`\`
 $(grep '^ratios' "$out/rtt.txt")
 \`\`\`
+$([ "$agent" = cuda ] && printf '\nGPU tasks (AGENT=cuda): rtt_cuda.txt / rtt_cuda.csv\n\n    %s\n' \
+  "$(grep -E '^(ratios 64B|SKIP)' "$out/rtt_cuda.txt" 2>/dev/null || echo 'no result')")
 EOT
 echo "results in $out"
 grep '^ratios' "$out/rtt.txt"
