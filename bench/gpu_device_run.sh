@@ -59,7 +59,10 @@ fi
 if want gpu; then
   stage "ctest -L gpu"
   (cd $B && timeout 240 ctest -L gpu --output-on-failure --timeout 60) >$W/gpu/ctest.txt 2>&1
-  echo "rc=$?"; grep -E "Test +#|tests passed|FAIL|error" $W/gpu/ctest.txt | head -40; pack
+  echo "rc=$?"; grep -E "Test +#|tests passed|FAIL|error" $W/gpu/ctest.txt | head -40
+  # Several processes sharing the GPU, each with its own processor.
+  (cd $B && timeout 120 ctest -L gpu -j4 --output-on-failure --timeout 60) >$W/gpu/ctest_j4.txt 2>&1
+  echo "parallel (-j4) rc=$?"; grep -E "tests passed|FAIL|run_sum" $W/gpu/ctest_j4.txt | head -20; pack
 fi
 
 if want san; then

@@ -75,6 +75,10 @@ struct cuda_agent {
     struct xtq__cuda_ctl *ctl; /* mapped host */
     struct xtq__cuda_kdesc *kdesc;
     void *stage; /* device memory: payloads copied before their task */
+    /* Host memory registered through mem_register, unregistered at close
+     * if its owner did not (the engine's receive regions outlive agents). */
+    void **mapped;
+    uint32_t nmapped, mapped_cap;
     struct xtq_signal *sigs; /* mapped host pool */
     uint32_t sig_free[CUDA_SIGNALS];
     uint32_t nsig_free;
@@ -253,6 +257,9 @@ static bool cuda_drain(struct cuda_agent *a, bool *progressed)
             if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != r + 1)
                 break;
             void *cookie = (void *)(uintptr_t)e->cookie;
+            /* The GPU could not decrement it without native host atomics. */
+            if (e->signal)
+                xtq_signal_add((xtq_signal_t *)(uintptr_t)e->signal, -1);
             if (cookie != NULL && q->base.retire != NULL)
                 q->base.retire(cookie, e->status);
             r++;
@@ -485,17 +492,58 @@ static int cuda_mem_register(xtq_agent_t *agent, void *addr, size_t len)
         cudaGetLastError();
         return 0;
     }
-    return cuda_rc(e, "cudaHostRegister");
+    int rc = cuda_rc(e, "cudaHostRegister");
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&a->lock);
+    if (a->nmapped == a->mapped_cap) {
+        uint32_t cap = a->mapped_cap ? a->mapped_cap * 2 : 16;
+        void **m = realloc(a->mapped, cap * sizeof(*m));
+        if (m) {
+            a->mapped = m;
+            a->mapped_cap = cap;
+        }
+    }
+    if (a->nmapped < a->mapped_cap)
+        a->mapped[a->nmapped++] = addr;
+    pthread_mutex_unlock(&a->lock);
+    return 0;
+}
+
+/* Forget `addr` in the list of mapped memory. Caller holds the lock. */
+static void mapped_forget(struct cuda_agent *a, void *addr)
+{
+    for (uint32_t i = 0; i < a->nmapped; i++)
+        if (a->mapped[i] == addr) {
+            a->mapped[i] = a->mapped[--a->nmapped];
+            return;
+        }
 }
 
 static int cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len)
 {
+    struct cuda_agent *a = to_cuda(agent);
+    int rc, rc2 = 0;
+
+    /* Unregistering waits for the device to idle, which it never does
+     * while a processor runs (a test hung here): pause it around the call.
+     * Packets wait meanwhile; none is lost. */
+    pthread_mutex_lock(&a->lock);
+    bool had = a->running;
+    cudaSetDevice(a->device);
+    rc = processor_stop(a);
     cudaError_t e = cudaHostUnregister(addr);
     if (e == cudaErrorHostMemoryNotRegistered) {
         cudaGetLastError();
-        return 0;
+        e = cudaSuccess;
     }
-    return cuda_rc(e, "cudaHostUnregister");
+    mapped_forget(a, addr);
+    if (rc == 0)
+        rc = cuda_rc(e, "cudaHostUnregister");
+    if (had)
+        rc2 = processor_start(a, a->launch, a->tag, a->module_name);
+    pthread_mutex_unlock(&a->lock);
+    return rc ? rc : rc2;
 }
 
 static void cuda_close(xtq_agent_t *agent)
@@ -524,6 +572,9 @@ static void cuda_close(xtq_agent_t *agent)
         cudaFreeHost(q->mem);
         free(q);
     }
+    for (uint32_t i = 0; i < a->nmapped; i++)
+        cudaHostUnregister(a->mapped[i]);
+    free(a->mapped);
     if (a->sigs)
         cudaFreeHost(a->sigs);
     if (a->ctl)

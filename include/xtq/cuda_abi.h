@@ -23,7 +23,7 @@
 #include <xtq/cuda.h>
 
 /* Bumped whenever a structure below changes. */
-#define XTQ_CUDA_ABI_VERSION 2u
+#define XTQ_CUDA_ABI_VERSION 3u
 
 #define XTQ__CUDA_MAX_QUEUES 64
 #define XTQ__CUDA_MAX_KERNELS 1024
@@ -40,13 +40,15 @@ struct xtq__cuda_kdesc {
 };
 
 /* One completion-ring entry (host memory, written by the GPU). seq is
- * written last: entry j is valid when seq == j + 1. */
+ * written last: entry j is valid when seq == j + 1. `signal`: the
+ * completion signal the host decrements for the GPU (0: none, or the GPU
+ * did it itself with a native host atomic). */
 struct xtq__cuda_done {
     uint64_t cookie;
     int32_t status;
     uint32_t pad_;
     uint64_t seq;
-    uint64_t pad2_;
+    uint64_t signal;
 };
 
 /* Per-queue words in host memory that the host writes for the GPU. */
@@ -73,7 +75,7 @@ struct xtq__cuda_qdesc {
 struct xtq__cuda_ctl {
     volatile uint32_t version_seen; /* queue-table version the processor uses */
     volatile int32_t error;         /* first processor-side error (negative XTQ code) */
-    volatile uint64_t packets;      /* packets processed */
+    volatile uint64_t packets_;     /* unused (the count lives in device memory) */
     volatile uint32_t running;      /* module tag of the processor that started last */
     volatile uint32_t abi_seen;     /* XTQ_CUDA_ABI_VERSION it was built with */
     uint8_t pad_[40];
@@ -111,6 +113,9 @@ struct xtq__cuda_dev {
     unsigned long long claim;    /* (gen << 32) | next group to claim */
     unsigned int groups_done;
     volatile uint64_t completed; /* gen of the last finished dispatch */
+    uint64_t packets;            /* packets completed */
+    uint32_t error_seen;         /* an error was reported in ctl->error */
+    uint32_t pad1_;
     uint8_t kernarg[XTQ_CUDA_MAX_KERNARG] __attribute__((aligned(16)));
 };
 

@@ -88,11 +88,6 @@ __device__ __forceinline__ uint4 ld_volatile_v4(const void *p)
     return v;
 }
 
-__device__ __forceinline__ void st_release_sys_u64(void *p, uint64_t v)
-{
-    asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-
 __device__ __forceinline__ void st_release_gpu_u64(void *p, uint64_t v)
 {
     asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
@@ -115,14 +110,27 @@ struct taken {
     int cmd; /* -1 stop, 0 nothing to run, 1 kernel dispatch */
 };
 
-__device__ void post_done(xtq__cuda_dev *dev, xtq__cuda_qdesc *qd, uint64_t index, uint64_t cookie,
-                          int32_t status)
+/*
+ * Complete packet `index` of queue `q` (taken, run or refused): one system
+ * fence per packet, and no read of host memory on the way (each costs a
+ * PCIe round trip; the fences drain the writes before them). Before the
+ * fence: the completion entry's fields and the slot's release (cookie
+ * cleared, header INVALID; the slot was kept while the packet ran). After
+ * it: the entry's seq and the published read index. The task's own writes
+ * were ordered before by the caller. Without native host atomics the GPU
+ * cannot decrement a host signal without losing updates, so the entry
+ * names the signal and the host's retire thread decrements it.
+ */
+__device__ void complete(xtq__cuda_dev *dev, uint32_t q, uint64_t index, uint64_t cookie,
+                         uint64_t signal, int32_t status)
 {
+    xtq__cuda_qdesc *qd = &dev->q[q];
     xtq__cuda_done *ring = (xtq__cuda_done *)qd->done;
     const xtq__cuda_qhost *qh = (const xtq__cuda_qhost *)qd->qhost;
     uint64_t size = (uint64_t)qd->mask + 1;
     uint32_t ns = 0;
-    /* Flow control: the host must have consumed entry index - size. */
+    /* Flow control: the host must have consumed entry index - size. Reads
+     * host memory only when the cached count says the ring may be full. */
     while (index - qd->retired_cache >= size) {
         qd->retired_cache = ld_acquire_sys_u64((const void *)&qh->retired);
         if (index - qd->retired_cache < size || dev->stop)
@@ -131,33 +139,23 @@ __device__ void post_done(xtq__cuda_dev *dev, xtq__cuda_qdesc *qd, uint64_t inde
         __nanosleep(ns);
     }
     xtq__cuda_done *e = &ring[index & qd->mask];
+    xtq_aql_packet_t *slot = (xtq_aql_packet_t *)qd->ring + (index & qd->mask);
     *(volatile uint64_t *)&e->cookie = cookie;
     *(volatile int32_t *)&e->status = status;
-    st_release_sys_u64(&e->seq, index + 1);
-    xtq__cuda_ctl *ctl = (xtq__cuda_ctl *)dev->ctl;
-    ctl->packets = ctl->packets + 1;
-    if (status && ctl->error == 0)
-        ctl->error = status;
-}
-
-/* Task and prior writes are visible system-wide before this is called. */
-__device__ void complete(xtq__cuda_dev *dev, uint32_t q, uint64_t index, uint64_t cookie,
-                         uint64_t signal, int32_t status)
-{
+    *(volatile uint64_t *)&e->signal = dev->host_atomics ? 0 : signal;
+    if (qd->cookies)
+        *((volatile uint64_t *)qd->cookies + (index & qd->mask)) = 0;
+    *(volatile uint16_t *)&slot->header = XTQ_PACKET_TYPE_INVALID;
     __threadfence_system();
-    if (signal) {
-        if (dev->host_atomics) {
-            atomicAdd_system((unsigned long long *)signal, ~0ull); /* value -= 1 */
-        } else {
-            /* No native atomics on host memory over this link: a GPU atomic
-             * there loses the update (seen on the H100 over PCIe). The
-             * processor is the only device-side writer and completes one
-             * packet at a time, so load and store suffice. */
-            uint64_t v = ld_acquire_sys_u64((const void *)signal);
-            st_release_sys_u64((void *)signal, v - 1);
-        }
+    if (signal && dev->host_atomics)
+        atomicAdd_system((unsigned long long *)signal, ~0ull); /* value -= 1 */
+    *(volatile uint64_t *)&((queue_indices *)qd->idx)->read_index = index + 1;
+    *(volatile uint64_t *)&e->seq = index + 1;
+    dev->packets++;
+    if (status && !dev->error_seen) {
+        dev->error_seen = 1;
+        ((xtq__cuda_ctl *)dev->ctl)->error = status;
     }
-    post_done(dev, &dev->q[q], index, cookie, status);
 }
 
 __device__ bool barrier_ready(const xtq_barrier_packet_t *b, bool is_or)
@@ -254,12 +252,8 @@ __device__ int take_packet(xtq__cuda_dev *dev, uint32_t *qnext, uint32_t *versio
             dst[2] = w2;
             dst[3] = w3;
             pkt.header = (uint16_t)hw;
-            /* Clear the cookie, free the slot, then publish the read index
-             * (release): a producer that sees it finds both done. */
-            if (qd->cookies)
-                *((volatile uint64_t *)qd->cookies + (rd & qd->mask)) = 0;
-            *(volatile uint16_t *)&slot->header = XTQ_PACKET_TYPE_INVALID;
-            st_release_sys_u64(&((queue_indices *)qd->idx)->read_index, rd + 1);
+            /* The slot stays ours until complete() frees it with the
+             * completion: one fence for both. */
             qd->rd = rd + 1;
             *qnext = qi + 1;
 
@@ -354,7 +348,9 @@ __device__ void run_groups(xtq__cuda_dev *dev, uint64_t gen, const xtq_kernel_di
     }
     __syncthreads();
     if (tid == 0 && ran) {
-        __threadfence_system();
+        /* The block's task writes, before the count the last block reads;
+         * its system fence in complete() carries them further. */
+        __threadfence();
         uint32_t prev = atomicAdd(&dev->groups_done, ran);
         if (prev + ran == total) {
             complete(dev, dev->cur_queue, dev->cur_index, dev->cur_cookie,
@@ -466,6 +462,9 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
             stage_payload(dev, &s_pkt, s_karg, ks);
             __syncthreads();
             copy_kernarg(dev->kernarg, s_karg, ks, KARG_SHARED);
+            /* Written by many threads, released by thread 0 with gen: each
+             * writer fences, or another block may read an old word. */
+            __threadfence();
             __syncthreads();
             gen++;
             if (tid == 0) {

@@ -346,6 +346,10 @@ static uint64_t run_sum(xtq_queue_t *q, xtq_kernel_t *k, struct sum_args *ka,
     submit(q, &p, NULL);
     CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
     CHECK(cudaMemcpy(res, dresult, sizeof(res), cudaMemcpyDeviceToHost) == cudaSuccess);
+    if (res[0] != want)
+        fprintf(stderr, "run_sum: %u bytes at %p: sum %llu (want %llu), task saw payload %#llx, "
+                        "signal %lld\n",
+                len, payload, res[0], want, res[1], (long long)xtq_signal_load(sig));
     CHECK_EQ(res[0], want);
     return res[1];
 }
@@ -447,13 +451,15 @@ XTQ_TEST(module_attach_rules)
     CHECK_ERR(xtq_kernel_create_cuda(agent, cuda_task_address(TASK_COUNT),
                                      sizeof(struct count_args), &k),
               -XTQ_EINVAL);
+    /* Host memory first: compute-sanitizer's memcheck only knows memory
+     * registered before the kernel that reads it was launched. */
+    uint32_t *seen = host_alloc(agent, 4096);
+    struct count_args *ka = host_alloc(agent, sizeof(*ka));
     CHECK_OK(xtq_queue_create(agent, 4, &q)); /* libxtq's own processor starts */
     CHECK_OK(cuda_tasks_attach(agent));       /* and is replaced */
     CHECK_OK(cuda_tasks_attach(agent));       /* a second reference */
     CHECK_ERR(cuda_tasks_attach_other(agent), -XTQ_EBUSY);
     k = make_kernel(agent, TASK_COUNT, sizeof(struct count_args));
-    uint32_t *seen = host_alloc(agent, 4096);
-    struct count_args *ka = host_alloc(agent, sizeof(*ka));
     ka->seen = seen;
     ka->seq = 0;
     retired = calloc(3, sizeof(*retired));

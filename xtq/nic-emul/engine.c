@@ -253,7 +253,7 @@ static int bells_open_peers(struct xtq__engine *e)
 
 static const uint8_t zero_pad[64];
 
-static void peer_down(struct xtq__engine *e, int r);
+static void peer_down(struct xtq__engine *e, int r, const char *why);
 
 /* Ask the progress thread for a turn. Paired with progress_block(): both
  * sides store then load with seq_cst, so either the thread sees the kick
@@ -360,7 +360,7 @@ static int acks_flush(struct xtq__engine *e)
                  * acks to everyone else. */
                 if (!e->peer_timeout_ns || xtq__now_ns() - a->since < e->peer_timeout_ns)
                     break;
-                peer_down(e, a->dest);
+                peer_down(e, a->dest, "silent for longer than XTQ_PEER_TIMEOUT_MS");
                 rc = 0;
             }
         }
@@ -682,13 +682,12 @@ static void pong_send(struct xtq__engine *e, int dest)
 /* Fail every put pending to `r` with -XTQ_EHOSTDOWN; later puts fail at
  * once. Slots stay unused afterwards, so a late completion from the
  * provider finds them idle and is ignored. */
-static void peer_down(struct xtq__engine *e, int r)
+static void peer_down(struct xtq__engine *e, int r, const char *why)
 {
     if (atomic_exchange(&e->peers[r].down, true))
         return;
     atomic_fetch_add(&e->peers_down, 1);
-    xtq_warn(ENGINE, "rank %d: peer %d silent for %llu ms; declared down, its puts fail",
-             e->ctx->rank, r, (unsigned long long)(e->peer_timeout_ns / 1000000));
+    xtq_warn(ENGINE, "rank %d: peer %d %s; declared down, its puts fail", e->ctx->rank, r, why);
     xtq__mutex_lock(&e->put_lock);
     for (uint32_t i = 0; i < e->window; i++) {
         struct put_slot *s = &e->peers[r].slots[i];
@@ -722,7 +721,7 @@ static void peers_check(struct xtq__engine *e)
         uint64_t heard = atomic_load_explicit(&p->last_heard, memory_order_relaxed);
         uint64_t quiet = now > heard ? now - heard : 0;
         if (quiet > e->peer_timeout_ns) {
-            peer_down(e, r);
+            peer_down(e, r, "silent for longer than XTQ_PEER_TIMEOUT_MS");
         } else if (quiet > e->peer_timeout_ns / 4 && now - p->ping_sent > e->peer_timeout_ns / 8) {
             p->ping_sent = now;
             probe_send(e, r, PING_SEQ);
@@ -779,9 +778,19 @@ static int cq_poll(struct xtq__engine *e)
             char buf[128] = "";
             fi_cq_strerror(e->ofi.cq, err.prov_errno, err.err_data, buf, sizeof(buf));
             if (kind == CTX_PUT) {
-                slot_local(e, err.op_context, -XTQ_EFABRIC, err.prov_errno);
-                XTQ_LOG_ONCE(OFI, ERROR, "a put failed in the transport: %s (%s)",
-                             fi_strerror(err.err), buf);
+                struct put_slot *s = err.op_context;
+                /* A connection the peer reset or refused (tcp) is the peer
+                 * gone, seen before the liveness timeout: fail its puts the
+                 * same way, -XTQ_EHOSTDOWN. */
+                if (err.err == FI_ECONNRESET || err.err == FI_ECONNREFUSED ||
+                    err.err == FI_ECONNABORTED || err.err == FI_ENOTCONN ||
+                    err.err == FI_EHOSTUNREACH) {
+                    peer_down(e, s->target, fi_strerror(err.err));
+                } else {
+                    XTQ_LOG_ONCE(OFI, ERROR, "a put failed in the transport: %s (%s)",
+                                 fi_strerror(err.err), buf);
+                }
+                slot_local(e, s, -XTQ_EFABRIC, err.prov_errno);
             } else if (kind == CTX_REGION) {
                 struct rx_region *r = err.op_context;
                 XTQ_LOG_ONCE(OFI, ERROR, "receive error: %s (%s)", fi_strerror(err.err), buf);
@@ -945,7 +954,10 @@ static void *progress_main(void *arg)
             continue;
         }
         if (now - last < spin_ns) {
-            xtq__cpu_relax();
+            /* Leave the transport lock free a moment between empty polls:
+             * the application and agent workers send on the same endpoint. */
+            for (int i = 0; i < 4; i++)
+                xtq__cpu_relax();
             continue;
         }
         progress_block(e);
@@ -1031,10 +1043,14 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
     /* Gather [hdr][cmd][pad][payload][pad] straight from the caller's
      * buffers; where the provider takes fewer iovs (tcp and shm take 4),
      * the command (a packet and its arguments) joins the header in the
-     * slot's stage. The payload is never copied. */
+     * slot's stage. Larger payloads are never copied. */
     size_t want_iov = 2 + (pad1 ? 1 : 0) + (payload_len ? 1 : 0) + (pad2 ? 1 : 0);
-    bool gather_cmd = want_iov > e->ofi.iov_limit;
-    rc = slot_stage(s, gather_cmd ? hdr_len + cmd_len + pad1 : hdr_len);
+    /* Small puts (up to the provider's inject size) are copied whole into
+     * the stage and injected: one copy of a few hundred bytes costs less
+     * than a gathered send and its completion (the eager protocol). */
+    bool eager = total <= e->ofi.inject_size;
+    bool gather_cmd = eager || want_iov > e->ofi.iov_limit;
+    rc = slot_stage(s, eager ? total : gather_cmd ? hdr_len + cmd_len + pad1 : hdr_len);
     if (rc) {
         pthread_mutex_unlock(&e->put_lock);
         return rc;
@@ -1055,10 +1071,18 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
         if (pad1)
             iov[niov++] = (struct iovec){(void *)zero_pad, pad1};
     }
-    if (payload_len)
-        iov[niov++] = (struct iovec){(void *)payload, payload_len};
-    if (pad2)
-        iov[niov++] = (struct iovec){(void *)zero_pad, pad2};
+    if (eager) {
+        uint8_t *at = s->stage + hdr_len + cmd_len + pad1;
+        if (payload_len)
+            memcpy(at, payload, payload_len);
+        memset(at + payload_len, 0, pad2);
+        iov[0].iov_len = total;
+    } else {
+        if (payload_len)
+            iov[niov++] = (struct iovec){(void *)payload, payload_len};
+        if (pad2)
+            iov[niov++] = (struct iovec){(void *)zero_pad, pad2};
+    }
 
     if (!comp) {
         memset(&local_comp, 0, sizeof(local_comp));
@@ -1090,9 +1114,13 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
     /* The slot is ours until its completions arrive; send outside the
      * window lock so acks and completions keep flowing. */
     for (;;) {
-        ssize_t src = xtq__ofi_sendv(&e->ofi, iov, niov, target, s);
+        ssize_t src = eager ? xtq__ofi_inject(&e->ofi, s->stage, total, target)
+                            : xtq__ofi_sendv(&e->ofi, iov, niov, target, s);
         if (src == 0) {
             peer_ring(e, target);
+            /* An injected message has no send completion: local now. */
+            if (eager)
+                slot_local(e, s, 0, 0);
             break;
         }
         if (src != -FI_EAGAIN) {
