@@ -62,6 +62,15 @@ static uint64_t pct(const uint64_t *sorted, int n, double p)
     return sorted[(int)((n - 1) * p)];
 }
 
+/* Processor stages (cuda_abi.h prof[]): the time from each to the next,
+ * and, last, the host's round trip minus the GPU's span (the GPU seeing
+ * the doorbell, and the host seeing the completion). */
+#define PROF_N 1000
+#define PROF_STAGES 7
+static const char *prof_name[PROF_STAGES] = {"body",  "args", "publish", "start",
+                                             "task",  "fence", "host+link"};
+static uint64_t prof[PROF_STAGES][PROF_N];
+
 int main(int argc, char **argv)
 {
     int iters = 2000, opt;
@@ -185,9 +194,24 @@ int main(int argc, char **argv)
                     bad++;
                 if (it >= 0)
                     t[it] = t1 - t0;
+                /* Where the time goes: the processor's own stage clock. */
+                if (m == M_XTQ && it >= 0 && it < PROF_N && len <= 4096) {
+                    uint64_t pr[8];
+                    XK(xtq__cuda_profile(agent, pr));
+                    for (int st = 0; st < PROF_STAGES - 1; st++)
+                        prof[st][it] = pr[st + 1] - pr[st];
+                    prof[PROF_STAGES - 1][it] = (t1 - t0) - (pr[PROF_STAGES - 1] - pr[0]);
+                }
             }
             if (m == M_HSA_FLAG)
                 CK(cudaStreamSynchronize(stream));
+            if (m == M_XTQ && len <= 4096) {
+                int np = n < PROF_N ? n : PROF_N;
+                printf("profile %zu B xtq (median us):", len);
+                for (int st = 0; st < PROF_STAGES; st++)
+                    printf(" %s %.2f", prof_name[st], median(prof[st], np) / 1e3);
+                printf("\n");
+            }
             med[si][m] = median(t, n);
             p99[si][m] = pct(t, n, 0.99);
             if (out)

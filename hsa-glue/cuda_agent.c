@@ -990,7 +990,25 @@ int xtq_cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len)
     return cuda_mem_deregister(agent, addr, len);
 }
 
+int xtq__cuda_profile(xtq_agent_t *agent, uint64_t out[8])
+{
+    XTQ_STATIC_ASSERT(XTQ__CUDA_PROF_STAGES == 8, "prototype in internal.h");
+    if (agent == NULL || agent->kind != XTQ_AGENT_CUDA)
+        return -XTQ_EINVAL;
+    struct cuda_agent *a = to_cuda(agent);
+    cudaError_t e = cudaMemcpyAsync(out, a->dev->prof, sizeof(a->dev->prof),
+                                    cudaMemcpyDeviceToHost, a->ctl_stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(a->ctl_stream);
+    return cuda_rc(e, "cudaMemcpyAsync (profile)");
+}
+
 #else /* !XTQ_HAVE_CUDA_AGENT: the API exists, the agent does not. */
+
+int xtq__cuda_profile(xtq_agent_t *agent, uint64_t out[8])
+{
+    return -XTQ_ENOAGENT;
+}
 
 int xtq_cuda_attach(xtq_agent_t *agent, xtq_cuda_launch_fn launch, const char *name)
 {

@@ -247,6 +247,9 @@ struct xtq__agent_provider {
 };
 extern const struct xtq__agent_provider xtq__cpu_agent_provider;
 extern const struct xtq__agent_provider xtq__cuda_agent_provider;
+/* The GPU clock (ns) at each stage of the CUDA processor's last kernel
+ * dispatch (cuda_abi.h, prof[]); for benchmarks. */
+int xtq__cuda_profile(xtq_agent_t *agent, uint64_t out[8]);
 extern const struct xtq__agent_provider xtq__rocr_agent_provider;
 
 /* hsa-glue/agent.c: open every available agent into the context. */

@@ -23,11 +23,12 @@
 #include <xtq/cuda.h>
 
 /* Bumped whenever a structure below changes. */
-#define XTQ_CUDA_ABI_VERSION 3u
+#define XTQ_CUDA_ABI_VERSION 4u
 
 #define XTQ__CUDA_MAX_QUEUES 64
 #define XTQ__CUDA_MAX_KERNELS 1024
 #define XTQ__CUDA_THREADS XTQ_CUDA_MAX_WORKGROUP
+#define XTQ__CUDA_PROF_STAGES 8
 
 /* Device-memory kernel descriptor; kernel_object holds its address.
  * `module` names the task module whose processor may call `fn`: a device
@@ -110,10 +111,18 @@ struct xtq__cuda_dev {
     uint32_t cur_queue;
     uint32_t cur_total;   /* work-groups in cur */
     volatile uint64_t gen;       /* bumped by block 0 when cur is published */
+    /* (tag << 32) | work-groups of the dispatch `tag`, published with gen:
+     * a block that wakes late reads the tag and the count together, so it
+     * can never claim a group of one dispatch with another's count. */
+    volatile uint64_t dispatch;
     unsigned long long claim;    /* (gen << 32) | next group to claim */
     unsigned int groups_done;
     volatile uint64_t completed; /* gen of the last finished dispatch */
     uint64_t packets;            /* packets completed */
+    /* GPU clock (ns) at the stages of the last kernel dispatch: header
+     * seen, body read, arguments read, dispatch published, first group
+     * started, last group finished, completion fenced. Profiling only. */
+    uint64_t prof[XTQ__CUDA_PROF_STAGES];
     uint32_t error_seen;         /* an error was reported in ctl->error */
     uint32_t pad1_;
     uint8_t kernarg[XTQ_CUDA_MAX_KERNARG] __attribute__((aligned(16)));

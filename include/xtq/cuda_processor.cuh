@@ -93,6 +93,15 @@ __device__ __forceinline__ void st_release_gpu_u64(void *p, uint64_t v)
     asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+__device__ __forceinline__ uint64_t gpu_clock_ns(void)
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+enum { PROF_HEADER, PROF_BODY, PROF_KARG, PROF_PUBLISHED, PROF_START, PROF_END, PROF_FENCED };
+
 __device__ __forceinline__ void nap(uint32_t *ns, uint32_t *idle, uint32_t max_ns)
 {
     /* Spin hot for a while after the last packet (latency under load),
@@ -238,6 +247,7 @@ __device__ int take_packet(xtq__cuda_dev *dev, uint32_t *qnext, uint32_t *versio
             uint32_t hw = ld_acquire_sys_u32(slot);
             if ((hw & 0xffu) == XTQ_PACKET_TYPE_INVALID)
                 continue;
+            dev->prof[PROF_HEADER] = gpu_clock_ns();
             /* Body and cookie: independent loads, in flight together. */
             const uint4 *src = (const uint4 *)slot;
             uint4 w0 = ld_volatile_v4(src), w1 = ld_volatile_v4(src + 1);
@@ -252,6 +262,7 @@ __device__ int take_packet(xtq__cuda_dev *dev, uint32_t *qnext, uint32_t *versio
             dst[2] = w2;
             dst[3] = w3;
             pkt.header = (uint16_t)hw;
+            dev->prof[PROF_BODY] = gpu_clock_ns();
             /* The slot stays ours until complete() frees it with the
              * completion: one fence for both. */
             qd->rd = rd + 1;
@@ -290,13 +301,13 @@ __device__ int take_packet(xtq__cuda_dev *dev, uint32_t *qnext, uint32_t *versio
     }
 }
 
-/* Every block: claim work-groups of dispatch `gen` and run them. */
-__device__ void run_groups(xtq__cuda_dev *dev, uint64_t gen, const xtq_kernel_dispatch_packet_t *k,
+/* Every block: claim work-groups of dispatch `tag` (of `total` groups)
+ * and run them. */
+__device__ void run_groups(xtq__cuda_dev *dev, uint32_t tag, const xtq_kernel_dispatch_packet_t *k,
                            uint64_t fn_addr, void *kernarg, uint32_t total)
 {
     __shared__ uint32_t s_group;
     const uint32_t tid = threadIdx.x;
-    const uint32_t tag = (uint32_t)gen;
     xtq_cuda_task_fn fn = (xtq_cuda_task_fn)fn_addr;
     xtq_cuda_dispatch_t d;
     d.packet = k;
@@ -336,6 +347,8 @@ __device__ void run_groups(xtq__cuda_dev *dev, uint64_t gen, const xtq_kernel_di
         __syncthreads();
         if (g == ~0u)
             break;
+        if (g == 0 && tid == 0)
+            dev->prof[PROF_START] = gpu_clock_ns();
         d.workgroup_id[0] = g % d.workgroup_count[0];
         d.workgroup_id[1] = (g / d.workgroup_count[0]) % d.workgroup_count[1];
         d.workgroup_id[2] = g / (d.workgroup_count[0] * d.workgroup_count[1]);
@@ -353,9 +366,11 @@ __device__ void run_groups(xtq__cuda_dev *dev, uint64_t gen, const xtq_kernel_di
         __threadfence();
         uint32_t prev = atomicAdd(&dev->groups_done, ran);
         if (prev + ran == total) {
+            dev->prof[PROF_END] = gpu_clock_ns();
             complete(dev, dev->cur_queue, dev->cur_index, dev->cur_cookie,
                      k->completion_signal.handle, 0);
-            st_release_gpu_u64((void *)&dev->completed, gen);
+            dev->prof[PROF_FENCED] = gpu_clock_ns();
+            st_release_gpu_u64((void *)&dev->completed, tag);
         }
     }
 }
@@ -422,7 +437,7 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
     __shared__ xtq_kernel_dispatch_packet_t s_pkt;
     __shared__ __align__(16) uint8_t s_karg[XTQ_CUDA_MAX_KERNARG];
     __shared__ int s_cmd;
-    __shared__ uint64_t s_gen;
+    __shared__ uint64_t s_gen, s_disp;
     const uint32_t tid = threadIdx.x;
     uint32_t qnext = 0, version = ~0u;
     xtq__cuda_ctl *ctl = (xtq__cuda_ctl *)dev->ctl;
@@ -459,6 +474,8 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
             uint32_t ks = dev->cur_kernarg_size;
             copy_kernarg(s_karg, s_pkt.kernarg_address, ks, KARG_HOST);
             __syncthreads();
+            if (tid == 0)
+                dev->prof[PROF_KARG] = gpu_clock_ns();
             stage_payload(dev, &s_pkt, s_karg, ks);
             __syncthreads();
             copy_kernarg(dev->kernarg, s_karg, ks, KARG_SHARED);
@@ -467,16 +484,19 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
             __threadfence();
             __syncthreads();
             gen++;
+            const uint32_t tag_now = (uint32_t)gen;
             if (tid == 0) {
                 dev->groups_done = 0;
-                dev->claim = (unsigned long long)(uint32_t)gen << 32;
+                dev->claim = (unsigned long long)tag_now << 32;
+                dev->dispatch = ((uint64_t)tag_now << 32) | dev->cur_total;
                 st_release_gpu_u64((void *)&dev->gen, gen);
+                dev->prof[PROF_PUBLISHED] = gpu_clock_ns();
             }
             __syncthreads();
-            run_groups(dev, gen, &s_pkt, dev->cur_fn, s_karg, dev->cur_total);
+            run_groups(dev, tag_now, &s_pkt, dev->cur_fn, s_karg, dev->cur_total);
             if (tid == 0) {
                 /* In order: the next packet waits for this one. */
-                while (ld_acquire_gpu_u64((const void *)&dev->completed) != gen)
+                while ((uint32_t)ld_acquire_gpu_u64((const void *)&dev->completed) != tag_now)
                     __nanosleep(64);
             }
             __syncthreads();
@@ -494,21 +514,26 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
                 }
                 s_cmd = cmd;
                 s_gen = g;
+                if (cmd > 0)
+                    s_disp = ld_acquire_gpu_u64((const void *)&dev->dispatch);
             }
             __syncthreads();
             if (s_cmd < 0)
                 break;
             gen = s_gen;
+            /* Tag and group count from one word; the packet, function and
+             * arguments read after it belong to that dispatch or a later
+             * one. A stale view claims nothing: the claim word's tag has
+             * moved on, or every group of the tag is taken. */
+            const uint32_t tag_seen = (uint32_t)(s_disp >> 32), total = (uint32_t)s_disp;
             if (tid < sizeof(s_pkt) / 4)
                 ((uint32_t *)&s_pkt)[tid] = __ldcg((const unsigned int *)&dev->cur + tid);
             __syncthreads();
-            /* A stale view (the dispatch already finished) claims nothing. */
             uint32_t ks = *(volatile uint32_t *)&dev->cur_kernarg_size;
             uint64_t fn = *(volatile uint64_t *)&dev->cur_fn;
-            uint32_t total = *(volatile uint32_t *)&dev->cur_total;
             copy_kernarg(s_karg, dev->kernarg, ks, KARG_DEVICE);
             __syncthreads();
-            run_groups(dev, gen, &s_pkt, fn, s_karg, total);
+            run_groups(dev, tag_seen, &s_pkt, fn, s_karg, total);
             __syncthreads();
         }
     }

@@ -763,14 +763,14 @@ static void handle_message(struct xtq__engine *e, struct rx_region *r, const voi
         handle_put(e, r, hdr, cmd, payload);
 }
 
-static int cq_poll(struct xtq__engine *e)
+static int cq_poll(struct xtq__engine *e, bool polite)
 {
     struct fi_cq_data_entry ent[16];
     struct fi_cq_err_entry err;
     int n = 0;
 
     for (;;) {
-        ssize_t got = xtq__ofi_cq_read(&e->ofi, ent, ARRAY_SIZE(ent), &err);
+        ssize_t got = xtq__ofi_cq_read(&e->ofi, ent, ARRAY_SIZE(ent), &err, polite);
         if (got == -FI_EAGAIN)
             break;
         if (got == -FI_EAVAIL) {
@@ -823,7 +823,7 @@ static int cq_poll(struct xtq__engine *e)
     return n;
 }
 
-static int progress_locked(struct xtq__engine *e)
+static int progress_locked(struct xtq__engine *e, bool polite)
 {
     int n = 0, rc;
     for (unsigned i = 0; i < e->nregions; i++)
@@ -833,7 +833,7 @@ static int progress_locked(struct xtq__engine *e)
     n += acks_flush(e);
     n += backlog_drain(e);
     peers_check(e);
-    rc = cq_poll(e);
+    rc = cq_poll(e, polite);
     if (rc < 0)
         return rc;
     n += rc;
@@ -841,15 +841,22 @@ static int progress_locked(struct xtq__engine *e)
     return n;
 }
 
-int xtq__engine_progress(struct xtq__engine *e)
+/* One turn. `polite`: the progress thread's busy poll, which leaves the
+ * endpoint to a thread waiting to send rather than contend for it. */
+static int engine_turn(struct xtq__engine *e, bool polite)
 {
     int n;
     /* Another thread is progressing: that is progress too. */
     if (pthread_mutex_trylock(&e->progress_lock) != 0)
         return 0;
-    n = progress_locked(e);
+    n = progress_locked(e, polite);
     pthread_mutex_unlock(&e->progress_lock);
     return n;
+}
+
+int xtq__engine_progress(struct xtq__engine *e)
+{
+    return engine_turn(e, false);
 }
 
 void xtq__engine_poll_cb(void *engine)
@@ -947,7 +954,7 @@ static void *progress_main(void *arg)
 
     place_thread(e);
     while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
-        int n = xtq__engine_progress(e);
+        int n = engine_turn(e, true);
         uint64_t now = xtq__now_ns();
         if (n > 0) {
             last = now;

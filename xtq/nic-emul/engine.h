@@ -21,6 +21,7 @@
 
 struct xtq__ofi {
     pthread_mutex_t lock;
+    _Atomic uint32_t senders; /* threads waiting to send: a polite poll defers */
     struct fi_info *info;
     struct fid_fabric *fabric;
     struct fid_domain *domain;
@@ -49,9 +50,11 @@ int xtq__ofi_post_multi_recv(struct xtq__ofi *o, void *buf, size_t len, void *co
 ssize_t xtq__ofi_sendv(struct xtq__ofi *o, const struct iovec *iov, size_t count, int dest,
                        void *context);
 ssize_t xtq__ofi_inject(struct xtq__ofi *o, const void *buf, size_t len, int dest);
-/* Reads up to n entries; an error entry is returned in *err (ret -FI_EAVAIL). */
+/* Reads up to n entries; an error entry is returned in *err (ret -FI_EAVAIL).
+ * `polite`: return -FI_EAGAIN at once when a sender is waiting for the
+ * endpoint or holds it (a polling thread must not stand in its way). */
 ssize_t xtq__ofi_cq_read(struct xtq__ofi *o, struct fi_cq_data_entry *entries, size_t n,
-                         struct fi_cq_err_entry *err);
+                         struct fi_cq_err_entry *err, bool polite);
 /* 0 when the caller may block on wait_fd, else -FI_EAGAIN. */
 int xtq__ofi_trywait(struct xtq__ofi *o);
 /* Names of the RDM providers with FI_MSG | FI_MULTI_RECV usable here. */

@@ -233,26 +233,36 @@ ssize_t xtq__ofi_sendv(struct xtq__ofi *o, const struct iovec *iov, size_t count
                        void *context)
 {
     ssize_t rc;
+    atomic_fetch_add_explicit(&o->senders, 1, memory_order_relaxed);
     xtq__mutex_lock(&o->lock);
     rc = fi_sendv(o->ep, iov, NULL, count, o->addrs[dest], context);
     pthread_mutex_unlock(&o->lock);
+    atomic_fetch_sub_explicit(&o->senders, 1, memory_order_relaxed);
     return rc;
 }
 
 ssize_t xtq__ofi_inject(struct xtq__ofi *o, const void *buf, size_t len, int dest)
 {
     ssize_t rc;
+    atomic_fetch_add_explicit(&o->senders, 1, memory_order_relaxed);
     xtq__mutex_lock(&o->lock);
     rc = fi_inject(o->ep, buf, len, o->addrs[dest]);
     pthread_mutex_unlock(&o->lock);
+    atomic_fetch_sub_explicit(&o->senders, 1, memory_order_relaxed);
     return rc;
 }
 
 ssize_t xtq__ofi_cq_read(struct xtq__ofi *o, struct fi_cq_data_entry *entries, size_t n,
-                         struct fi_cq_err_entry *err)
+                         struct fi_cq_err_entry *err, bool polite)
 {
     ssize_t rc;
-    xtq__mutex_lock(&o->lock);
+    if (polite) {
+        if (atomic_load_explicit(&o->senders, memory_order_relaxed) ||
+            pthread_mutex_trylock(&o->lock) != 0)
+            return -FI_EAGAIN;
+    } else {
+        xtq__mutex_lock(&o->lock);
+    }
     rc = fi_cq_read(o->cq, entries, n);
     if (rc == -FI_EAVAIL) {
         memset(err, 0, sizeof(*err));
