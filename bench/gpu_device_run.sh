@@ -65,14 +65,16 @@ if want gpu; then
   echo "parallel (-j4) rc=$?"; grep -E "tests passed|FAIL|run_sum|error" $W/gpu/ctest_j4.txt | head -20
   # memcheck on one case while three others share the GPU.
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  pids=()
   for c in many_packets_small_queue_exactly_once payload_in_place_and_in_device_memory \
            payload_staged_from_copy_min; do
     timeout 60 $B/tests/unit/test_cuda $c >$W/gpu/par_$c.txt 2>&1 &
+    pids+=($!)
   done
   timeout 90 $SAN --tool memcheck --error-exitcode 3 $B/tests/unit/test_cuda shutdown_and_reopen \
     >$W/gpu/san_parallel.txt 2>&1
   echo "memcheck shutdown_and_reopen beside 3 others rc=$? $(grep -E 'ERROR SUMMARY' $W/gpu/san_parallel.txt | tail -1)"
-  wait; grep -h -E "FAIL|run_sum|passed|error" $W/gpu/par_*.txt | head; pack
+  wait "${pids[@]}"; grep -h -E "FAIL|run_sum|passed|error" $W/gpu/par_*.txt | head; pack
 fi
 
 if want san; then

@@ -336,7 +336,14 @@ static uint64_t run_sum(xtq_queue_t *q, xtq_kernel_t *k, struct sum_args *ka,
     const uint16_t wg[3] = {256, 1, 1};
     unsigned long long res[2] = {0, 0};
     xtq_aql_packet_t p;
-    CHECK(cudaMemcpy(dresult, res, sizeof(res), cudaMemcpyHostToDevice) == cudaSuccess);
+    /* Not cudaMemcpy from pageable memory: it may return before its DMA
+     * lands, which then overwrote the task's sum (seen with four test
+     * processes on the GPU). A memset on our own stream, waited for. */
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+    CHECK(cudaMemsetAsync(dresult, 0, sizeof(res), s) == cudaSuccess);
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    CHECK(cudaStreamDestroy(s) == cudaSuccess);
     ka->result = dresult;
     ka->payload = payload;
     ka->len = len;
