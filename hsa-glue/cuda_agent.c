@@ -689,8 +689,11 @@ static int cuda_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
         rc = cuda_rc(cudaMalloc((void **)&a->kdesc, sizeof(*a->kdesc) * XTQ__CUDA_MAX_KERNELS),
                      "cudaMalloc (kernel table)");
     if (rc == 0)
-        rc = cuda_rc(cudaMemset(a->kdesc, 0, sizeof(*a->kdesc) * XTQ__CUDA_MAX_KERNELS),
-                     "cudaMemset");
+        rc = cuda_rc(cudaMemsetAsync(a->kdesc, 0, sizeof(*a->kdesc) * XTQ__CUDA_MAX_KERNELS,
+                                     a->ctl_stream),
+                     "cudaMemsetAsync");
+    if (rc == 0)
+        rc = cuda_rc(cudaStreamSynchronize(a->ctl_stream), "cudaStreamSynchronize");
     if (rc == 0)
         rc = cuda_rc(cudaHostAlloc((void **)&a->ctl, sizeof(*a->ctl),
                                    cudaHostAllocMapped | cudaHostAllocPortable),
@@ -740,8 +743,11 @@ static int cuda_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
         goto err;
     }
     init->kdesc = (uint64_t)(uintptr_t)a->kdesc;
-    rc = cuda_rc(cudaMemcpy(a->dev, init, sizeof(*init), cudaMemcpyHostToDevice),
-                 "cudaMemcpy (state)");
+    /* Every control copy goes through cuda_put (its stream, waited for):
+     * a cudaMemcpy from pageable memory may return before its DMA lands,
+     * and this one then overwrote the queue table written after it (a
+     * processor read a NULL ring with other processes on the GPU). */
+    rc = cuda_put(a, a->dev, init, sizeof(*init));
     free(init);
     if (rc)
         goto err;

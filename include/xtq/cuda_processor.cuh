@@ -182,9 +182,10 @@ __device__ bool barrier_ready(const xtq_barrier_packet_t *b, bool is_or)
     return none || (is_or ? any : all);
 }
 
-/* Validate a kernel dispatch; 0 or a negative XTQ code. Fills cur_*. */
+/* Validate a kernel dispatch; 0 or a negative XTQ code. Fills cur_fn,
+ * cur_kernarg_size and cur_total, and *fn / *ks / *total for block 0. */
 __device__ int check_dispatch(xtq__cuda_dev *dev, const xtq_kernel_dispatch_packet_t *k,
-                              uint32_t tag)
+                              uint32_t tag, uint64_t *fn, uint32_t *ks, uint32_t *ngroups)
 {
     uint32_t dims = (k->setup >> XTQ_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS) & 3u;
     if (dims < 1 || dims > 3)
@@ -208,21 +209,30 @@ __device__ int check_dispatch(xtq__cuda_dev *dev, const xtq_kernel_dispatch_pack
     if (obj < base || obj >= base + XTQ__CUDA_MAX_KERNELS * sizeof(xtq__cuda_kdesc) ||
         (obj - base) % sizeof(xtq__cuda_kdesc))
         return -XTQ_ENOKERNEL;
-    const volatile xtq__cuda_kdesc *kd = (const volatile xtq__cuda_kdesc *)obj;
+    /* The descriptor in one load (one trip to device memory). */
+    uint4 w = ld_volatile_v4((const void *)obj);
+    xtq__cuda_kdesc kd;
+    memcpy(&kd, &w, sizeof(kd));
     /* A task of another module: calling it would fault the whole GPU
      * context. Its packet completes with the error instead. */
-    if (!kd->live || !kd->fn || kd->module != tag)
+    if (!kd.live || !kd.fn || kd.module != tag)
         return -XTQ_ENOKERNEL;
-    if (kd->kernarg_size && !k->kernarg_address)
+    if (kd.kernarg_size && !k->kernarg_address)
         return -XTQ_EKERNARG;
-    dev->cur_fn = kd->fn;
-    dev->cur_kernarg_size = kd->kernarg_size;
+    dev->cur_fn = kd.fn;
+    dev->cur_kernarg_size = kd.kernarg_size;
     dev->cur_total = (uint32_t)total;
+    *fn = kd.fn;
+    *ks = kd.kernarg_size;
+    *ngroups = (uint32_t)total;
     return 0;
 }
 
-/* Block 0, thread 0: wait for a packet on any queue and take it. */
-__device__ int take_packet(xtq__cuda_dev *dev, uint32_t *qnext, uint32_t *version, uint32_t tag)
+/* Block 0, thread 0: wait for a packet on any queue and take it. Barriers
+ * and refused packets are completed here (0); a kernel dispatch is left
+ * in *out (shared memory) for block 0 to check and run (1); -1: stop. */
+__device__ int take_packet(xtq__cuda_dev *dev, uint32_t *qnext, uint32_t *version,
+                           xtq_kernel_dispatch_packet_t *out)
 {
     uint32_t ns = 0, idle = 0;
     xtq__cuda_ctl *ctl = (xtq__cuda_ctl *)dev->ctl;
@@ -271,12 +281,7 @@ __device__ int take_packet(xtq__cuda_dev *dev, uint32_t *qnext, uint32_t *versio
             uint32_t type = pkt.header & 0xffu;
             uint64_t sig = pkt.kernel.completion_signal.handle; /* same offset in all */
             if (type == XTQ_PACKET_TYPE_KERNEL_DISPATCH) {
-                int rc = check_dispatch(dev, &pkt.kernel, tag);
-                if (rc) {
-                    complete(dev, qi, rd, cookie, sig, rc);
-                    return 0;
-                }
-                dev->cur = pkt.kernel;
+                *out = pkt.kernel;
                 dev->cur_cookie = cookie;
                 dev->cur_index = rd;
                 dev->cur_queue = qi;
@@ -301,6 +306,50 @@ __device__ int take_packet(xtq__cuda_dev *dev, uint32_t *qnext, uint32_t *versio
     }
 }
 
+/* Fill the work-item coordinates a task sees (group coordinates aside). */
+__device__ void dispatch_init(xtq_cuda_dispatch_t *d, const xtq_kernel_dispatch_packet_t *k)
+{
+    const uint32_t tid = threadIdx.x;
+    d->packet = k;
+    d->dimensions = (k->setup >> XTQ_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS) & 3u;
+    d->grid_size[0] = k->grid_size_x;
+    d->grid_size[1] = d->dimensions > 1 ? k->grid_size_y : 1;
+    d->grid_size[2] = d->dimensions > 2 ? k->grid_size_z : 1;
+    d->workgroup_size[0] = k->workgroup_size_x;
+    d->workgroup_size[1] = d->dimensions > 1 ? k->workgroup_size_y : 1;
+    d->workgroup_size[2] = d->dimensions > 2 ? k->workgroup_size_z : 1;
+    for (int i = 0; i < 3; i++)
+        d->workgroup_count[i] = (d->grid_size[i] + d->workgroup_size[i] - 1) / d->workgroup_size[i];
+    d->flat_local_id = tid;
+    d->local_id[0] = tid % d->workgroup_size[0];
+    d->local_id[1] = (tid / d->workgroup_size[0]) % d->workgroup_size[1];
+    d->local_id[2] = tid / (d->workgroup_size[0] * d->workgroup_size[1]);
+}
+
+/* Run work-group `g` of the dispatch in this block. */
+__device__ __forceinline__ void run_group(xtq_cuda_dispatch_t *d, uint32_t g, uint64_t fn_addr,
+                                          void *kernarg)
+{
+    const uint32_t items = d->workgroup_size[0] * d->workgroup_size[1] * d->workgroup_size[2];
+    d->workgroup_id[0] = g % d->workgroup_count[0];
+    d->workgroup_id[1] = (g / d->workgroup_count[0]) % d->workgroup_count[1];
+    d->workgroup_id[2] = g / (d->workgroup_count[0] * d->workgroup_count[1]);
+    bool in = threadIdx.x < items;
+    for (int i = 0; i < 3 && in; i++)
+        in = d->workgroup_id[i] * d->workgroup_size[i] + d->local_id[i] < d->grid_size[i];
+    if (in)
+        ((xtq_cuda_task_fn)fn_addr)(d, kernarg);
+}
+
+/* A dispatch of one work-group, run by block 0 alone. */
+__device__ void run_one_group(const xtq_kernel_dispatch_packet_t *k, uint64_t fn_addr,
+                              void *kernarg)
+{
+    xtq_cuda_dispatch_t d;
+    dispatch_init(&d, k);
+    run_group(&d, 0, fn_addr, kernarg);
+}
+
 /* Every block: claim work-groups of dispatch `tag` (of `total` groups)
  * and run them. */
 __device__ void run_groups(xtq__cuda_dev *dev, uint32_t tag, const xtq_kernel_dispatch_packet_t *k,
@@ -308,23 +357,8 @@ __device__ void run_groups(xtq__cuda_dev *dev, uint32_t tag, const xtq_kernel_di
 {
     __shared__ uint32_t s_group;
     const uint32_t tid = threadIdx.x;
-    xtq_cuda_task_fn fn = (xtq_cuda_task_fn)fn_addr;
     xtq_cuda_dispatch_t d;
-    d.packet = k;
-    d.dimensions = (k->setup >> XTQ_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS) & 3u;
-    d.grid_size[0] = k->grid_size_x;
-    d.grid_size[1] = d.dimensions > 1 ? k->grid_size_y : 1;
-    d.grid_size[2] = d.dimensions > 2 ? k->grid_size_z : 1;
-    d.workgroup_size[0] = k->workgroup_size_x;
-    d.workgroup_size[1] = d.dimensions > 1 ? k->workgroup_size_y : 1;
-    d.workgroup_size[2] = d.dimensions > 2 ? k->workgroup_size_z : 1;
-    for (int i = 0; i < 3; i++)
-        d.workgroup_count[i] = (d.grid_size[i] + d.workgroup_size[i] - 1) / d.workgroup_size[i];
-    const uint32_t items = d.workgroup_size[0] * d.workgroup_size[1] * d.workgroup_size[2];
-    d.flat_local_id = tid;
-    d.local_id[0] = tid % d.workgroup_size[0];
-    d.local_id[1] = (tid / d.workgroup_size[0]) % d.workgroup_size[1];
-    d.local_id[2] = tid / (d.workgroup_size[0] * d.workgroup_size[1]);
+    dispatch_init(&d, k);
     uint32_t ran = 0;
     for (;;) {
         if (tid == 0) {
@@ -349,14 +383,7 @@ __device__ void run_groups(xtq__cuda_dev *dev, uint32_t tag, const xtq_kernel_di
             break;
         if (g == 0 && tid == 0)
             dev->prof[PROF_START] = gpu_clock_ns();
-        d.workgroup_id[0] = g % d.workgroup_count[0];
-        d.workgroup_id[1] = (g / d.workgroup_count[0]) % d.workgroup_count[1];
-        d.workgroup_id[2] = g / (d.workgroup_count[0] * d.workgroup_count[1]);
-        bool in = tid < items;
-        for (int i = 0; i < 3 && in; i++)
-            in = d.workgroup_id[i] * d.workgroup_size[i] + d.local_id[i] < d.grid_size[i];
-        if (in)
-            fn(&d, kernarg);
+        run_group(&d, g, fn_addr, kernarg);
         ran++;
     }
     __syncthreads();
@@ -377,17 +404,21 @@ __device__ void run_groups(xtq__cuda_dev *dev, uint32_t tag, const xtq_kernel_di
 
 enum karg_src { KARG_HOST, KARG_DEVICE, KARG_SHARED };
 
-__device__ void copy_kernarg(void *dst, const void *src, uint32_t size, karg_src from)
+/* Threads 0 .. nthreads-1 copy (the others may be busy elsewhere). */
+__device__ void copy_kernarg(void *dst, const void *src, uint32_t size, karg_src from,
+                             uint32_t nthreads = XTQ__CUDA_THREADS)
 {
     /* Words when aligned, else bytes; one round of loads for <= 1 KiB.
      * __ldcg (ld.global.cg) only on device memory: on shared memory it
      * faults with cudaErrorInvalidAddressSpace. */
+    if (threadIdx.x >= nthreads)
+        return;
     if (!(((uintptr_t)src | size) & 3)) {
-        for (uint32_t i = threadIdx.x; i < size / 4; i += blockDim.x)
+        for (uint32_t i = threadIdx.x; i < size / 4; i += nthreads)
             ((uint32_t *)dst)[i] = from == KARG_DEVICE ? __ldcg((const unsigned int *)src + i)
                                                        : ((const volatile uint32_t *)src)[i];
     } else {
-        for (uint32_t i = threadIdx.x; i < size; i += blockDim.x)
+        for (uint32_t i = threadIdx.x; i < size; i += nthreads)
             ((uint8_t *)dst)[i] = ((const volatile uint8_t *)src)[i];
     }
 }
@@ -437,7 +468,9 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
     __shared__ xtq_kernel_dispatch_packet_t s_pkt;
     __shared__ __align__(16) uint8_t s_karg[XTQ_CUDA_MAX_KERNARG];
     __shared__ int s_cmd;
-    __shared__ uint64_t s_gen, s_disp;
+    __shared__ uint64_t s_gen, s_disp, s_fn;
+    __shared__ uint32_t s_ks, s_total;
+    __shared__ int s_rc;
     const uint32_t tid = threadIdx.x;
     uint32_t qnext = 0, version = ~0u;
     xtq__cuda_ctl *ctl = (xtq__cuda_ctl *)dev->ctl;
@@ -459,7 +492,7 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
     for (;;) {
         if (blockIdx.x == 0) {
             if (tid == 0)
-                s_cmd = take_packet(dev, &qnext, &version, tag);
+                s_cmd = take_packet(dev, &qnext, &version, &s_pkt);
             __syncthreads();
             int cmd = s_cmd;
             if (cmd < 0)
@@ -468,17 +501,57 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
                 __syncthreads();
                 continue;
             }
-            if (tid < sizeof(s_pkt) / 4)
-                ((uint32_t *)&s_pkt)[tid] = ((const volatile uint32_t *)&dev->cur)[tid];
+            /* The last thread checks the dispatch (a trip to device memory)
+             * while the others fetch the arguments from host memory (a
+             * trip over PCIe), when the engine said how long they are
+             * (reserved0; XTQ packets always, checked against the kernel). */
+            const uint32_t hint = s_pkt.reserved0;
+            const void *karg_src = s_pkt.kernarg_address;
+            const bool early = hint && hint <= XTQ_CUDA_MAX_KERNARG && karg_src;
+            if (tid == XTQ__CUDA_THREADS - 1) {
+                s_rc = check_dispatch(dev, &s_pkt, tag, &s_fn, &s_ks, &s_total);
+                if (s_rc == 0 && early && hint != s_ks)
+                    s_rc = -XTQ_EKERNARG;
+            } else if (early) {
+                copy_kernarg(s_karg, karg_src, hint, KARG_HOST, XTQ__CUDA_THREADS - 1);
+            }
             __syncthreads();
-            uint32_t ks = dev->cur_kernarg_size;
-            copy_kernarg(s_karg, s_pkt.kernarg_address, ks, KARG_HOST);
-            __syncthreads();
+            if (s_rc) {
+                if (tid == 0)
+                    complete(dev, dev->cur_queue, dev->cur_index, dev->cur_cookie,
+                             s_pkt.completion_signal.handle, s_rc);
+                __syncthreads();
+                continue;
+            }
+            const uint32_t ks = s_ks, total = s_total;
+            const uint64_t fn = s_fn;
+            if (!early) {
+                copy_kernarg(s_karg, karg_src, ks, KARG_HOST);
+                __syncthreads();
+            }
             if (tid == 0)
                 dev->prof[PROF_KARG] = gpu_clock_ns();
             stage_payload(dev, &s_pkt, s_karg, ks);
             __syncthreads();
+            if (total == 1) {
+                /* One work-group: this block runs it alone, nothing to
+                 * publish to the others. */
+                if (tid == 0)
+                    dev->prof[PROF_PUBLISHED] = dev->prof[PROF_START] = gpu_clock_ns();
+                run_one_group(&s_pkt, fn, s_karg);
+                __syncthreads();
+                if (tid == 0) {
+                    dev->prof[PROF_END] = gpu_clock_ns();
+                    complete(dev, dev->cur_queue, dev->cur_index, dev->cur_cookie,
+                             s_pkt.completion_signal.handle, 0);
+                    dev->prof[PROF_FENCED] = gpu_clock_ns();
+                }
+                __syncthreads();
+                continue;
+            }
             copy_kernarg(dev->kernarg, s_karg, ks, KARG_SHARED);
+            if (tid < sizeof(s_pkt) / 4)
+                ((uint32_t *)&dev->cur)[tid] = ((const uint32_t *)&s_pkt)[tid];
             /* Written by many threads, released by thread 0 with gen: each
              * writer fences, or another block may read an old word. */
             __threadfence();
@@ -488,12 +561,12 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
             if (tid == 0) {
                 dev->groups_done = 0;
                 dev->claim = (unsigned long long)tag_now << 32;
-                dev->dispatch = ((uint64_t)tag_now << 32) | dev->cur_total;
+                dev->dispatch = ((uint64_t)tag_now << 32) | total;
                 st_release_gpu_u64((void *)&dev->gen, gen);
                 dev->prof[PROF_PUBLISHED] = gpu_clock_ns();
             }
             __syncthreads();
-            run_groups(dev, tag_now, &s_pkt, dev->cur_fn, s_karg, dev->cur_total);
+            run_groups(dev, tag_now, &s_pkt, fn, s_karg, total);
             if (tid == 0) {
                 /* In order: the next packet waits for this one. */
                 while ((uint32_t)ld_acquire_gpu_u64((const void *)&dev->completed) != tag_now)

@@ -300,7 +300,7 @@ XTQ_TEST(bad_packets_complete_with_error)
     const uint32_t grid[3] = {1, 1, 1};
     const uint16_t wg[3] = {1, 1, 1};
     struct xtq_kernel bogus = {.agent = agent, .object = 0x1234, .kernarg_size = 0};
-    retired = calloc(2, sizeof(*retired));
+    retired = calloc(3, sizeof(*retired));
     CHECK_OK(xtq_queue_create(agent, 4, &q));
     q->retire = count_retire;
     CHECK_OK(xtq_cuda_signal_create(agent, 2, &sig));
@@ -321,7 +321,24 @@ XTQ_TEST(bad_packets_complete_with_error)
     for (int t = 0; atomic_load(&retired[1]) == 0 && t < 20000; t++)
         usleep(1000);
     CHECK_EQ(atomic_load(&last_status), -XTQ_EAGENTKIND);
+    /* An argument-length hint that does not match the kernel: refused
+     * before the task is called. */
+    xtq_kernel_t *k = make_kernel(agent, TASK_COUNT, sizeof(struct count_args));
+    struct count_args *ka = host_alloc(agent, 64);
+    uint32_t *seen = host_alloc(agent, 64);
+    ka->seen = seen;
+    ka->seq = 0;
+    xtq_signal_store(sig, 1);
+    kernel_packet(&p, k, ka, 1, grid, wg, sig);
+    p.kernel.reserved0 = sizeof(*ka) + 8;
+    submit(q, &p, (void *)(uintptr_t)3);
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    for (int t = 0; atomic_load(&retired[2]) == 0 && t < 20000; t++)
+        usleep(1000);
+    CHECK_EQ(atomic_load(&last_status), -XTQ_EKERNARG);
+    CHECK_EQ(*(volatile uint32_t *)seen, 0u);
     CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
     agent->ops->close(agent);
     free(retired);
 }
@@ -349,7 +366,9 @@ static uint64_t run_sum(xtq_queue_t *q, xtq_kernel_t *k, struct sum_args *ka,
     ka->len = len;
     xtq_signal_store(sig, 1);
     kernel_packet(&p, k, ka, 1, grid, wg, sig);
+    /* As the engine sets them: payload and argument lengths. */
     p.kernel.reserved2 = len;
+    p.kernel.reserved0 = sizeof(*ka);
     submit(q, &p, NULL);
     CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
     CHECK(cudaMemcpy(res, dresult, sizeof(res), cudaMemcpyDeviceToHost) == cudaSuccess);

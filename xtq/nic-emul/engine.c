@@ -466,11 +466,15 @@ static int task_enqueue(struct xtq__engine *e, struct task *t)
      * another thread as soon as it is published. */
     uint32_t src = t->src, wflags = t->wire_flags;
     uint64_t seq = t->seq;
-    /* The CUDA agent reads the payload's length here to decide where the
-     * task reads it (XTQ_CUDA_COPY_MIN); HSA leaves the field to us. */
+    /* Hints for the CUDA agent in fields HSA reserves (the rewrite left
+     * them zero): the payload's length, to decide where the task reads it
+     * (XTQ_CUDA_COPY_MIN), and the arguments' length, to fetch them before
+     * the kernel object is looked up (checked against it there). */
     if (q->agent->kind == XTQ_AGENT_CUDA &&
-        xtq_aql_header_type(pkt.header) == XTQ_PACKET_TYPE_KERNEL_DISPATCH)
+        xtq_aql_header_type(pkt.header) == XTQ_PACKET_TYPE_KERNEL_DISPATCH) {
         pkt.kernel.reserved2 = t->payload_len;
+        pkt.kernel.reserved0 = (uint16_t)t->kernarg_len;
+    }
     xtq_aql_packet_t *slot = xtq_queue_slot(q, idx);
     memcpy((uint8_t *)slot + 4, (const uint8_t *)&pkt + 4, sizeof(pkt) - 4);
     if (q->retire != engine_retire)

@@ -72,6 +72,7 @@ static int rewrite_kernel(const struct xtq__registry *reg, xtq_kernel_dispatch_p
 
     pkt->kernel_object = e->kernel_object;
     pkt->kernarg_address = kernarg;
+    pkt->reserved0 = 0; /* reserved by HSA; agents may take hints here */
     /* A signal's packet handle is its address (xtq_signal_handle()). */
     pkt->completion_signal.handle = (uint64_t)(uintptr_t)e->completion_signal;
     pkt->reserved2 = 0;
