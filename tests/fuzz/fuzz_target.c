@@ -79,6 +79,9 @@ static void setup(void)
         e->kind = agents[s->agent].kind;
         e->buffer = s->has_buffer ? buffers[nb++] : NULL;
         e->signal = s->has_signal ? &signals[i] : NULL;
+        /* A CUDA kernel's signal must be one the GPU can reach. */
+        if (e->signal && e->kind == XTQ_AGENT_CUDA)
+            signals[i].flags = XTQ__SIGNAL_DEVICE;
         FAIL_IF(xtq__registry_set_kernel(reg, s->index, &kernels[i], e->buffer, e->signal) != 0);
     }
     for (size_t i = 0; i < ARRAY_SIZE(fuzz_functions); i++) {
@@ -150,8 +153,14 @@ static void check_kernel(const xtq_kernel_dispatch_packet_t *in,
         FAIL_IF(a1 != 0);
     }
     FAIL_IF(memcmp(kin + 16, kout + 16, klen - 16) != 0);
-    /* Pass-through: header .. group_segment_size (bytes 0..31). */
-    FAIL_IF(memcmp(in, out, offsetof(xtq_kernel_dispatch_packet_t, kernel_object)) != 0);
+    /* Pass-through: header .. group_segment_size (bytes 0..31), but for
+     * reserved0, which the rewrite clears. */
+    FAIL_IF(out->reserved0 != 0);
+    FAIL_IF(memcmp(in, out, offsetof(xtq_kernel_dispatch_packet_t, reserved0)) != 0);
+    FAIL_IF(memcmp((const char *)in + offsetof(xtq_kernel_dispatch_packet_t, grid_size_x),
+                   (const char *)out + offsetof(xtq_kernel_dispatch_packet_t, grid_size_x),
+                   offsetof(xtq_kernel_dispatch_packet_t, kernel_object) -
+                       offsetof(xtq_kernel_dispatch_packet_t, grid_size_x)) != 0);
     FAIL_IF(((in->setup & 3) < 1));
 }
 
