@@ -97,13 +97,20 @@ if want gpurtt; then
 fi
 
 if want gpubench; then
-  for cm in 0 1; do
-    stage "xtq_bench_rtt --agent cuda, XTQ_CUDA_COPY_MIN=$cm"
-    timeout 100 "${MPI[@]}" -np 2 -x XTQ_CUDA_COPY_MIN=$cm -x CUDA_MODULE_LOADING=EAGER \
+  # default: payloads >= XTQ_CUDA_COPY_MIN (64 KiB) staged in device
+  # memory; inplace: always read in place; blocks16: 16 processor blocks.
+  for v in default inplace blocks16; do
+    case $v in
+      default) env=() ;;
+      inplace) env=(-x XTQ_CUDA_COPY_MIN=0) ;;
+      blocks16) env=(-x XTQ_CUDA_BLOCKS=16) ;;
+    esac
+    stage "xtq_bench_rtt --agent cuda ($v)"
+    timeout 100 "${MPI[@]}" -np 2 "${env[@]}" -x CUDA_MODULE_LOADING=EAGER \
       $B/bench/xtq_bench_rtt --agent cuda --sizes ${GPU_SIZES:-64,1K,4K,16K,64K,256K,1M} \
-      --iters ${GPU_ITERS:-2000} --warmup 200 --csv $W/gpu/rtt_cuda_copy$cm.csv \
-      >$W/gpu/rtt_cuda_copy$cm.txt 2>&1
-    echo "rc=$?"; tail -22 $W/gpu/rtt_cuda_copy$cm.txt; pack
+      --iters ${GPU_ITERS:-2000} --warmup 200 --csv $W/gpu/rtt_cuda_$v.csv \
+      >$W/gpu/rtt_cuda_$v.txt 2>&1
+    echo "rc=$?"; grep -E "^ +[0-9]+[KM]?i?B +(hsa|xtq) |^ratios" $W/gpu/rtt_cuda_$v.txt; pack
   done
 fi
 

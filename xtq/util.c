@@ -79,9 +79,10 @@ uint64_t xtq__spin_ns(enum xtq__param_id id, unsigned local_ranks, int64_t roomy
  * contender to sleep at once and makes it pay a futex wake-up (seen: ~15 us
  * on a virtual 16-core host) whenever the progress thread meets an agent
  * worker or the application there. Where the spin policy allows it
- * (xtq__lock_spin_ns, set from it at init), contenders poll first, yielding
- * now and then, and sleep only after that long. On an oversubscribed host
- * the holder may need the contender's core: they sleep at once.
+ * (xtq__lock_spin_ns, set from it at init: on only where each thread has a
+ * core), contenders poll first and sleep only after that long. On an
+ * oversubscribed host the holder may need the contender's core: they
+ * sleep at once.
  */
 _Atomic uint64_t xtq__lock_spin_ns;
 
@@ -99,11 +100,8 @@ void xtq__mutex_lock(pthread_mutex_t *m)
         xtq__cpu_relax();
         if (pthread_mutex_trylock(m) == 0)
             return;
-        if ((i & 63) == 0) {
-            if (xtq__now_ns() >= end)
-                break;
-            sched_yield();
-        }
+        if ((i & 63) == 0 && xtq__now_ns() >= end)
+            break;
     }
     pthread_mutex_lock(m);
 }

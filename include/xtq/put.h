@@ -40,6 +40,7 @@ enum xtq_completion_state {
     XTQ_COMPLETION_LOCAL = 1u << 0,  /**< buffers may be reused */
     XTQ_COMPLETION_REMOTE = 1u << 1, /**< task finished on the target */
     XTQ_COMPLETION_DONE = 1u << 2,   /**< everything requested is known; status final */
+    /* Higher bits are the library's: test the bits above with a mask. */
 };
 
 /**

@@ -134,6 +134,7 @@ struct xtq__engine {
     pthread_mutex_t put_lock;
     struct peer *peers;
     _Atomic uint32_t slot_freed; /* futex: bumped when a slot frees */
+    _Atomic uint32_t window_sleepers; /* threads asleep on slot_freed */
     _Atomic uint64_t puts_outstanding;
 
     pthread_mutex_t progress_lock; /* one progressing thread at a time */
@@ -588,6 +589,36 @@ static void handle_put(struct xtq__engine *e, struct rx_region *r, const struct 
 
 /* ---- initiator: window ------------------------------------------------- */
 
+/*
+ * Completion words: the engine sets state bits; a thread that sleeps on
+ * the word first sets XTQ__COMPLETION_SLEEPER, and only then is a wake-up
+ * (a system call, ~1 us in a virtual machine) worth making. Either the
+ * setter sees the sleeper bit, or the sleeper sees the new bits and does
+ * not sleep: both are read-modify-writes of the one word.
+ */
+static void comp_post(_Atomic uint32_t *st, uint32_t bits)
+{
+    if (atomic_fetch_or_explicit(st, bits, memory_order_acq_rel) & XTQ__COMPLETION_SLEEPER)
+        xtq__futex_wake(st, -1);
+}
+
+/* Sleep until a bit of `want` is set on the word, the timeout, or a spurious
+ * wake-up; the caller re-checks. */
+static void comp_sleep(_Atomic uint32_t *st, uint32_t want, int64_t timeout_ns)
+{
+    uint32_t v = atomic_fetch_or_explicit(st, XTQ__COMPLETION_SLEEPER, memory_order_acq_rel);
+    if (!(v & want))
+        xtq__futex_wait(st, v | XTQ__COMPLETION_SLEEPER, timeout_ns);
+}
+
+/* Sleep until the window moves past `seen` (or the timeout). */
+static void window_sleep(struct xtq__engine *e, uint32_t seen, int64_t timeout_ns)
+{
+    atomic_fetch_add_explicit(&e->window_sleepers, 1, memory_order_seq_cst);
+    xtq__futex_wait(&e->slot_freed, seen, timeout_ns);
+    atomic_fetch_sub_explicit(&e->window_sleepers, 1, memory_order_relaxed);
+}
+
 /* Report a slot's outcome and free it. Caller holds put_lock. */
 static void slot_finish(struct xtq__engine *e, struct put_slot *s)
 {
@@ -604,8 +635,7 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
             bits |= XTQ_COMPLETION_REMOTE;
         c->status = s->status;
         c->prov_errno = s->prov_errno;
-        atomic_fetch_or_explicit(st, bits, memory_order_release);
-        xtq__futex_wake(st, -1);
+        comp_post(st, bits);
     } else if (s->status) {
         XTQ_LOG_ONCE(ENGINE, WARN, "a put without completion object to rank %d failed: %s",
                      s->target, xtq_errname(s->status));
@@ -614,8 +644,9 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
     s->state = 0;
     e->peers[s->target].busy--;
     atomic_fetch_sub(&e->puts_outstanding, 1);
-    atomic_fetch_add_explicit(&e->slot_freed, 1, memory_order_release);
-    xtq__futex_wake(&e->slot_freed, -1);
+    atomic_fetch_add_explicit(&e->slot_freed, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&e->window_sleepers, memory_order_seq_cst))
+        xtq__futex_wake(&e->slot_freed, -1);
 }
 
 static void slot_local(struct xtq__engine *e, struct put_slot *s, int status, int prov_errno)
@@ -635,9 +666,7 @@ static void slot_local(struct xtq__engine *e, struct put_slot *s, int status, in
         s->state |= SLOT_ACKED;
     }
     if (s->comp) {
-        _Atomic uint32_t *st = (_Atomic uint32_t *)&s->comp->state;
-        atomic_fetch_or_explicit(st, XTQ_COMPLETION_LOCAL, memory_order_release);
-        xtq__futex_wake(st, -1);
+        comp_post((_Atomic uint32_t *)&s->comp->state, XTQ_COMPLETION_LOCAL);
         if (s->detach_at_local)
             s->comp = NULL;
     }
@@ -1001,7 +1030,7 @@ static void window_wait(struct xtq__engine *e, uint32_t seen)
     if (xtq__engine_progress(e) > 0 || e->manual)
         return;
     engine_wake(e);
-    xtq__futex_wait(&e->slot_freed, seen, 1000000);
+    window_sleep(e, seen, 1000000);
 }
 
 int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
@@ -1157,7 +1186,7 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
             if (e->manual)
                 xtq__engine_progress(e);
             else
-                xtq__futex_wait(st, v, 1000000);
+                comp_sleep(st, XTQ_COMPLETION_LOCAL, 1000000);
         }
         return local_comp.status;
     }
@@ -1183,7 +1212,6 @@ int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t time
                 uint64_t now = xtq__now_ns();
                 if (now >= end || now >= deadline)
                     break;
-                sched_yield();
             }
             xtq__cpu_relax();
         }
@@ -1200,7 +1228,7 @@ int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t time
                 sched_yield();
         } else {
             uint64_t left = deadline - now;
-            xtq__futex_wait(st, v, left > 100000000ull ? 100000000 : (int64_t)left);
+            comp_sleep(st, XTQ_COMPLETION_DONE, left > 100000000ull ? 100000000 : (int64_t)left);
         }
     }
 }
@@ -1217,7 +1245,7 @@ int xtq__engine_drain_puts(struct xtq__engine *e, uint64_t deadline)
             if (xtq__engine_progress(e) == 0)
                 sched_yield();
         } else {
-            xtq__futex_wait(&e->slot_freed, seen, 1000000);
+            window_sleep(e, seen, 1000000);
         }
     }
     return 0;
