@@ -497,6 +497,11 @@ static bool cpu_spin(struct cpu_agent *a, uint32_t seq)
         if (atomic_load_explicit(&a->work_seq, memory_order_acquire) != seq ||
             atomic_load_explicit(&a->stop, memory_order_relaxed))
             return true;
+        /* Receive for the engine meanwhile: a task that arrives is then
+         * enqueued by the thread that runs it (struct xtq_agent). */
+        void *arg = atomic_load_explicit(&a->base.idle_arg, memory_order_acquire);
+        if (arg)
+            a->base.idle_poll(arg);
         /* No yield: spins are on only where each thread has a core
          * (sched_yield costs ~0.5 us in a virtual machine). */
         if ((i & 63) == 0 && xtq__now_ns() >= end)
