@@ -244,6 +244,7 @@ struct xtq_agent {
      * stops. */
     void (*idle_poll)(void *arg);
     _Atomic(void *) idle_arg;
+    _Atomic uint32_t idle_pollers; /* threads polling through idle_poll now */
 };
 
 /* One per kind, indexed by kind (libfabric hmem pattern). */

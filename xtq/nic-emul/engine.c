@@ -994,6 +994,14 @@ static void place_thread(struct xtq__engine *e)
     hwloc_topology_destroy(topo);
 }
 
+static uint32_t idle_pollers(struct xtq__engine *e)
+{
+    uint32_t n = 0;
+    for (unsigned a = 0; a < e->ctx->nagents; a++)
+        n += atomic_load_explicit(&e->ctx->agents[a]->idle_pollers, memory_order_relaxed);
+    return n;
+}
+
 static void *progress_main(void *arg)
 {
     struct xtq__engine *e = arg;
@@ -1013,6 +1021,13 @@ static void *progress_main(void *arg)
              * the application and agent workers send on the same endpoint. */
             for (int i = 0; i < 4; i++)
                 xtq__cpu_relax();
+            /* Agent workers poll for us while they wait for work: let them
+             * receive (the task's own thread) and stay out of their way. */
+            while (idle_pollers(e) && !atomic_load_explicit(&e->stop, memory_order_relaxed)) {
+                for (int i = 0; i < 16; i++)
+                    xtq__cpu_relax();
+                last = xtq__now_ns();
+            }
             continue;
         }
         progress_block(e);
