@@ -660,9 +660,10 @@ XTQ_TEST(kernel_create_checks)
     xtq_agent_t *a = open_agent(1);
     xtq_kernel_t *k;
     xtq_function_t *f;
-    struct xtq_agent other = *a;
+    /* A CPU-kind agent with another operations table (not a copy of *a:
+     * its workers update it meanwhile). */
+    struct xtq_agent other = {.ops = NULL, .kind = a->kind, .ctx = a->ctx, .info = a->info};
 
-    other.ops = NULL; /* not the CPU agent's table */
     CHECK_ERR(xtq_kernel_create_cpu(&other, grid_kernel, 16, NULL, &k), -XTQ_EAGENTKIND);
     CHECK_ERR(xtq_function_create_cpu(&other, nop_fn, NULL, &f), -XTQ_EAGENTKIND);
     CHECK_ERR(xtq_kernel_create_cpu(a, NULL, 16, NULL, &k), -XTQ_EINVAL);
