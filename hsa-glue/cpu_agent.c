@@ -493,27 +493,16 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
 static bool cpu_spin(struct cpu_agent *a, uint32_t seq)
 {
     uint64_t end = xtq__now_ns() + a->spin_ns;
-    bool moved = false;
-    atomic_fetch_add_explicit(&a->base.idle_pollers, 1, memory_order_relaxed);
     for (unsigned i = 1;; i++) {
         if (atomic_load_explicit(&a->work_seq, memory_order_acquire) != seq ||
-            atomic_load_explicit(&a->stop, memory_order_relaxed)) {
-            moved = true;
-            break;
-        }
-        /* Receive for the engine meanwhile: a task that arrives is then
-         * enqueued by the thread that runs it (struct xtq_agent). */
-        void *arg = atomic_load_explicit(&a->base.idle_arg, memory_order_acquire);
-        if (arg)
-            a->base.idle_poll(arg);
+            atomic_load_explicit(&a->stop, memory_order_relaxed))
+            return true;
         /* No yield: spins are on only where each thread has a core
          * (sched_yield costs ~0.5 us in a virtual machine). */
         if ((i & 63) == 0 && xtq__now_ns() >= end)
-            break;
+            return false;
         xtq__cpu_relax();
     }
-    atomic_fetch_sub_explicit(&a->base.idle_pollers, 1, memory_order_relaxed);
-    return moved;
 }
 
 static void *cpu_worker(void *arg)

@@ -237,14 +237,6 @@ struct xtq_agent {
     enum xtq_agent_kind kind;
     xtq_ctx_t *ctx;
     xtq_agent_info_t info;
-    /* Set by the engine (progress thread mode): host threads of the agent
-     * that poll for work call idle_poll(idle_arg) meanwhile, so a message
-     * that arrives is received by the thread that will run its task (one
-     * hand-off fewer). idle_arg is cleared, with release, when the engine
-     * stops. */
-    void (*idle_poll)(void *arg);
-    _Atomic(void *) idle_arg;
-    _Atomic uint32_t idle_pollers; /* threads polling through idle_poll now */
 };
 
 /* One per kind, indexed by kind (libfabric hmem pattern). */

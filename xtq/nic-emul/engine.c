@@ -887,21 +887,6 @@ static int engine_turn(struct xtq__engine *e, bool polite)
     return n;
 }
 
-/* An agent's idle worker polls for us (struct xtq_agent.idle_poll): a
- * message it receives is a task it runs next, without the hand-off from
- * the progress thread. Never after the engine stopped: the check is under
- * progress_lock, which xtq__engine_stop() takes once after setting stop. */
-static void engine_idle_poll(void *arg)
-{
-    struct xtq__engine *e = arg;
-    if (atomic_load_explicit(&e->stop, memory_order_relaxed) ||
-        pthread_mutex_trylock(&e->progress_lock) != 0)
-        return;
-    if (!atomic_load_explicit(&e->stop, memory_order_seq_cst))
-        progress_locked(e, true);
-    pthread_mutex_unlock(&e->progress_lock);
-}
-
 int xtq__engine_progress(struct xtq__engine *e)
 {
     return engine_turn(e, false);
@@ -994,14 +979,6 @@ static void place_thread(struct xtq__engine *e)
     hwloc_topology_destroy(topo);
 }
 
-static uint32_t idle_pollers(struct xtq__engine *e)
-{
-    uint32_t n = 0;
-    for (unsigned a = 0; a < e->ctx->nagents; a++)
-        n += atomic_load_explicit(&e->ctx->agents[a]->idle_pollers, memory_order_relaxed);
-    return n;
-}
-
 static void *progress_main(void *arg)
 {
     struct xtq__engine *e = arg;
@@ -1021,13 +998,6 @@ static void *progress_main(void *arg)
              * the application and agent workers send on the same endpoint. */
             for (int i = 0; i < 4; i++)
                 xtq__cpu_relax();
-            /* Agent workers poll for us while they wait for work: let them
-             * receive (the task's own thread) and stay out of their way. */
-            while (idle_pollers(e) && !atomic_load_explicit(&e->stop, memory_order_relaxed)) {
-                for (int i = 0; i < 16; i++)
-                    xtq__cpu_relax();
-                last = xtq__now_ns();
-            }
             continue;
         }
         progress_block(e);
@@ -1478,13 +1448,6 @@ int xtq__engine_start(struct xtq__engine *e)
 {
     if (e->manual)
         return 0;
-    /* Where agent threads poll anyway (the spin policy), they poll the
-     * transport too. Manual progress means progress in xtq_progress only. */
-    for (unsigned a = 0; a < e->ctx->nagents; a++) {
-        xtq_agent_t *ag = e->ctx->agents[a];
-        ag->idle_poll = engine_idle_poll;
-        atomic_store_explicit(&ag->idle_arg, e, memory_order_release);
-    }
     int rc = pthread_create(&e->thread, NULL, progress_main, e);
     if (rc) {
         xtq_err(ENGINE, "cannot start the progress thread: %s", strerror(rc));
@@ -1509,12 +1472,6 @@ void xtq__engine_stop(struct xtq__engine *e)
     e->stopped = true;
     xtq_ctx_t *ctx = e->ctx;
     atomic_store(&e->stop, true);
-    /* No agent thread progresses the engine from here on: hooks cleared,
-     * and a poll already inside has left progress_lock. */
-    for (unsigned a = 0; a < ctx->nagents; a++)
-        atomic_store_explicit(&ctx->agents[a]->idle_arg, NULL, memory_order_release);
-    pthread_mutex_lock(&e->progress_lock);
-    pthread_mutex_unlock(&e->progress_lock);
     if (e->thread_started) {
         uint64_t one = 1;
         atomic_store(&e->sleeping, true);
