@@ -46,6 +46,7 @@
 #define RETIRE_IDLE_NS 100000000
 /* Module tags: libxtq's own processor, then one per module attached. */
 #define CUDA_TAG_BUILTIN 1u
+#define CUDA_BUILTIN_NAME "libxtq (no task module)"
 #define CUDA_MAX_MODULES 64
 /* How long a starting processor may take to report in. */
 #define CUDA_START_TIMEOUT_NS 10000000000ull
@@ -238,6 +239,26 @@ static int processor_start(struct cuda_agent *a, xtq_cuda_launch_fn launch, uint
     snprintf(a->module_name, sizeof(a->module_name), "%s", name);
     xtq_dbg(CUDA, "packet processor of %s running (tag %u)", name, tag);
     return cuda_publish_table(a);
+}
+
+/* Make `launch` the agent's processor: now if one runs (stopped between
+ * packets, started on the same state), else with the first queue. Caller
+ * holds the lock. */
+static int processor_switch(struct cuda_agent *a, xtq_cuda_launch_fn launch, uint32_t tag,
+                            const char *name)
+{
+    bool has_queues = false;
+    for (uint32_t i = 0; i < a->nq && !has_queues; i++)
+        has_queues = a->queues[i] != NULL;
+    int rc = processor_stop(a);
+    if (rc)
+        return rc;
+    if (has_queues)
+        return processor_start(a, launch, tag, name);
+    a->launch = launch;
+    a->tag = tag;
+    snprintf(a->module_name, sizeof(a->module_name), "%s", name);
+    return 0;
 }
 
 /* ---- retire thread ----------------------------------------------------- */
@@ -759,7 +780,7 @@ static int cuda_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
     /* Started with the first queue (processor_start). */
     a->launch = xtq__builtin_xtq_launch;
     a->tag = CUDA_TAG_BUILTIN;
-    snprintf(a->module_name, sizeof(a->module_name), "libxtq (no task module)");
+    snprintf(a->module_name, sizeof(a->module_name), CUDA_BUILTIN_NAME);
     a->idle_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_AGENT_SPIN_US,
                                    ctx && ctx->bootstrap ? (unsigned)ctx->bootstrap->local_size : 1,
                                    50, 0);
@@ -859,14 +880,14 @@ int xtq_cuda_attach(xtq_agent_t *agent, xtq_cuda_launch_fn launch, const char *n
         name = "(unnamed)";
     pthread_mutex_lock(&a->lock);
     if (a->attach_refs > 0) {
-        if (a->launch == launch)
+        if (a->launch == launch) {
             a->attach_refs++;
-        else
+        } else {
             rc = -XTQ_EBUSY;
-        pthread_mutex_unlock(&a->lock);
-        if (rc)
             xtq_err(CUDA, "cannot attach %s: %s is attached (one task module per agent)", name,
                     a->module_name);
+        }
+        pthread_mutex_unlock(&a->lock);
         return rc;
     }
     uint32_t tag = 0;
@@ -884,22 +905,13 @@ int xtq_cuda_attach(xtq_agent_t *agent, xtq_cuda_launch_fn launch, const char *n
         tag = CUDA_TAG_BUILTIN + 1 + a->ntagged++;
     }
     cudaSetDevice(a->device);
-    bool had_queues = a->running;
-    rc = processor_stop(a);
-    if (rc == 0 && had_queues) {
-        rc = processor_start(a, launch, tag, name);
-        if (rc) {
-            /* Back to libxtq's own: the queues still need a processor. */
-            int rc2 = processor_start(a, xtq__builtin_xtq_launch, CUDA_TAG_BUILTIN,
-                                      "libxtq (no task module)");
-            if (rc2)
-                xtq_err(CUDA, "cannot restart libxtq's processor: %s", xtq_errname(rc2));
-        }
-    } else if (rc == 0) {
-        /* No queue yet: it starts with the first one. */
-        a->launch = launch;
-        a->tag = tag;
-        snprintf(a->module_name, sizeof(a->module_name), "%s", name);
+    rc = processor_switch(a, launch, tag, name);
+    if (rc) {
+        /* Back to libxtq's own: queues still need a processor. */
+        int rc2 = processor_switch(a, xtq__builtin_xtq_launch, CUDA_TAG_BUILTIN,
+                                   CUDA_BUILTIN_NAME);
+        if (rc2)
+            xtq_err(CUDA, "cannot restart libxtq's processor: %s", xtq_errname(rc2));
     }
     if (rc == 0)
         a->attach_refs = 1;
@@ -926,13 +938,7 @@ int xtq_cuda_detach(xtq_agent_t *agent, xtq_cuda_launch_fn launch)
     }
     if (--a->attach_refs == 0) {
         cudaSetDevice(a->device);
-        bool had_queues = a->running;
-        rc = processor_stop(a);
-        a->launch = xtq__builtin_xtq_launch;
-        a->tag = CUDA_TAG_BUILTIN;
-        snprintf(a->module_name, sizeof(a->module_name), "libxtq (no task module)");
-        if (rc == 0 && had_queues)
-            rc = processor_start(a, a->launch, a->tag, a->module_name);
+        rc = processor_switch(a, xtq__builtin_xtq_launch, CUDA_TAG_BUILTIN, CUDA_BUILTIN_NAME);
     }
     pthread_mutex_unlock(&a->lock);
     return rc;

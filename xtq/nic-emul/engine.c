@@ -592,7 +592,7 @@ static void handle_put(struct xtq__engine *e, struct rx_region *r, const struct 
 /*
  * Completion words: the engine sets state bits; a thread that sleeps on
  * the word first sets XTQ__COMPLETION_SLEEPER, and only then is a wake-up
- * (a system call, ~1 us in a virtual machine) worth making. Either the
+ * (a system call) worth making. Either the
  * setter sees the sleeper bit, or the sleeper sees the new bits and does
  * not sleep: both are read-modify-writes of the one word.
  */
