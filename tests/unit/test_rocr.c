@@ -17,12 +17,12 @@
 
 #define TIMEOUT_NS (10LL * 1000 * 1000 * 1000)
 
+#ifdef XTQ_HAVE_ROCR_AGENT
 static bool have_kfd(void)
 {
     return access("/dev/kfd", F_OK) == 0;
 }
 
-#ifdef XTQ_HAVE_ROCR_AGENT
 /* Probe, and SKIP with the reason when no AMD GPU can be used here. */
 static unsigned require_gpu(void)
 {
