@@ -114,11 +114,6 @@ __device__ __forceinline__ void nap(uint32_t *ns, uint32_t *idle, uint32_t max_n
     __nanosleep(*ns);
 }
 
-/* What block 0's thread 0 hands to the block after taking a packet. */
-struct taken {
-    int cmd; /* -1 stop, 0 nothing to run, 1 kernel dispatch */
-};
-
 /*
  * Complete packet `index` of queue `q` (taken, run or refused): one system
  * fence per packet, and no read of host memory on the way (each costs a
