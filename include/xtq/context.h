@@ -1,8 +1,9 @@
 /*
- * Context: one per process. xtq_init() bootstraps through PMIx when the
- * process was started by mpirun or srun --mpi=pmix (a process started
- * without a launcher is rank 0 of 1), opens the libfabric endpoint, starts
- * the agents and the target engine.
+ * Context: one per process. xtq_init() bootstraps through the caller's
+ * out-of-band collectives when given (xtq_oob_coll_t: any MPI, any
+ * launcher), else through PMIx when the process was started by mpirun or
+ * srun --mpi=pmix (a process started without a launcher is rank 0 of 1),
+ * opens the libfabric endpoint, starts the agents and the target engine.
  */
 #ifndef XTQ_CONTEXT_H
 #define XTQ_CONTEXT_H
@@ -18,10 +19,59 @@ enum xtq_progress_mode {
     XTQ_PROGRESS_MANUAL = 2,  /**< only inside xtq_progress() and waits */
 };
 
-/** Optional settings; a zeroed struct (or NULL) takes the XTQ_* parameters. */
+/**
+ * Out-of-band collectives given by the caller, so that xtq_init() can
+ * bootstrap over the caller's own runtime (an MPI communicator, say)
+ * instead of PMIx, under any launcher (UCC's ucc_oob_coll pattern).
+ *
+ * Only an allgather is needed; libxtq builds its barrier from it. The
+ * allgather is nonblocking so that a manual-progress engine keeps turning
+ * while it completes: `allgather` starts it and returns a request in
+ * `*req`, `req_test` polls it, `req_free` releases it.
+ */
+typedef struct xtq_oob_coll {
+    /**
+     * Start an allgather of `len` bytes from every rank: rank r's `sbuf`
+     * lands at `rbuf + r * len` on every rank (`rbuf` holds size * len).
+     * @return 0, or a negative XTQ_E* code (the bootstrap fails).
+     */
+    int (*allgather)(const void *sbuf, void *rbuf, size_t len, void *coll_info, void **req);
+    /** 0 when complete, -XTQ_EAGAIN while in progress, else an error. */
+    int (*req_test)(void *req);
+    /** Release a request (after it completed or failed). */
+    int (*req_free)(void *req);
+    void *coll_info; /**< passed to allgather untouched (an MPI_Comm, say) */
+    int rank;        /**< this process's rank, 0 <= rank < size */
+    int size;        /**< number of processes */
+} xtq_oob_coll_t;
+
+/** Bits of xtq_init_attr_t.field_mask: which fields the caller set. */
+enum xtq_init_attr_field {
+    XTQ_INIT_ATTR_FIELD_PROGRESS = 1u << 0, /**< progress */
+    XTQ_INIT_ATTR_FIELD_PROVIDER = 1u << 1, /**< provider */
+    XTQ_INIT_ATTR_FIELD_OOB = 1u << 2,      /**< oob */
+    XTQ_INIT_ATTR_FIELD_JOB_KEY = 1u << 3,  /**< job_key */
+};
+
+/**
+ * Optional settings. Only the fields named in `field_mask` are read, so
+ * the struct can grow without breaking programs built against an older
+ * header (UCX's field_mask pattern). NULL, or a zero mask, takes the XTQ_*
+ * parameters and bootstraps through PMIx.
+ */
 typedef struct xtq_init_attr {
+    uint64_t field_mask;             /**< XTQ_INIT_ATTR_FIELD_* bits */
     enum xtq_progress_mode progress; /**< overrides XTQ_PROGRESS */
     const char *provider;            /**< overrides XTQ_PROVIDER ("shm", "tcp", ...) */
+    xtq_oob_coll_t oob;              /**< bootstrap through these instead of PMIx */
+    /**
+     * Overrides XTQ_JOB_KEY. Under an OOB bootstrap the default key is
+     * agreed through the allgather (rank 0's random value), so that two
+     * jobs started by the same launcher never accept each other's messages.
+     * The key guards against cross-talk between jobs; it is not an
+     * authentication secret.
+     */
+    uint64_t job_key;
 } xtq_init_attr_t;
 
 /** Create the process's context. Collective over all ranks. */

@@ -66,6 +66,23 @@ XTQ_API int xtq_function_destroy(xtq_function_t *function);
  */
 XTQ_API uint64_t xtq_function_object(const xtq_function_t *function);
 
+/**
+ * Inside a CPU task (kernel or function) run for a fetching put
+ * (xtq_put_param_t.result): the zero-filled result buffer whose contents
+ * travel back to the initiator when the task finishes, and its length in
+ * `*len` (may be NULL). NULL (and 0) outside such a task. All work-groups
+ * of one dispatch share the one buffer.
+ */
+XTQ_API void *xtq_task_result(size_t *len);
+
+/**
+ * Inside a CPU task: fail it with `status` (a negative XTQ_E* code, such as
+ * -XTQ_ERANGE for arguments that point outside the task's bound). The
+ * initiator's completion carries the first status reported; the task's
+ * completion signal is still decremented. Outside a task: no effect.
+ */
+XTQ_API void xtq_task_fail(int status);
+
 XTQ_EXTERN_C_END
 
 #endif /* XTQ_KERNEL_H */

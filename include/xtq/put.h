@@ -22,8 +22,12 @@
 #ifndef XTQ_PUT_H
 #define XTQ_PUT_H
 
+#include <sys/uio.h>
+
 #include <xtq/common.h>
 #include <xtq/aql.h>
+#include <xtq/signal.h>
+#include <xtq/counter.h>
 
 XTQ_EXTERN_C_BEGIN
 
@@ -60,6 +64,12 @@ typedef struct xtq_completion {
     uint64_t internal_[4];
 } xtq_completion_t;
 
+/**
+ * The completion's XTQ_COMPLETION_* bits (LOCAL, REMOTE, DONE), read with
+ * acquire order; the library's own bits are masked off. Never blocks.
+ */
+XTQ_API uint32_t xtq_completion_state(const xtq_completion_t *comp);
+
 /** 1 when the completion is DONE, else 0. Never blocks, never progresses. */
 XTQ_API int xtq_completion_test(const xtq_completion_t *comp);
 
@@ -88,6 +98,79 @@ XTQ_API int xtq_completion_wait(xtq_ctx_t *ctx, xtq_completion_t *comp, int64_t 
 XTQ_API int xtq_put(xtq_ctx_t *ctx, int target, const void *cmd, size_t cmd_len,
                     const void *payload, size_t payload_len, uint32_t flags,
                     xtq_completion_t *comp);
+
+/** Bits of xtq_put_param_t.field_mask: which fields the caller set. */
+enum xtq_put_param_field {
+    XTQ_PUT_PARAM_FIELD_FLAGS = 1u << 0,      /**< flags */
+    XTQ_PUT_PARAM_FIELD_COMPLETION = 1u << 1, /**< comp */
+    XTQ_PUT_PARAM_FIELD_COUNTER = 1u << 2,    /**< counter */
+    XTQ_PUT_PARAM_FIELD_RESULT = 1u << 3,     /**< result, result_len */
+    XTQ_PUT_PARAM_FIELD_TRIGGER = 1u << 4,    /**< trigger, trigger_cond, trigger_value */
+};
+
+/**
+ * What an extended put asks for (UCX's ucp_request_param_t pattern: only
+ * the fields named in `field_mask` are read, so the struct can grow).
+ */
+typedef struct xtq_put_param {
+    uint64_t field_mask;
+    uint32_t flags;         /**< XTQ_PUT_* */
+    xtq_completion_t *comp; /**< as xtq_put()'s `comp`; may be combined with a counter */
+    /**
+     * Counted when the put is DONE: xtq_counter_read() on success,
+     * xtq_counter_read_err() on failure. Many puts share one counter, so a
+     * schedule of thousands needs no completion object each (fi_cntr).
+     */
+    xtq_counter_t *counter;
+    /**
+     * A fetching put: the task on the target gets a zero-filled result
+     * buffer of `result_len` bytes (xtq_task_result() on the CPU agent,
+     * xtq_cuda_dispatch_t.result on the CUDA agent); whatever it holds when
+     * the task finishes travels back with the remote completion and lands
+     * in `result` before the put is DONE. Implies remote completion.
+     * result_len is at most xtq_put_max_size().
+     */
+    void *result;
+    size_t result_len;
+    /**
+     * A triggered put: the engine holds it and sends it when the local
+     * signal `trigger` satisfies `trigger_cond` against `trigger_value`
+     * (the HSA wait conditions), however the signal changes: a task that
+     * completes, a host thread's xtq_signal_store/add. No application
+     * thread needs to be involved between the trigger and the send. The
+     * put takes its window slot (and the command is copied) at the call;
+     * the payload is read when it fires, so it must stay untouched until
+     * the put reports LOCAL.
+     */
+    const xtq_signal_t *trigger;
+    enum xtq_signal_condition trigger_cond;
+    int64_t trigger_value;
+} xtq_put_param_t;
+
+/**
+ * The extended put: a command plus a payload gathered from `iovcnt`
+ * buffers (none copied by the library, however many the transport takes),
+ * with the options of `param` (NULL: as xtq_put() with flags 0 and no
+ * completion). Same return codes and threading rules as xtq_put().
+ */
+XTQ_API int xtq_putv(xtq_ctx_t *ctx, int target, const void *cmd, size_t cmd_len,
+                     const struct iovec *payload_iov, size_t iovcnt, const xtq_put_param_t *param);
+
+/** xtq_flush() `target` meaning every rank. */
+#define XTQ_TARGET_ALL (-1)
+
+/**
+ * Wait until every put this process issued to `target` (or to every rank:
+ * XTQ_TARGET_ALL) before the call is DONE: acknowledged, and finished on
+ * the target where remote completion was asked for; triggered puts
+ * included (they must fire). Puts that other threads issue during the
+ * flush may or may not be included. Progresses the engine in manual mode.
+ * The outcome of each put still travels with its completion or counter.
+ * (ucp_worker_flush / ucp_ep_flush.)
+ * @return 0, -XTQ_ETIMEDOUT, -XTQ_EHOSTDOWN (the target is down: its puts
+ *         failed), -XTQ_ESRCRANK, -XTQ_EINVAL.
+ */
+XTQ_API int xtq_flush(xtq_ctx_t *ctx, int target, int64_t timeout_ns);
 
 /** Largest cmd_len + payload_len accepted by xtq_put() in this context. */
 XTQ_API size_t xtq_put_max_size(const xtq_ctx_t *ctx);

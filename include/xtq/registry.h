@@ -41,6 +41,58 @@ XTQ_API int xtq_register_kernel(xtq_ctx_t *ctx, uint32_t index, xtq_kernel_t *ke
 XTQ_API int xtq_register_function(xtq_ctx_t *ctx, uint32_t index, xtq_function_t *function,
                                   void *target_buffer);
 
+/** Bits of xtq_register_attr_t.field_mask: which fields the caller set. */
+enum xtq_register_attr_field {
+    XTQ_REGISTER_ATTR_FIELD_BUFFER = 1u << 0,         /**< target_buffer, target_size */
+    XTQ_REGISTER_ATTR_FIELD_SIGNAL = 1u << 1,         /**< completion_signal */
+    XTQ_REGISTER_ATTR_FIELD_MAX_WORK_ITEMS = 1u << 2, /**< max_work_items */
+    XTQ_REGISTER_ATTR_FIELD_FLAGS = 1u << 3,          /**< flags */
+};
+
+/** xtq_register_attr_t.flags */
+enum xtq_register_flags {
+    /**
+     * A bounded target: a registered buffer is not a licence to write
+     * anywhere. As sent, argument 0 (kernel argument 0, or arg[0] of a
+     * function packet) is a byte offset into the target buffer and argument
+     * 2 a byte extent. The engine checks offset + extent <= target_size
+     * before anything runs (else the initiator gets -XTQ_ERANGE and nothing
+     * is enqueued), then rewrites argument 0 to target_buffer + offset and
+     * leaves argument 2, now a checked bound, for the task to stay within.
+     * Kernels so registered take at least 24 bytes of arguments.
+     */
+    XTQ_REGISTER_BOUNDED = 1u << 0,
+};
+
+/** How a kernel or function is registered (fields named in field_mask). */
+typedef struct xtq_register_attr {
+    uint64_t field_mask;
+    void *target_buffer;             /**< argument 0 of every task (or NULL) */
+    size_t target_size;              /**< bytes at target_buffer (needed for BOUNDED) */
+    xtq_signal_t *completion_signal; /**< kernels: decremented as each task finishes */
+    /**
+     * Largest grid (work-items, the product over dimensions) a command may
+     * ask for; larger ones are refused with -XTQ_ERANGE at the rewrite, so
+     * no peer can make an agent loop for ever. Default: 2^32.
+     */
+    uint64_t max_work_items;
+    uint32_t flags; /**< XTQ_REGISTER_* */
+} xtq_register_attr_t;
+
+/**
+ * Register a kernel at `index` with the options of `attr` (NULL: no target
+ * buffer, no signal, default bounds). xtq_register_kernel() is this with
+ * the buffer and the signal.
+ * @return 0, -XTQ_ERANGE (index), -XTQ_EEXIST (occupied), -XTQ_EINVAL.
+ */
+XTQ_API int xtq_register_kernel_attr(xtq_ctx_t *ctx, uint32_t index, xtq_kernel_t *kernel,
+                                     const xtq_register_attr_t *attr);
+
+/** Register a function at `index` with the options of `attr` (no signal). */
+XTQ_API int xtq_register_function_attr(xtq_ctx_t *ctx, uint32_t index,
+                                       xtq_function_t *function,
+                                       const xtq_register_attr_t *attr);
+
 /** Register a queue at `index`. */
 XTQ_API int xtq_register_queue(xtq_ctx_t *ctx, uint32_t index, xtq_queue_t *queue);
 

@@ -39,6 +39,20 @@ XTQ_API void xtq_signal_store(xtq_signal_t *signal, int64_t value);
 XTQ_API int64_t xtq_signal_add(xtq_signal_t *signal, int64_t delta);
 
 /**
+ * Atomically store `value` (acquire-release order) and wake waiters;
+ * returns the previous value (hsa_signal_exchange_scacq_screl).
+ */
+XTQ_API int64_t xtq_signal_exchange(xtq_signal_t *signal, int64_t value);
+
+/**
+ * Atomically replace the value with `value` if it equals `expected`
+ * (acquire-release order), waking waiters when it changed; returns the
+ * value observed, which equals `expected` exactly when the swap happened
+ * (hsa_signal_cas_scacq_screl).
+ */
+XTQ_API int64_t xtq_signal_cas(xtq_signal_t *signal, int64_t expected, int64_t value);
+
+/**
  * Wait until `value <cond> compare` holds or `timeout_ns` passes
  * (XTQ_TIMEOUT_INFINITE waits forever).
  * @param observed if not NULL, receives the last value read.

@@ -16,7 +16,9 @@
 #include <xtq/kernel.h>
 #include <xtq/registry.h>
 #include <xtq/context.h>
+#include <xtq/counter.h>
 #include <xtq/put.h>
+#include <xtq/reduce.h>
 #include <xtq/param.h>
 #include <xtq/cuda.h>
 #include <xtq/rocr.h>
