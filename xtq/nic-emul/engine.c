@@ -1,173 +1,22 @@
 /*
- * The engine: the initiator's put window and the target's receive path
- * (DESIGN.md "data path", steps 3-7), driven by a progress thread placed
- * with hwloc or by explicit xtq_progress() calls.
- *
- * Target: posted multi-receive regions hold arriving messages; each PUT is
- * validated, rewritten under the registry's read lock, written into the
- * target queue and its doorbell rung. The kernel arguments and payload stay
- * where they landed; a region is reposted once the provider has released
- * it and every task that references it has retired. Each PUT is
- * acknowledged: at enqueue, or when the task retired if the initiator asked
- * for remote completion, or at once with the error that rejected it.
- *
- * Initiator: a window of XTQ_PUT_WINDOW slots per target, indexed by
- * sequence number; a slot is free again when both its send completion and
- * its acknowledgement have arrived. Acks name a sequence number, which is
- * checked against the window: no peer-supplied pointer is ever trusted.
+ * The engine, being split by concern (engine_int.h lists the files). The
+ * sections below move one by one into their own files.
  */
-#include "internal.h"
-#include "nic-emul/engine.h"
-#include "bootstrap.h"
+#include "nic-emul/engine_int.h"
 #include "registry/registry.h"
-#include "wire.h"
+#include "bootstrap.h"
 
-#include <errno.h>
+#include <fcntl.h>
+#include <hwloc.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
-#include <fcntl.h>
-#include <linux/futex.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <hwloc.h>
 
-enum ctx_kind { CTX_REGION = 0x52454731u, CTX_PUT = 0x50555431u };
-
-/* A posted multi-receive region. refs: 1 while the provider holds it, plus
- * one per task (or backlogged message) that points into it. */
-struct rx_region {
-    uint32_t kind;
-    struct xtq__engine *e;
-    void *buf;
-    size_t len;
-    _Atomic int64_t refs;
-    _Atomic uint32_t needs_post;
-};
-
-/* A received PUT on its way to an agent. */
-struct task {
-    struct xtq__engine *e;
-    struct rx_region *region;
-    struct task *next; /* backlog link */
-    struct task *lprev, *lnext; /* live list: enqueued, not yet retired */
-    uint32_t src;
-    uint32_t wire_flags;
-    uint64_t seq;
-    xtq_aql_packet_t packet; /* as arrived, before the rewrite */
-    void *kernarg;
-    uint32_t kernarg_len;
-    void *payload;
-    uint64_t payload_len;
-    bool counted_full;
-    _Alignas(16) uint8_t scratch[256]; /* kernel arguments that landed misaligned */
-};
-
-enum slot_state { SLOT_BUSY = 1u << 0, SLOT_LOCAL = 1u << 1, SLOT_ACKED = 1u << 2 };
-
-struct put_slot {
-    uint32_t kind;
-    uint32_t state; /* SLOT_*, under put_lock */
-    int target;
-    uint32_t flags;
-    uint64_t seq;
-    int32_t status;
-    int32_t prov_errno;
-    xtq_completion_t *comp; /* NULL once detached (caller passed no completion) */
-    bool detach_at_local;
-    uint8_t *stage; /* wire header (+ command when gathered here) */
-    size_t stage_cap;
-};
-
-/*
- * Liveness: a peer we have puts outstanding to must be heard from (an ack,
- * a put, or a pong answering our ping) within XTQ_PEER_TIMEOUT_MS, else it
- * is declared down: its pending puts complete with -XTQ_EHOSTDOWN and new
- * puts to it fail at once. Pings are ACK headers with a reserved sequence
- * number, answered by the peer's progress thread, so a live target whose
- * queue is stuck behind long tasks is not mistaken for a dead one.
- */
-#define PING_SEQ UINT64_MAX
-#define PONG_SEQ (UINT64_MAX - 1)
-
-struct peer {
-    struct put_slot *slots;
-    uint64_t next_seq;
-    uint32_t busy;               /* busy slots, under put_lock */
-    _Atomic uint64_t last_heard; /* ns; reset when the first put goes out */
-    uint64_t ping_sent;          /* ns, progress thread only */
-    _Atomic bool down;
-};
-
-struct ack_msg {
-    struct ack_msg *next;
-    uint64_t since; /* queued at (ns): an ack stuck longer than the peer
-                     * timeout means its destination is gone */
-    int dest;
-    struct xtq__wire_hdr hdr;
-};
-
-/*
- * A doorbell per rank in POSIX shared memory, for providers whose CQ has no
- * wait fd (shm in libfabric 1.17): a sender that finds the target's
- * progress thread asleep bumps `seq` and wakes it with a shared futex, as a
- * NIC's doorbell would. Idle, the thread sleeps for real.
- */
-struct doorbell {
-    _Atomic uint32_t seq;
-    _Atomic uint32_t sleeping;
-    uint8_t pad_[XTQ_CACHELINE - 8];
-};
-
-struct xtq__engine {
-    xtq_ctx_t *ctx;
-    struct xtq__ofi ofi;
-    bool manual;
-    uint32_t window;
-    size_t max_msg;  /* cmd_len + payload_len */
-    size_t max_wire; /* largest PUT on the wire */
-
-    struct rx_region *regions;
-    unsigned nregions;
-
-    pthread_mutex_t put_lock;
-    struct peer *peers;
-    _Atomic uint32_t slot_freed; /* futex: bumped when a slot frees */
-    _Atomic uint32_t window_sleepers; /* threads asleep on slot_freed */
-    _Atomic uint64_t puts_outstanding;
-
-    pthread_mutex_t progress_lock; /* one progressing thread at a time */
-    struct task *backlog_head, *backlog_tail;
-    _Atomic uint32_t backlog_len;
-    _Atomic uint64_t tasks_inflight;
-    /* Tasks in agent queues, so that finalize frees those no agent will
-     * ever retire (the agent closed with them still queued). */
-    pthread_mutex_t live_lock;
-    struct task *live;
-    bool stopped;
-
-    pthread_mutex_t ack_lock;
-    struct ack_msg *acks_head, *acks_tail;
-    _Atomic uint32_t acks_pending;
-
-    pthread_t thread;
-    bool thread_started;
-    bool ofi_open;
-    _Atomic bool stop;
-    _Atomic bool sleeping;
-    _Atomic uint32_t kick; /* a turn is wanted before the thread sleeps */
-    int wake_fd;
-    int progress_cpu;
-    struct doorbell **bells; /* by rank; NULL unless doorbells are in use */
-    char bell_name[64];
-
-    uint64_t wait_spin_ns;     /* XTQ_WAIT_SPIN_US, resolved */
-    uint64_t progress_spin_ns; /* XTQ_PROGRESS_SPIN_US, resolved */
-    uint64_t peer_timeout_ns; /* 0: never declare a peer down */
-    uint64_t next_peer_check;
-    _Atomic uint32_t peers_down;
-};
+/* ==== wakeup ==== */
 
 static long shared_futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
 {
@@ -175,13 +24,13 @@ static long shared_futex(_Atomic uint32_t *addr, int op, uint32_t val, const str
 }
 
 /* A message went to `dest`: wake its progress thread if it sleeps. */
-static void peer_ring(struct xtq__engine *e, int dest)
+void xtq__bell_ring(struct xtq__engine *e, int dest)
 {
     if (!e->bells)
         return;
     struct doorbell *b = e->bells[dest];
-    /* Pairs with progress_block(): our send's stores before its load of
-     * `sleeping`, its store of `sleeping` before its CQ read. */
+    /* Pairs with xtq__progress_block(): our send's stores before its load
+     * of `sleeping`, its store of `sleeping` before its CQ read. */
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&b->sleeping, memory_order_relaxed)) {
         atomic_fetch_add(&b->seq, 1);
@@ -252,18 +101,39 @@ static int bells_open_peers(struct xtq__engine *e)
     return 0;
 }
 
-static const uint8_t zero_pad[64];
+int xtq__wakeup_open(struct xtq__engine *e, bool same_host)
+{
+    if (e->ofi.wait_fd < 0 && same_host && !e->manual && bells_create(e) != 0)
+        xtq_warn(ENGINE, "no shared-memory doorbell; the progress thread naps (1 ms)");
+    e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (e->wake_fd < 0)
+        return -XTQ_ENOMEM;
+    return 0;
+}
 
-static void peer_down(struct xtq__engine *e, int r, const char *why);
+void xtq__wakeup_connect(struct xtq__engine *e)
+{
+    if (e->bells)
+        bells_open_peers(e);
+}
 
-/* Ask the progress thread for a turn. Paired with progress_block(): both
- * sides store then load with seq_cst, so either the thread sees the kick
- * before it sleeps or the waker sees it sleeping and writes the eventfd. */
-static void engine_wake(struct xtq__engine *e)
+void xtq__wakeup_close(struct xtq__engine *e)
+{
+    bells_close(e);
+    if (e->wake_fd >= 0)
+        close(e->wake_fd);
+    e->wake_fd = -1;
+}
+
+/* Ask the progress thread for a turn. Paired with xtq__progress_block():
+ * both sides store then load with seq_cst, so either the thread sees the
+ * kick before it sleeps or the waker sees it sleeping and writes the
+ * eventfd. */
+void xtq__engine_wake(struct xtq__engine *e)
 {
     atomic_store(&e->kick, 1);
     if (e->bells) {
-        peer_ring(e, e->ctx->rank);
+        xtq__bell_ring(e, e->ctx->rank);
         return;
     }
     if (e->wake_fd >= 0 && atomic_load(&e->sleeping)) {
@@ -273,33 +143,67 @@ static void engine_wake(struct xtq__engine *e)
     }
 }
 
-/* ---- receive regions ---------------------------------------------------- */
-
-static int region_post(struct rx_region *r)
+void xtq__wakeup_interrupt(struct xtq__engine *e)
 {
-    int rc = xtq__ofi_post_multi_recv(&r->e->ofi, r->buf, r->len, r);
-    if (rc == -FI_EAGAIN) {
-        atomic_store(&r->needs_post, 1);
-        engine_wake(r->e);
-        return 0;
-    }
-    if (rc) {
-        XTQ_LOG_ONCE(OFI, ERROR, "posting a receive region failed: %s", fi_strerror(-rc));
-        return -XTQ_EFABRIC;
-    }
-    return 0;
+    uint64_t one = 1;
+    atomic_store(&e->sleeping, true);
+    ssize_t w = write(e->wake_fd, &one, sizeof(one));
+    (void)w;
+    xtq__engine_wake(e);
 }
 
-static void region_put(struct rx_region *r)
+/* Block until the CQ has something, a wake-up arrives, or a timeout. */
+void xtq__progress_block(struct xtq__engine *e)
 {
-    if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1) {
-        atomic_store_explicit(&r->refs, 1, memory_order_relaxed);
-        if (!atomic_load(&r->e->stop))
-            region_post(r);
+    struct pollfd fds[2];
+    nfds_t nfds = 0;
+    int timeout_ms;
+
+    if (e->bells) {
+        struct doorbell *b = e->bells[e->ctx->rank];
+        atomic_store(&b->sleeping, 1);
+        uint32_t v = atomic_load(&b->seq);
+        /* Anything that arrived before `sleeping` was visible is seen here;
+         * anything after rings the bell. */
+        if (atomic_exchange(&e->kick, 0) || atomic_load(&e->acks_pending) ||
+            atomic_load(&e->stop) || xtq__engine_progress(e) > 0) {
+            atomic_store(&b->sleeping, 0);
+            return;
+        }
+        /* Transfers the provider finishes on its own (large shm sends) ring
+         * no bell: while puts are in flight, nap briefly. */
+        long ns = atomic_load(&e->puts_outstanding) ? 1000000L : 100000000L;
+        struct timespec ts = {0, ns};
+        shared_futex(&b->seq, FUTEX_WAIT, v, &ts);
+        atomic_store(&b->sleeping, 0);
+        return;
+    }
+    fds[nfds].fd = e->wake_fd;
+    fds[nfds++].events = POLLIN;
+    atomic_store(&e->sleeping, true);
+    if (atomic_exchange(&e->kick, 0) || atomic_load(&e->acks_pending) || atomic_load(&e->stop)) {
+        atomic_store(&e->sleeping, false);
+        return;
+    }
+    if (xtq__ofi_trywait(&e->ofi) == 0) {
+        fds[nfds].fd = e->ofi.wait_fd;
+        fds[nfds++].events = POLLIN;
+        /* The fd may not see sends that only the provider's progress
+         * would advance; puts in flight keep the naps short. */
+        timeout_ms = atomic_load(&e->puts_outstanding) ? 1 : 100;
+    } else {
+        timeout_ms = 1;
+    }
+    int rc = poll(fds, nfds, timeout_ms);
+    atomic_store_explicit(&e->sleeping, false, memory_order_relaxed);
+    if (rc > 0 && (fds[0].revents & POLLIN)) {
+        uint64_t v;
+        ssize_t r = read(e->wake_fd, &v, sizeof(v));
+        (void)r;
     }
 }
 
-/* ---- acknowledgements ---------------------------------------------------- */
+/* ==== acks ==== */
 
 static void ack_queue(struct xtq__engine *e, struct ack_msg *a)
 {
@@ -312,12 +216,12 @@ static void ack_queue(struct xtq__engine *e, struct ack_msg *a)
     e->acks_tail = a;
     atomic_fetch_add(&e->acks_pending, 1);
     pthread_mutex_unlock(&e->ack_lock);
-    engine_wake(e);
+    xtq__engine_wake(e);
 }
 
 /* Send an ack now if the transport takes it, else queue it for the
  * progress thread. Safe from any thread (agent workers call it). */
-static void ack_send(struct xtq__engine *e, int dest, uint64_t seq, int status)
+void xtq__ack_send(struct xtq__engine *e, int dest, uint64_t seq, int status)
 {
     struct xtq__wire_hdr hdr;
     xtq_ctx_t *ctx = e->ctx;
@@ -326,7 +230,7 @@ static void ack_send(struct xtq__engine *e, int dest, uint64_t seq, int status)
     if (!atomic_load(&e->acks_pending) && e->ofi.inject_size >= sizeof(hdr)) {
         if (xtq__ofi_inject(&e->ofi, &hdr, sizeof(hdr), dest) == 0) {
             XTQ__STAT_INC(ctx, acks_sent);
-            peer_ring(e, dest);
+            xtq__bell_ring(e, dest);
             return;
         }
     }
@@ -343,7 +247,7 @@ static void ack_send(struct xtq__engine *e, int dest, uint64_t seq, int status)
 
 /* Flush queued acks (progress thread). Injected acks need no completion;
  * providers without inject space get a plain send from the ack's memory. */
-static int acks_flush(struct xtq__engine *e)
+int xtq__acks_flush(struct xtq__engine *e)
 {
     int n = 0;
     while (atomic_load(&e->acks_pending)) {
@@ -361,7 +265,7 @@ static int acks_flush(struct xtq__engine *e)
                  * acks to everyone else. */
                 if (!e->peer_timeout_ns || xtq__now_ns() - a->since < e->peer_timeout_ns)
                     break;
-                peer_down(e, a->dest, "silent for longer than XTQ_PEER_TIMEOUT_MS");
+                xtq__peer_down(e, a->dest, "silent for longer than XTQ_PEER_TIMEOUT_MS");
                 rc = 0;
             }
         }
@@ -372,7 +276,7 @@ static int acks_flush(struct xtq__engine *e)
                          fi_strerror((int)-rc));
         else {
             XTQ__STAT_INC(e->ctx, acks_sent);
-            peer_ring(e, a->dest);
+            xtq__bell_ring(e, a->dest);
         }
         xtq__mutex_lock(&e->ack_lock);
         e->acks_head = a->next;
@@ -386,208 +290,94 @@ static int acks_flush(struct xtq__engine *e)
     return n;
 }
 
-/* ---- target: tasks ----------------------------------------------------- */
-
-static void task_reject(struct xtq__engine *e, struct task *t, int err)
+void xtq__acks_drop(struct xtq__engine *e)
 {
-    xtq_ctx_t *ctx = e->ctx;
-    int idx = -err - XTQ_ENOKERNEL;
-    XTQ__STAT_INC(ctx, msgs_rejected);
-    if (idx >= 0 && idx < (int)ARRAY_SIZE(ctx->stats.rejected_by_reason))
-        atomic_fetch_add_explicit(&ctx->stats.rejected_by_reason[idx], 1,
-                                  memory_order_relaxed);
-    XTQ_LOG_ONCE(ENGINE, WARN, "rejected a command from rank %u (seq %llu): %s", t->src,
-                 (unsigned long long)t->seq, xtq_errname(err));
-    ack_send(e, (int)t->src, t->seq, err);
-    region_put(t->region);
-    free(t);
-}
-
-/* Runs on an agent's worker thread when a task we enqueued has finished. */
-static void live_add(struct xtq__engine *e, struct task *t)
-{
-    xtq__mutex_lock(&e->live_lock);
-    t->lprev = NULL;
-    t->lnext = e->live;
-    if (e->live)
-        e->live->lprev = t;
-    e->live = t;
-    pthread_mutex_unlock(&e->live_lock);
-}
-
-static void live_del(struct xtq__engine *e, struct task *t)
-{
-    xtq__mutex_lock(&e->live_lock);
-    if (t->lprev)
-        t->lprev->lnext = t->lnext;
-    else
-        e->live = t->lnext;
-    if (t->lnext)
-        t->lnext->lprev = t->lprev;
-    pthread_mutex_unlock(&e->live_lock);
-}
-
-static void engine_retire(void *cookie, int status)
-{
-    struct task *t = cookie;
-    struct xtq__engine *e = t->e;
-    /* After xtq__engine_stop() (finalize) the initiator is told nothing:
-     * its put was failed with -XTQ_EFINALIZED or it drained already. */
-    if ((t->wire_flags & XTQ__WIRE_REMOTE_COMPLETION) && !atomic_load(&e->stop))
-        ack_send(e, (int)t->src, t->seq, status);
-    live_del(e, t);
-    XTQ__STAT_INC(e->ctx, tasks_completed);
-    region_put(t->region);
-    free(t);
-    atomic_fetch_sub_explicit(&e->tasks_inflight, 1, memory_order_release);
-    if (atomic_load_explicit(&e->backlog_len, memory_order_relaxed))
-        engine_wake(e);
-}
-
-/*
- * Rewrite and enqueue one task. Returns 0 (enqueued: `t` now belongs to
- * the agent), -XTQ_EAGAIN (queue full: keep it) or a rejection code.
- */
-static int task_enqueue(struct xtq__engine *e, struct task *t)
-{
-    struct xtq__registry *reg = e->ctx->registry;
-    xtq_aql_packet_t pkt = t->packet;
-    xtq_queue_t *q = NULL;
-    uint64_t idx;
-    int rc;
-
-    pthread_rwlock_rdlock(&reg->lock);
-    rc = xtq__rewrite(reg, &pkt, t->kernarg, t->kernarg_len, t->payload, t->payload_len, &q);
-    if (rc)
-        goto out;
-    rc = xtq_queue_reserve(q, 1, &idx);
-    if (rc)
-        goto out;
-    /* Capture what the ack needs: the task may retire (and be freed) on
-     * another thread as soon as it is published. */
-    uint32_t src = t->src, wflags = t->wire_flags;
-    uint64_t seq = t->seq;
-    /* Hints for the CUDA agent in fields HSA reserves (the rewrite left
-     * them zero): the payload's length, to decide where the task reads it
-     * (XTQ_CUDA_COPY_MIN), and the arguments' length, to fetch them before
-     * the kernel object is looked up (checked against it there). */
-    if (q->agent->kind == XTQ_AGENT_CUDA &&
-        xtq_aql_header_type(pkt.header) == XTQ_PACKET_TYPE_KERNEL_DISPATCH) {
-        pkt.kernel.reserved2 = t->payload_len;
-        pkt.kernel.reserved0 = (uint16_t)t->kernarg_len;
+    while (e->acks_head) {
+        struct ack_msg *a = e->acks_head;
+        e->acks_head = a->next;
+        free(a);
     }
-    xtq_aql_packet_t *slot = xtq_queue_slot(q, idx);
-    memcpy((uint8_t *)slot + 4, (const uint8_t *)&pkt + 4, sizeof(pkt) - 4);
-    if (q->retire != engine_retire)
-        q->retire = engine_retire;
-    q->cookies[idx & q->mask] = t;
-    live_add(e, t);
-    atomic_fetch_add_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
-    XTQ__STAT_INC(e->ctx, tasks_enqueued);
-    uint16_t rest;
-    memcpy(&rest, (const uint8_t *)&pkt + 2, sizeof(rest));
-    xtq_queue_publish(q, idx, pkt.header, rest);
-    XTQ_TRACE_POINT(XTQ_TRACE_ENQUEUED, XTQ_TRACE_KEY(src, seq));
-    xtq_queue_ring_doorbell(q, idx);
-    XTQ_TRACE_POINT(XTQ_TRACE_DOORBELL, XTQ_TRACE_KEY(src, seq));
-    pthread_rwlock_unlock(&reg->lock);
-    if (!(wflags & XTQ__WIRE_REMOTE_COMPLETION))
-        ack_send(e, (int)src, seq, 0);
-    return 0;
-out:
-    pthread_rwlock_unlock(&reg->lock);
-    return rc;
+    e->acks_tail = NULL;
 }
 
-static void backlog_push(struct xtq__engine *e, struct task *t)
+/* ==== liveness ==== */
+
+/* Liveness probes: ACK headers with reserved sequence numbers. Best effort
+ * (inject, or nothing): a lost ping is retried, a lost pong costs a retry. */
+static void probe_send(struct xtq__engine *e, int dest, uint64_t seq)
 {
-    t->next = NULL;
-    if (e->backlog_tail)
-        e->backlog_tail->next = t;
-    else
-        e->backlog_head = t;
-    e->backlog_tail = t;
-    atomic_fetch_add(&e->backlog_len, 1);
+    struct xtq__wire_hdr hdr;
+    xtq__wire_hdr_init(&hdr, XTQ__MSG_ACK, e->ctx->job_key, (uint32_t)e->ctx->rank, seq);
+    if (e->ofi.inject_size >= sizeof(hdr) && xtq__ofi_inject(&e->ofi, &hdr, sizeof(hdr), dest) == 0)
+        xtq__bell_ring(e, dest);
 }
 
-/* Retry backlogged tasks in arrival order; stop at the first still full. */
-static int backlog_drain(struct xtq__engine *e)
+void xtq__peer_heard(struct xtq__engine *e, uint32_t src)
 {
-    int n = 0;
-    while (e->backlog_head) {
-        struct task *t = e->backlog_head;
-        /* Once enqueued, t may retire and be freed on an agent thread. */
-        struct task *next = t->next;
-        int rc = task_enqueue(e, t);
-        if (rc == -XTQ_EAGAIN)
-            break;
-        e->backlog_head = next;
-        if (!e->backlog_head)
-            e->backlog_tail = NULL;
-        atomic_fetch_sub(&e->backlog_len, 1);
-        if (rc)
-            task_reject(e, t, rc);
-        n++;
+    atomic_store_explicit(&e->peers[src].last_heard, xtq__now_ns(), memory_order_relaxed);
+}
+
+bool xtq__probe_recv(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
+{
+    if (hdr->type != XTQ__MSG_ACK)
+        return false;
+    if (hdr->seq == PING_SEQ) {
+        probe_send(e, (int)hdr->src_rank, PONG_SEQ);
+        return true;
     }
-    return n;
+    return hdr->seq == PONG_SEQ; /* liveness only */
 }
 
-static void handle_put(struct xtq__engine *e, struct rx_region *r, const struct xtq__wire_hdr *hdr,
-                       const void *cmd, const void *payload)
+/* Fail every put pending to `r` with -XTQ_EHOSTDOWN; later puts fail at
+ * once. Slots stay unused afterwards, so a late completion from the
+ * provider finds them idle and is ignored. */
+void xtq__peer_down(struct xtq__engine *e, int r, const char *why)
 {
-    struct task *t = malloc(sizeof(*t));
-    XTQ__STAT_INC(e->ctx, msgs_received);
-    XTQ_TRACE_POINT(XTQ_TRACE_ENGINE_RECV, XTQ_TRACE_KEY(hdr->src_rank, hdr->seq));
-    if (!t) {
-        XTQ_LOG_ONCE(ENGINE, ERROR, "out of memory for a task; rejecting");
-        ack_send(e, (int)hdr->src_rank, hdr->seq, -XTQ_ENOMEM);
+    if (atomic_exchange(&e->peers[r].down, true))
         return;
-    }
-    t->e = e;
-    t->region = r;
-    t->next = NULL;
-    t->src = hdr->src_rank;
-    t->wire_flags = hdr->flags;
-    t->seq = hdr->seq;
-    t->counted_full = false;
-    memcpy(&t->packet, cmd, sizeof(t->packet));
-    t->kernarg_len = hdr->cmd_len - XTQ_AQL_PACKET_SIZE;
-    t->kernarg = t->kernarg_len ? (uint8_t *)cmd + XTQ_AQL_PACKET_SIZE : NULL;
-    /* Kernel arguments must be 16-byte aligned for the kernel; messages
-     * land 64-byte aligned, so this copy is for odd providers only. */
-    if (t->kernarg && ((uintptr_t)t->kernarg & 15)) {
-        if (t->kernarg_len > sizeof(t->scratch)) {
-            XTQ_LOG_ONCE(ENGINE, ERROR, "misaligned kernel arguments too large to copy");
-            atomic_fetch_add(&r->refs, 1);
-            task_reject(e, t, -XTQ_EKERNARG);
-            return;
+    atomic_fetch_add(&e->peers_down, 1);
+    xtq_warn(ENGINE, "rank %d: peer %d %s; declared down, its puts fail", e->ctx->rank, r, why);
+    xtq__puts_fail_peer(e, r, -XTQ_EHOSTDOWN);
+}
+
+/* Progress thread: ping quiet peers we wait on, declare silent ones down. */
+void xtq__peers_check(struct xtq__engine *e)
+{
+    if (!e->peer_timeout_ns)
+        return;
+    uint64_t now = xtq__now_ns();
+    if (now < e->next_peer_check)
+        return;
+    uint64_t step = e->peer_timeout_ns / 8;
+    e->next_peer_check = now + (step < 1000000 ? 1000000 : step > 250000000 ? 250000000 : step);
+    for (int r = 0; r < e->ctx->size; r++) {
+        struct peer *p = &e->peers[r];
+        if (r == e->ctx->rank || atomic_load(&p->down))
+            continue;
+        xtq__mutex_lock(&e->put_lock);
+        uint32_t busy = p->busy;
+        pthread_mutex_unlock(&e->put_lock);
+        if (!busy)
+            continue;
+        uint64_t heard = atomic_load_explicit(&p->last_heard, memory_order_relaxed);
+        uint64_t quiet = now > heard ? now - heard : 0;
+        if (quiet > e->peer_timeout_ns) {
+            xtq__peer_down(e, r, "silent for longer than XTQ_PEER_TIMEOUT_MS");
+        } else if (quiet > e->peer_timeout_ns / 4 && now - p->ping_sent > e->peer_timeout_ns / 8) {
+            p->ping_sent = now;
+            probe_send(e, r, PING_SEQ);
         }
-        memcpy(t->scratch, t->kernarg, t->kernarg_len);
-        t->kernarg = t->scratch;
-    }
-    t->payload = (void *)payload;
-    t->payload_len = hdr->payload_len;
-    atomic_fetch_add(&r->refs, 1);
-
-    /* queue_full_events counts every command that had to wait for queue
-     * space, whether it found the queue full or a backlog ahead of it. */
-    if (e->backlog_head) {
-        XTQ__STAT_INC(e->ctx, queue_full_events);
-        t->counted_full = true;
-        backlog_push(e, t);
-        return;
-    }
-    int rc = task_enqueue(e, t);
-    if (rc == -XTQ_EAGAIN) {
-        XTQ__STAT_INC(e->ctx, queue_full_events);
-        t->counted_full = true;
-        backlog_push(e, t);
-    } else if (rc) {
-        task_reject(e, t, rc);
     }
 }
 
-/* ---- initiator: window ------------------------------------------------- */
+unsigned xtq__engine_peers_down(struct xtq__engine *e)
+{
+    return atomic_load(&e->peers_down);
+}
+
+/* ==== initiator ==== */
+
+static const uint8_t zero_pad[64];
 
 /*
  * Completion words: the engine sets state bits; a thread that sleeps on
@@ -649,7 +439,7 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
         xtq__futex_wake(&e->slot_freed, -1);
 }
 
-static void slot_local(struct xtq__engine *e, struct put_slot *s, int status, int prov_errno)
+void xtq__slot_local(struct xtq__engine *e, struct put_slot *s, int status, int prov_errno)
 {
     xtq__mutex_lock(&e->put_lock);
     if (!(s->state & SLOT_BUSY) || (s->state & SLOT_LOCAL)) {
@@ -675,7 +465,7 @@ static void slot_local(struct xtq__engine *e, struct put_slot *s, int status, in
     pthread_mutex_unlock(&e->put_lock);
 }
 
-static void handle_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
+void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
 {
     uint32_t src = hdr->src_rank;
     struct put_slot *s = &e->peers[src].slots[hdr->seq % e->window];
@@ -683,8 +473,8 @@ static void handle_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
     if (!(s->state & SLOT_BUSY) || s->seq != hdr->seq || (s->state & SLOT_ACKED) ||
         s->target != (int)src) {
         pthread_mutex_unlock(&e->put_lock);
-        XTQ_LOG_ONCE(ENGINE, WARN, "ack from rank %u names seq %llu, not in flight; dropped",
-                     src, (unsigned long long)hdr->seq);
+        XTQ_LOG_ONCE(ENGINE, WARN, "ack from rank %u names seq %llu, not in flight; dropped", src,
+                     (unsigned long long)hdr->seq);
         return;
     }
     s->state |= SLOT_ACKED;
@@ -695,315 +485,32 @@ static void handle_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
     pthread_mutex_unlock(&e->put_lock);
 }
 
-/* ---- progress ----------------------------------------------------------- */
-
-/* Liveness probes: ACK headers with reserved sequence numbers. Best effort
- * (inject, or nothing): a lost ping is retried, a lost pong costs a retry. */
-static void probe_send(struct xtq__engine *e, int dest, uint64_t seq)
+void xtq__puts_fail_peer(struct xtq__engine *e, int r, int status)
 {
-    struct xtq__wire_hdr hdr;
-    xtq__wire_hdr_init(&hdr, XTQ__MSG_ACK, e->ctx->job_key, (uint32_t)e->ctx->rank, seq);
-    if (e->ofi.inject_size >= sizeof(hdr) && xtq__ofi_inject(&e->ofi, &hdr, sizeof(hdr), dest) == 0)
-        peer_ring(e, dest);
-}
-
-static void pong_send(struct xtq__engine *e, int dest)
-{
-    probe_send(e, dest, PONG_SEQ);
-}
-
-/* Fail every put pending to `r` with -XTQ_EHOSTDOWN; later puts fail at
- * once. Slots stay unused afterwards, so a late completion from the
- * provider finds them idle and is ignored. */
-static void peer_down(struct xtq__engine *e, int r, const char *why)
-{
-    if (atomic_exchange(&e->peers[r].down, true))
-        return;
-    atomic_fetch_add(&e->peers_down, 1);
-    xtq_warn(ENGINE, "rank %d: peer %d %s; declared down, its puts fail", e->ctx->rank, r, why);
     xtq__mutex_lock(&e->put_lock);
     for (uint32_t i = 0; i < e->window; i++) {
         struct put_slot *s = &e->peers[r].slots[i];
         if (s->state & SLOT_BUSY) {
-            s->status = -XTQ_EHOSTDOWN;
+            s->status = status;
             slot_finish(e, s);
         }
     }
     pthread_mutex_unlock(&e->put_lock);
 }
 
-/* Progress thread: ping quiet peers we wait on, declare silent ones down. */
-static void peers_check(struct xtq__engine *e)
+void xtq__puts_fail_all(struct xtq__engine *e, int status)
 {
-    if (!e->peer_timeout_ns)
-        return;
-    uint64_t now = xtq__now_ns();
-    if (now < e->next_peer_check)
-        return;
-    uint64_t step = e->peer_timeout_ns / 8;
-    e->next_peer_check = now + (step < 1000000 ? 1000000 : step > 250000000 ? 250000000 : step);
-    for (int r = 0; r < e->ctx->size; r++) {
-        struct peer *p = &e->peers[r];
-        if (r == e->ctx->rank || atomic_load(&p->down))
-            continue;
-        xtq__mutex_lock(&e->put_lock);
-        uint32_t busy = p->busy;
-        pthread_mutex_unlock(&e->put_lock);
-        if (!busy)
-            continue;
-        uint64_t heard = atomic_load_explicit(&p->last_heard, memory_order_relaxed);
-        uint64_t quiet = now > heard ? now - heard : 0;
-        if (quiet > e->peer_timeout_ns) {
-            peer_down(e, r, "silent for longer than XTQ_PEER_TIMEOUT_MS");
-        } else if (quiet > e->peer_timeout_ns / 4 && now - p->ping_sent > e->peer_timeout_ns / 8) {
-            p->ping_sent = now;
-            probe_send(e, r, PING_SEQ);
-        }
-    }
-}
-
-static void handle_message(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len)
-{
-    const struct xtq__wire_hdr *hdr = NULL;
-    const void *cmd = NULL, *payload = NULL;
-    xtq_ctx_t *ctx = e->ctx;
-    int rc = xtq__wire_validate(buf, len, ctx->job_key, (uint32_t)ctx->size, e->max_msg, &hdr,
-                                &cmd, &payload);
-    if (rc) {
-        const struct xtq__wire_hdr *raw = buf;
-        int idx = -rc - XTQ_ENOKERNEL;
-        XTQ__STAT_INC(ctx, msgs_rejected);
-        if (idx >= 0 && idx < (int)ARRAY_SIZE(ctx->stats.rejected_by_reason))
-            atomic_fetch_add_explicit(&ctx->stats.rejected_by_reason[idx], 1,
-                                      memory_order_relaxed);
-        XTQ_LOG_ONCE(ENGINE, WARN, "dropped an invalid message of %zu bytes: %s", len,
-                     xtq_errname(rc));
-        /* Answer only a peer of this job that we can name. */
-        if (len >= sizeof(*raw) && raw->magic == XTQ_WIRE_MAGIC && raw->type == XTQ__MSG_PUT &&
-            raw->job_key == ctx->job_key && raw->src_rank < (uint32_t)ctx->size)
-            ack_send(e, (int)raw->src_rank, raw->seq, rc);
-        return;
-    }
-    atomic_store_explicit(&e->peers[hdr->src_rank].last_heard, xtq__now_ns(),
-                          memory_order_relaxed);
-    if (hdr->type == XTQ__MSG_ACK && hdr->seq == PING_SEQ)
-        pong_send(e, (int)hdr->src_rank);
-    else if (hdr->type == XTQ__MSG_ACK && hdr->seq == PONG_SEQ)
-        ; /* liveness only */
-    else if (hdr->type == XTQ__MSG_ACK)
-        handle_ack(e, hdr);
-    else
-        handle_put(e, r, hdr, cmd, payload);
-}
-
-static int cq_poll(struct xtq__engine *e, bool polite)
-{
-    struct fi_cq_data_entry ent[16];
-    struct fi_cq_err_entry err;
-    int n = 0;
-
-    for (;;) {
-        ssize_t got = xtq__ofi_cq_read(&e->ofi, ent, ARRAY_SIZE(ent), &err, polite);
-        if (got == -FI_EAGAIN)
-            break;
-        if (got == -FI_EAVAIL) {
-            uint32_t kind = err.op_context ? *(uint32_t *)err.op_context : 0;
-            char buf[128] = "";
-            fi_cq_strerror(e->ofi.cq, err.prov_errno, err.err_data, buf, sizeof(buf));
-            if (kind == CTX_PUT) {
-                struct put_slot *s = err.op_context;
-                /* A connection the peer reset or refused (tcp) is the peer
-                 * gone, seen before the liveness timeout: fail its puts the
-                 * same way, -XTQ_EHOSTDOWN. */
-                if (err.err == FI_ECONNRESET || err.err == FI_ECONNREFUSED ||
-                    err.err == FI_ECONNABORTED || err.err == FI_ENOTCONN ||
-                    err.err == FI_EHOSTUNREACH) {
-                    peer_down(e, s->target, fi_strerror(err.err));
-                } else {
-                    XTQ_LOG_ONCE(OFI, ERROR, "a put failed in the transport: %s (%s)",
-                                 fi_strerror(err.err), buf);
-                }
-                slot_local(e, s, -XTQ_EFABRIC, err.prov_errno);
-            } else if (kind == CTX_REGION) {
-                struct rx_region *r = err.op_context;
-                XTQ_LOG_ONCE(OFI, ERROR, "receive error: %s (%s)", fi_strerror(err.err), buf);
-                if (err.flags & FI_MULTI_RECV)
-                    region_put(r);
-            }
-            n++;
-            continue;
-        }
-        if (got < 0) {
-            XTQ_LOG_ONCE(OFI, ERROR, "fi_cq_read: %s", fi_strerror((int)-got));
-            return -XTQ_EFABRIC;
-        }
-        for (ssize_t i = 0; i < got; i++) {
-            uint32_t kind = ent[i].op_context ? *(uint32_t *)ent[i].op_context : 0;
-            if (kind == CTX_PUT) {
-                slot_local(e, ent[i].op_context, 0, 0);
-            } else if (kind == CTX_REGION) {
-                struct rx_region *r = ent[i].op_context;
-                if ((ent[i].flags & FI_RECV) && ent[i].len)
-                    handle_message(e, r, ent[i].buf, ent[i].len);
-                if (ent[i].flags & FI_MULTI_RECV)
-                    region_put(r);
+    xtq__mutex_lock(&e->put_lock);
+    for (int r = 0; r < e->ctx->size; r++)
+        for (uint32_t i = 0; i < e->window; i++) {
+            struct put_slot *s = &e->peers[r].slots[i];
+            if (s->state & SLOT_BUSY) {
+                if (!s->status)
+                    s->status = status;
+                slot_finish(e, s);
             }
         }
-        n += (int)got;
-        if ((size_t)got < ARRAY_SIZE(ent))
-            break;
-    }
-    return n;
-}
-
-static int progress_locked(struct xtq__engine *e, bool polite)
-{
-    int n = 0, rc;
-    for (unsigned i = 0; i < e->nregions; i++)
-        if (atomic_load(&e->regions[i].needs_post) &&
-            atomic_exchange(&e->regions[i].needs_post, 0))
-            region_post(&e->regions[i]);
-    n += acks_flush(e);
-    n += backlog_drain(e);
-    peers_check(e);
-    rc = cq_poll(e, polite);
-    if (rc < 0)
-        return rc;
-    n += rc;
-    n += backlog_drain(e);
-    return n;
-}
-
-/* One turn. `polite`: the progress thread's busy poll, which leaves the
- * endpoint to a thread waiting to send rather than contend for it. */
-static int engine_turn(struct xtq__engine *e, bool polite)
-{
-    int n;
-    /* Another thread is progressing: that is progress too. */
-    if (pthread_mutex_trylock(&e->progress_lock) != 0)
-        return 0;
-    n = progress_locked(e, polite);
-    pthread_mutex_unlock(&e->progress_lock);
-    return n;
-}
-
-int xtq__engine_progress(struct xtq__engine *e)
-{
-    return engine_turn(e, false);
-}
-
-void xtq__engine_poll_cb(void *engine)
-{
-    xtq__engine_progress(engine);
-}
-
-/* Block until the CQ has something, a wake-up arrives, or a timeout. */
-static void progress_block(struct xtq__engine *e)
-{
-    struct pollfd fds[2];
-    nfds_t nfds = 0;
-    int timeout_ms;
-
-    if (e->bells) {
-        struct doorbell *b = e->bells[e->ctx->rank];
-        atomic_store(&b->sleeping, 1);
-        uint32_t v = atomic_load(&b->seq);
-        /* Anything that arrived before `sleeping` was visible is seen here;
-         * anything after rings the bell. */
-        if (atomic_exchange(&e->kick, 0) || atomic_load(&e->acks_pending) ||
-            atomic_load(&e->stop) || xtq__engine_progress(e) > 0) {
-            atomic_store(&b->sleeping, 0);
-            return;
-        }
-        /* Transfers the provider finishes on its own (large shm sends) ring
-         * no bell: while puts are in flight, nap briefly. */
-        long ns = atomic_load(&e->puts_outstanding) ? 1000000L : 100000000L;
-        struct timespec ts = {0, ns};
-        shared_futex(&b->seq, FUTEX_WAIT, v, &ts);
-        atomic_store(&b->sleeping, 0);
-        return;
-    }
-    fds[nfds].fd = e->wake_fd;
-    fds[nfds++].events = POLLIN;
-    atomic_store(&e->sleeping, true);
-    if (atomic_exchange(&e->kick, 0) || atomic_load(&e->acks_pending) || atomic_load(&e->stop)) {
-        atomic_store(&e->sleeping, false);
-        return;
-    }
-    if (xtq__ofi_trywait(&e->ofi) == 0) {
-        fds[nfds].fd = e->ofi.wait_fd;
-        fds[nfds++].events = POLLIN;
-        /* The fd may not see sends that only the provider's progress
-         * would advance; puts in flight keep the naps short. */
-        timeout_ms = atomic_load(&e->puts_outstanding) ? 1 : 100;
-    } else {
-        timeout_ms = 1;
-    }
-    int rc = poll(fds, nfds, timeout_ms);
-    atomic_store_explicit(&e->sleeping, false, memory_order_relaxed);
-    if (rc > 0 && (fds[0].revents & POLLIN)) {
-        uint64_t v;
-        ssize_t r = read(e->wake_fd, &v, sizeof(v));
-        (void)r;
-    }
-}
-
-static void place_thread(struct xtq__engine *e)
-{
-    hwloc_topology_t topo;
-    if (hwloc_topology_init(&topo))
-        return;
-    /* The x86 backend binds to every PU to run cpuid: seconds on a busy
-     * 2-core machine. The Linux backend knows enough to place a thread. */
-    hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
-    if (hwloc_topology_load(topo)) {
-        hwloc_topology_destroy(topo);
-        XTQ_LOG_ONCE(ENGINE, WARN, "hwloc topology unavailable; progress thread not pinned");
-        return;
-    }
-    int ncores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
-    hwloc_obj_type_t type = ncores > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
-    int n = hwloc_get_nbobjs_by_type(topo, type);
-    int want = e->progress_cpu;
-    if (n > 0) {
-        if (want < 0) {
-            /* Last core, then backwards for further ranks on the host. */
-            int lr = e->ctx->bootstrap ? e->ctx->bootstrap->local_rank : 0;
-            want = n - 1 - (lr % n);
-        }
-        hwloc_obj_t obj = hwloc_get_obj_by_type(topo, type, (unsigned)(want % n));
-        if (obj && hwloc_set_cpubind(topo, obj->cpuset, HWLOC_CPUBIND_THREAD) != 0)
-            XTQ_LOG_ONCE(ENGINE, WARN, "could not bind the progress thread to core %d", want);
-        xtq_dbg(ENGINE, "progress thread on %s %d", hwloc_obj_type_string(type), want % n);
-    }
-    hwloc_topology_destroy(topo);
-}
-
-static void *progress_main(void *arg)
-{
-    struct xtq__engine *e = arg;
-    uint64_t spin_ns = e->progress_spin_ns;
-    uint64_t last = xtq__now_ns();
-
-    place_thread(e);
-    while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
-        int n = engine_turn(e, true);
-        uint64_t now = xtq__now_ns();
-        if (n > 0) {
-            last = now;
-            continue;
-        }
-        if (now - last < spin_ns) {
-            /* Leave the transport lock free a moment between empty polls:
-             * the application and agent workers send on the same endpoint. */
-            for (int i = 0; i < 4; i++)
-                xtq__cpu_relax();
-            continue;
-        }
-        progress_block(e);
-        last = xtq__now_ns() - spin_ns / 2; /* a short spin after each wake */
-    }
-    return NULL;
+    pthread_mutex_unlock(&e->put_lock);
 }
 
 /* ---- puts -------------------------------------------------------------- */
@@ -1029,13 +536,12 @@ static void window_wait(struct xtq__engine *e, uint32_t seen)
      * share a core with us. */
     if (xtq__engine_progress(e) > 0 || e->manual)
         return;
-    engine_wake(e);
+    xtq__engine_wake(e);
     window_sleep(e, seen, 1000000);
 }
 
 int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
-                    const void *payload, size_t payload_len, uint32_t flags,
-                    xtq_completion_t *comp)
+                    const void *payload, size_t payload_len, uint32_t flags, xtq_completion_t *comp)
 {
     xtq_ctx_t *ctx = e->ctx;
     xtq_completion_t local_comp;
@@ -1157,18 +663,18 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
         ssize_t src = eager ? xtq__ofi_inject(&e->ofi, s->stage, total, target)
                             : xtq__ofi_sendv(&e->ofi, iov, niov, target, s);
         if (src == 0) {
-            peer_ring(e, target);
+            xtq__bell_ring(e, target);
             /* An injected message has no send completion: local now. */
             if (eager)
-                slot_local(e, s, 0, 0);
+                xtq__slot_local(e, s, 0, 0);
             break;
         }
         if (src != -FI_EAGAIN) {
             XTQ_LOG_ONCE(OFI, ERROR, "fi_sendv to rank %d: %s", target, fi_strerror((int)-src));
-            slot_local(e, s, -XTQ_EFABRIC, (int)-src);
+            xtq__slot_local(e, s, -XTQ_EFABRIC, (int)-src);
             break;
         }
-        /* The target died while we waited for room: peer_down() has
+        /* The target died while we waited for room: xtq__peer_down() has
          * completed the slot with -XTQ_EHOSTDOWN. */
         if (atomic_load(&p->down))
             break;
@@ -1176,7 +682,7 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
             sched_yield();
     }
     XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(ctx->rank, seq));
-    engine_wake(e);
+    xtq__engine_wake(e);
 
     if (comp == &local_comp) {
         /* No completion object: return once the buffers are free. */
@@ -1196,8 +702,8 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
 int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t timeout_ns)
 {
     _Atomic uint32_t *st = (_Atomic uint32_t *)&comp->state;
-    uint64_t deadline = timeout_ns == XTQ_TIMEOUT_INFINITE ? UINT64_MAX
-                                                           : xtq__now_ns() + (uint64_t)timeout_ns;
+    uint64_t deadline =
+        timeout_ns == XTQ_TIMEOUT_INFINITE ? UINT64_MAX : xtq__now_ns() + (uint64_t)timeout_ns;
     /* Poll first, progressing the engine ourselves (if the progress thread
      * is not): an ack that comes within the spin is seen without two
      * thread wake-ups (engine thread, then us). */
@@ -1251,31 +757,87 @@ int xtq__engine_drain_puts(struct xtq__engine *e, uint64_t deadline)
     return 0;
 }
 
-int xtq__engine_drain_tasks(struct xtq__engine *e, uint64_t deadline)
+/* ==== target ==== */
+
+/* ---- receive regions ---------------------------------------------------- */
+
+static int region_post(struct rx_region *r)
 {
-    while (atomic_load(&e->tasks_inflight) || atomic_load(&e->backlog_len) ||
-           atomic_load(&e->acks_pending)) {
-        if (xtq__now_ns() >= deadline)
-            return -XTQ_ETIMEDOUT;
-        if (e->manual || !e->thread_started) {
-            if (xtq__engine_progress(e) == 0)
-                sched_yield();
-        } else {
-            struct timespec ts = {0, 200000};
-            nanosleep(&ts, NULL);
-        }
+    int rc = xtq__ofi_post_multi_recv(&r->e->ofi, r->buf, r->len, r);
+    if (rc == -FI_EAGAIN) {
+        atomic_store(&r->needs_post, 1);
+        xtq__engine_wake(r->e);
+        return 0;
+    }
+    if (rc) {
+        XTQ_LOG_ONCE(OFI, ERROR, "posting a receive region failed: %s", fi_strerror(-rc));
+        return -XTQ_EFABRIC;
     }
     return 0;
 }
 
-/* ---- life cycle ------------------------------------------------------- */
+void xtq__region_put(struct rx_region *r)
+{
+    if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1) {
+        atomic_store_explicit(&r->refs, 1, memory_order_relaxed);
+        if (!atomic_load(&r->e->stop))
+            region_post(r);
+    }
+}
 
-/* Free whatever create() got to; also the tail of destroy(). */
-static void engine_free(struct xtq__engine *e)
+void xtq__regions_repost(struct xtq__engine *e)
+{
+    for (unsigned i = 0; i < e->nregions; i++)
+        if (atomic_load(&e->regions[i].needs_post) && atomic_exchange(&e->regions[i].needs_post, 0))
+            region_post(&e->regions[i]);
+}
+
+int xtq__regions_open(struct xtq__engine *e)
 {
     xtq_ctx_t *ctx = e->ctx;
-    if (e->ofi_open)
-        xtq__ofi_close(&e->ofi);
+    int rc;
+
+    /* Each holds at least a couple of the largest messages so
+     * FI_OPT_MIN_MULTI_RECV never starves it. */
+    size_t rlen = xtq__param_size(XTQ__PARAM_XTQ_RX_BUFFER_SIZE);
+    if (rlen < 2 * e->max_wire)
+        rlen = 2 * e->max_wire;
+    rlen = XTQ_ALIGN_UP(rlen, (size_t)4096);
+    int64_t nr = xtq__param_int(XTQ__PARAM_XTQ_RX_BUFFERS);
+    e->nregions = nr < 2 ? 2 : (unsigned)nr;
+    e->regions = calloc(e->nregions, sizeof(*e->regions));
+    if (!e->regions)
+        return -XTQ_ENOMEM;
+    for (unsigned i = 0; i < e->nregions; i++) {
+        struct rx_region *r = &e->regions[i];
+        r->kind = CTX_REGION;
+        r->e = e;
+        r->len = rlen;
+        r->buf = aligned_alloc(4096, rlen);
+        if (!r->buf)
+            return -XTQ_ENOMEM;
+        /* Agents read payloads and arguments from here in place: a region
+         * a GPU cannot read would fault it at the first task. */
+        for (unsigned a = 0; a < ctx->nagents; a++) {
+            xtq_agent_t *ag = ctx->agents[a];
+            if (ag->ops->mem_register && (rc = ag->ops->mem_register(ag, r->buf, r->len))) {
+                xtq_err(ENGINE, "agent %s cannot map a receive region: %s", ag->info.name,
+                        xtq_errname(rc));
+                return rc;
+            }
+        }
+        atomic_store(&r->refs, 1);
+        rc = region_post(r);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* After the endpoint is closed: nothing lands in them any more. */
+void xtq__regions_close(struct xtq__engine *e)
+{
+    xtq_ctx_t *ctx = e->ctx;
     for (unsigned i = 0; e->regions && i < e->nregions; i++) {
         if (!e->regions[i].buf)
             continue;
@@ -1287,23 +849,452 @@ static void engine_free(struct xtq__engine *e)
         free(e->regions[i].buf);
     }
     free(e->regions);
+    e->regions = NULL;
+}
+
+/* ---- tasks ---------------------------------------------------------------- */
+
+static void task_reject(struct xtq__engine *e, struct rx_task *t, int err)
+{
+    xtq_ctx_t *ctx = e->ctx;
+    int idx = -err - XTQ_ENOKERNEL;
+    XTQ__STAT_INC(ctx, msgs_rejected);
+    if (idx >= 0 && idx < (int)ARRAY_SIZE(ctx->stats.rejected_by_reason))
+        atomic_fetch_add_explicit(&ctx->stats.rejected_by_reason[idx], 1, memory_order_relaxed);
+    XTQ_LOG_ONCE(ENGINE, WARN, "rejected a command from rank %u (seq %llu): %s", t->src,
+                 (unsigned long long)t->seq, xtq_errname(err));
+    xtq__ack_send(e, (int)t->src, t->seq, err);
+    xtq__region_put(t->region);
+    free(t);
+}
+
+static void live_add(struct xtq__engine *e, struct rx_task *t)
+{
+    xtq__mutex_lock(&e->live_lock);
+    t->lprev = NULL;
+    t->lnext = e->live;
+    if (e->live)
+        e->live->lprev = t;
+    e->live = t;
+    pthread_mutex_unlock(&e->live_lock);
+}
+
+static void live_del(struct xtq__engine *e, struct rx_task *t)
+{
+    xtq__mutex_lock(&e->live_lock);
+    if (t->lprev)
+        t->lprev->lnext = t->lnext;
+    else
+        e->live = t->lnext;
+    if (t->lnext)
+        t->lnext->lprev = t->lprev;
+    pthread_mutex_unlock(&e->live_lock);
+}
+
+/* Runs on an agent's thread when a task we enqueued has finished. */
+static void engine_retire(void *cookie, int status)
+{
+    struct rx_task *t = cookie;
+    struct xtq__engine *e = t->e;
+    /* After xtq__engine_stop() (finalize) the initiator is told nothing:
+     * its put was failed with -XTQ_EFINALIZED or it drained already. */
+    if ((t->wire_flags & XTQ__WIRE_REMOTE_COMPLETION) && !atomic_load(&e->stop))
+        xtq__ack_send(e, (int)t->src, t->seq, status);
+    live_del(e, t);
+    XTQ__STAT_INC(e->ctx, tasks_completed);
+    xtq__region_put(t->region);
+    free(t);
+    atomic_fetch_sub_explicit(&e->tasks_inflight, 1, memory_order_release);
+    if (atomic_load_explicit(&e->backlog_len, memory_order_relaxed))
+        xtq__engine_wake(e);
+}
+
+/*
+ * Rewrite and enqueue one task. Returns 0 (enqueued: `t` now belongs to
+ * the agent), -XTQ_EAGAIN (queue full: keep it) or a rejection code.
+ */
+static int task_enqueue(struct xtq__engine *e, struct rx_task *t)
+{
+    struct xtq__registry *reg = e->ctx->registry;
+    xtq_aql_packet_t pkt = t->packet;
+    xtq_queue_t *q = NULL;
+    uint64_t idx;
+    int rc;
+
+    pthread_rwlock_rdlock(&reg->lock);
+    rc = xtq__rewrite(reg, &pkt, t->kernarg, t->kernarg_len, t->payload, t->payload_len, &q);
+    if (rc)
+        goto out;
+    rc = xtq_queue_reserve(q, 1, &idx);
+    if (rc)
+        goto out;
+    /* Capture what the ack needs: the task may retire (and be freed) on
+     * another thread as soon as it is published. */
+    uint32_t src = t->src, wflags = t->wire_flags;
+    uint64_t seq = t->seq;
+    /* Hints for the CUDA agent in fields HSA reserves (the rewrite left
+     * them zero): the payload's length, to decide where the task reads it
+     * (XTQ_CUDA_COPY_MIN), and the arguments' length, to fetch them before
+     * the kernel object is looked up (checked against it there). */
+    if (q->agent->kind == XTQ_AGENT_CUDA &&
+        xtq_aql_header_type(pkt.header) == XTQ_PACKET_TYPE_KERNEL_DISPATCH) {
+        pkt.kernel.reserved2 = t->payload_len;
+        pkt.kernel.reserved0 = (uint16_t)t->kernarg_len;
+    }
+    xtq_aql_packet_t *slot = xtq_queue_slot(q, idx);
+    memcpy((uint8_t *)slot + 4, (const uint8_t *)&pkt + 4, sizeof(pkt) - 4);
+    if (q->retire != engine_retire)
+        q->retire = engine_retire;
+    q->cookies[idx & q->mask] = t;
+    live_add(e, t);
+    atomic_fetch_add_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
+    XTQ__STAT_INC(e->ctx, tasks_enqueued);
+    uint16_t rest;
+    memcpy(&rest, (const uint8_t *)&pkt + 2, sizeof(rest));
+    xtq_queue_publish(q, idx, pkt.header, rest);
+    XTQ_TRACE_POINT(XTQ_TRACE_ENQUEUED, XTQ_TRACE_KEY(src, seq));
+    xtq_queue_ring_doorbell(q, idx);
+    XTQ_TRACE_POINT(XTQ_TRACE_DOORBELL, XTQ_TRACE_KEY(src, seq));
+    pthread_rwlock_unlock(&reg->lock);
+    if (!(wflags & XTQ__WIRE_REMOTE_COMPLETION))
+        xtq__ack_send(e, (int)src, seq, 0);
+    return 0;
+out:
+    pthread_rwlock_unlock(&reg->lock);
+    return rc;
+}
+
+/* ---- backlog ------------------------------------------------------------- */
+
+static void backlog_push(struct xtq__engine *e, struct rx_task *t)
+{
+    t->next = NULL;
+    if (e->backlog_tail)
+        e->backlog_tail->next = t;
+    else
+        e->backlog_head = t;
+    e->backlog_tail = t;
+    atomic_fetch_add(&e->backlog_len, 1);
+}
+
+/* Retry backlogged tasks in arrival order; stop at the first still full. */
+int xtq__backlog_drain(struct xtq__engine *e)
+{
+    int n = 0;
+    while (e->backlog_head) {
+        struct rx_task *t = e->backlog_head;
+        /* Once enqueued, t may retire and be freed on an agent thread. */
+        struct rx_task *next = t->next;
+        int rc = task_enqueue(e, t);
+        if (rc == -XTQ_EAGAIN)
+            break;
+        e->backlog_head = next;
+        if (!e->backlog_head)
+            e->backlog_tail = NULL;
+        atomic_fetch_sub(&e->backlog_len, 1);
+        if (rc)
+            task_reject(e, t, rc);
+        n++;
+    }
+    return n;
+}
+
+void xtq__backlog_drop(struct xtq__engine *e)
+{
+    while (e->backlog_head) {
+        struct rx_task *t = e->backlog_head;
+        e->backlog_head = t->next;
+        free(t);
+    }
+}
+
+void xtq__live_free(struct xtq__engine *e)
+{
+    while (e->live) {
+        struct rx_task *t = e->live;
+        e->live = t->lnext;
+        free(t);
+    }
+}
+
+/* ---- arrival ------------------------------------------------------------- */
+
+static void handle_put(struct xtq__engine *e, struct rx_region *r, const struct xtq__wire_hdr *hdr,
+                       const void *cmd, const void *payload)
+{
+    struct rx_task *t = malloc(sizeof(*t));
+    XTQ__STAT_INC(e->ctx, msgs_received);
+    XTQ_TRACE_POINT(XTQ_TRACE_ENGINE_RECV, XTQ_TRACE_KEY(hdr->src_rank, hdr->seq));
+    if (!t) {
+        XTQ_LOG_ONCE(ENGINE, ERROR, "out of memory for a task; rejecting");
+        xtq__ack_send(e, (int)hdr->src_rank, hdr->seq, -XTQ_ENOMEM);
+        return;
+    }
+    t->e = e;
+    t->region = r;
+    t->next = NULL;
+    t->src = hdr->src_rank;
+    t->wire_flags = hdr->flags;
+    t->seq = hdr->seq;
+    t->counted_full = false;
+    memcpy(&t->packet, cmd, sizeof(t->packet));
+    t->kernarg_len = hdr->cmd_len - XTQ_AQL_PACKET_SIZE;
+    t->kernarg = t->kernarg_len ? (uint8_t *)cmd + XTQ_AQL_PACKET_SIZE : NULL;
+    /* Kernel arguments must be 16-byte aligned for the kernel; messages
+     * land 64-byte aligned, so this copy is for odd providers only. */
+    if (t->kernarg && ((uintptr_t)t->kernarg & 15)) {
+        if (t->kernarg_len > sizeof(t->scratch)) {
+            XTQ_LOG_ONCE(ENGINE, ERROR, "misaligned kernel arguments too large to copy");
+            atomic_fetch_add(&r->refs, 1);
+            task_reject(e, t, -XTQ_EKERNARG);
+            return;
+        }
+        memcpy(t->scratch, t->kernarg, t->kernarg_len);
+        t->kernarg = t->scratch;
+    }
+    t->payload = (void *)payload;
+    t->payload_len = hdr->payload_len;
+    atomic_fetch_add(&r->refs, 1);
+
+    /* queue_full_events counts every command that had to wait for queue
+     * space, whether it found the queue full or a backlog ahead of it. */
+    if (e->backlog_head) {
+        XTQ__STAT_INC(e->ctx, queue_full_events);
+        t->counted_full = true;
+        backlog_push(e, t);
+        return;
+    }
+    int rc = task_enqueue(e, t);
+    if (rc == -XTQ_EAGAIN) {
+        XTQ__STAT_INC(e->ctx, queue_full_events);
+        t->counted_full = true;
+        backlog_push(e, t);
+    } else if (rc) {
+        task_reject(e, t, rc);
+    }
+}
+
+void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len)
+{
+    const struct xtq__wire_hdr *hdr = NULL;
+    const void *cmd = NULL, *payload = NULL;
+    xtq_ctx_t *ctx = e->ctx;
+    int rc = xtq__wire_validate(buf, len, ctx->job_key, (uint32_t)ctx->size, e->max_msg, &hdr, &cmd,
+                                &payload);
+    if (rc) {
+        const struct xtq__wire_hdr *raw = buf;
+        int idx = -rc - XTQ_ENOKERNEL;
+        XTQ__STAT_INC(ctx, msgs_rejected);
+        if (idx >= 0 && idx < (int)ARRAY_SIZE(ctx->stats.rejected_by_reason))
+            atomic_fetch_add_explicit(&ctx->stats.rejected_by_reason[idx], 1, memory_order_relaxed);
+        XTQ_LOG_ONCE(ENGINE, WARN, "dropped an invalid message of %zu bytes: %s", len,
+                     xtq_errname(rc));
+        /* Answer only a peer of this job that we can name. */
+        if (len >= sizeof(*raw) && raw->magic == XTQ_WIRE_MAGIC && raw->type == XTQ__MSG_PUT &&
+            raw->job_key == ctx->job_key && raw->src_rank < (uint32_t)ctx->size)
+            xtq__ack_send(e, (int)raw->src_rank, raw->seq, rc);
+        return;
+    }
+    xtq__peer_heard(e, hdr->src_rank);
+    if (xtq__probe_recv(e, hdr))
+        ; /* liveness only */
+    else if (hdr->type == XTQ__MSG_ACK)
+        xtq__initiator_ack(e, hdr);
+    else
+        handle_put(e, r, hdr, cmd, payload);
+}
+
+/* ==== progress ==== */
+
+static int cq_poll(struct xtq__engine *e, bool polite)
+{
+    struct fi_cq_data_entry ent[16];
+    struct fi_cq_err_entry err;
+    int n = 0;
+
+    for (;;) {
+        ssize_t got = xtq__ofi_cq_read(&e->ofi, ent, ARRAY_SIZE(ent), &err, polite);
+        if (got == -FI_EAGAIN)
+            break;
+        if (got == -FI_EAVAIL) {
+            uint32_t kind = err.op_context ? *(uint32_t *)err.op_context : 0;
+            char buf[128] = "";
+            fi_cq_strerror(e->ofi.cq, err.prov_errno, err.err_data, buf, sizeof(buf));
+            if (kind == CTX_PUT) {
+                struct put_slot *s = err.op_context;
+                /* A connection the peer reset or refused (tcp) is the peer
+                 * gone, seen before the liveness timeout: fail its puts the
+                 * same way, -XTQ_EHOSTDOWN. */
+                if (err.err == FI_ECONNRESET || err.err == FI_ECONNREFUSED ||
+                    err.err == FI_ECONNABORTED || err.err == FI_ENOTCONN ||
+                    err.err == FI_EHOSTUNREACH) {
+                    xtq__peer_down(e, s->target, fi_strerror(err.err));
+                } else {
+                    XTQ_LOG_ONCE(OFI, ERROR, "a put failed in the transport: %s (%s)",
+                                 fi_strerror(err.err), buf);
+                }
+                xtq__slot_local(e, s, -XTQ_EFABRIC, err.prov_errno);
+            } else if (kind == CTX_REGION) {
+                struct rx_region *r = err.op_context;
+                XTQ_LOG_ONCE(OFI, ERROR, "receive error: %s (%s)", fi_strerror(err.err), buf);
+                if (err.flags & FI_MULTI_RECV)
+                    xtq__region_put(r);
+            }
+            n++;
+            continue;
+        }
+        if (got < 0) {
+            XTQ_LOG_ONCE(OFI, ERROR, "fi_cq_read: %s", fi_strerror((int)-got));
+            return -XTQ_EFABRIC;
+        }
+        for (ssize_t i = 0; i < got; i++) {
+            uint32_t kind = ent[i].op_context ? *(uint32_t *)ent[i].op_context : 0;
+            if (kind == CTX_PUT) {
+                xtq__slot_local(e, ent[i].op_context, 0, 0);
+            } else if (kind == CTX_REGION) {
+                struct rx_region *r = ent[i].op_context;
+                if ((ent[i].flags & FI_RECV) && ent[i].len)
+                    xtq__target_recv(e, r, ent[i].buf, ent[i].len);
+                if (ent[i].flags & FI_MULTI_RECV)
+                    xtq__region_put(r);
+            }
+        }
+        n += (int)got;
+        if ((size_t)got < ARRAY_SIZE(ent))
+            break;
+    }
+    return n;
+}
+
+static int progress_locked(struct xtq__engine *e, bool polite)
+{
+    int n = 0, rc;
+    xtq__regions_repost(e);
+    n += xtq__acks_flush(e);
+    n += xtq__backlog_drain(e);
+    xtq__peers_check(e);
+    rc = cq_poll(e, polite);
+    if (rc < 0)
+        return rc;
+    n += rc;
+    n += xtq__backlog_drain(e);
+    return n;
+}
+
+/* One turn. `polite`: the progress thread's busy poll, which leaves the
+ * endpoint to a thread waiting to send rather than contend for it. */
+static int engine_turn(struct xtq__engine *e, bool polite)
+{
+    int n;
+    /* Another thread is progressing: that is progress too. */
+    if (pthread_mutex_trylock(&e->progress_lock) != 0)
+        return 0;
+    n = progress_locked(e, polite);
+    pthread_mutex_unlock(&e->progress_lock);
+    return n;
+}
+
+int xtq__engine_progress(struct xtq__engine *e)
+{
+    return engine_turn(e, false);
+}
+
+void xtq__engine_poll_cb(void *engine)
+{
+    xtq__engine_progress(engine);
+}
+
+static void place_thread(struct xtq__engine *e)
+{
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo))
+        return;
+    /* The x86 backend binds to every PU to run cpuid: seconds on a busy
+     * 2-core machine. The Linux backend knows enough to place a thread. */
+    hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
+    if (hwloc_topology_load(topo)) {
+        hwloc_topology_destroy(topo);
+        XTQ_LOG_ONCE(ENGINE, WARN, "hwloc topology unavailable; progress thread not pinned");
+        return;
+    }
+    int ncores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    hwloc_obj_type_t type = ncores > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+    int n = hwloc_get_nbobjs_by_type(topo, type);
+    int want = e->progress_cpu;
+    if (n > 0) {
+        if (want < 0) {
+            /* Last core, then backwards for further ranks on the host. */
+            int lr = e->ctx->bootstrap ? e->ctx->bootstrap->local_rank : 0;
+            want = n - 1 - (lr % n);
+        }
+        hwloc_obj_t obj = hwloc_get_obj_by_type(topo, type, (unsigned)(want % n));
+        if (obj && hwloc_set_cpubind(topo, obj->cpuset, HWLOC_CPUBIND_THREAD) != 0)
+            XTQ_LOG_ONCE(ENGINE, WARN, "could not bind the progress thread to core %d", want);
+        xtq_dbg(ENGINE, "progress thread on %s %d", hwloc_obj_type_string(type), want % n);
+    }
+    hwloc_topology_destroy(topo);
+}
+
+static void *progress_main(void *arg)
+{
+    struct xtq__engine *e = arg;
+    uint64_t spin_ns = e->progress_spin_ns;
+    uint64_t last = xtq__now_ns();
+
+    place_thread(e);
+    while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
+        int n = engine_turn(e, true);
+        uint64_t now = xtq__now_ns();
+        if (n > 0) {
+            last = now;
+            continue;
+        }
+        if (now - last < spin_ns) {
+            /* Leave the transport lock free a moment between empty polls:
+             * the application and agent workers send on the same endpoint. */
+            for (int i = 0; i < 4; i++)
+                xtq__cpu_relax();
+            continue;
+        }
+        xtq__progress_block(e);
+        last = xtq__now_ns() - spin_ns / 2; /* a short spin after each wake */
+    }
+    return NULL;
+}
+
+int xtq__engine_start(struct xtq__engine *e)
+{
+    if (e->manual)
+        return 0;
+    int rc = pthread_create(&e->thread, NULL, progress_main, e);
+    if (rc) {
+        xtq_err(ENGINE, "cannot start the progress thread: %s", strerror(rc));
+        return -XTQ_ENOMEM;
+    }
+    e->thread_started = true;
+    return 0;
+}
+
+/* ==== lifecycle ==== */
+
+/* Free whatever create() got to; also the tail of destroy(). */
+static void engine_free(struct xtq__engine *e)
+{
+    xtq_ctx_t *ctx = e->ctx;
+    if (e->ofi_open)
+        xtq__ofi_close(&e->ofi);
+    xtq__regions_close(e);
     for (int r = 0; e->peers && r < ctx->size; r++) {
         for (uint32_t i = 0; e->peers[r].slots && i < e->window; i++)
             free(e->peers[r].slots[i].stage);
         free(e->peers[r].slots);
     }
     free(e->peers);
-    bells_close(e);
-    if (e->wake_fd >= 0)
-        close(e->wake_fd);
+    xtq__wakeup_close(e);
     pthread_mutex_destroy(&e->put_lock);
     pthread_mutex_destroy(&e->progress_lock);
     pthread_mutex_destroy(&e->ack_lock);
-    while (e->live) {
-        struct task *t = e->live;
-        e->live = t->lnext;
-        free(t);
-    }
+    xtq__live_free(e);
     pthread_mutex_destroy(&e->live_lock);
     free(e);
 }
@@ -1348,13 +1339,9 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
         goto err_engine;
     e->ofi_open = true;
 
-    if (e->ofi.wait_fd < 0 && bs->same_host && !e->manual && bells_create(e) != 0)
-        xtq_warn(ENGINE, "no shared-memory doorbell; the progress thread naps (1 ms)");
-    e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (e->wake_fd < 0) {
-        rc = -XTQ_ENOMEM;
+    rc = xtq__wakeup_open(e, bs->same_host);
+    if (rc)
         goto err_engine;
-    }
 
     /* Address exchange. */
     blob = calloc(1, stride);
@@ -1375,8 +1362,7 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     rc = xtq__ofi_insert(&e->ofi, all, stride, ctx->size);
     if (rc)
         goto err_engine;
-    if (e->bells)
-        bells_open_peers(e);
+    xtq__wakeup_connect(e);
 
     e->peers = calloc((size_t)ctx->size, sizeof(*e->peers));
     if (!e->peers) {
@@ -1391,48 +1377,13 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
         }
     }
 
-    /* Receive regions: each holds at least a couple of the largest
-     * messages so FI_OPT_MIN_MULTI_RECV never starves it. */
-    size_t rlen = xtq__param_size(XTQ__PARAM_XTQ_RX_BUFFER_SIZE);
-    if (rlen < 2 * e->max_wire)
-        rlen = 2 * e->max_wire;
-    rlen = XTQ_ALIGN_UP(rlen, (size_t)4096);
-    int64_t nr = xtq__param_int(XTQ__PARAM_XTQ_RX_BUFFERS);
-    e->nregions = nr < 2 ? 2 : (unsigned)nr;
-    e->regions = calloc(e->nregions, sizeof(*e->regions));
-    if (!e->regions) {
-        rc = -XTQ_ENOMEM;
+    rc = xtq__regions_open(e);
+    if (rc)
         goto err_engine;
-    }
-    for (unsigned i = 0; i < e->nregions; i++) {
-        struct rx_region *r = &e->regions[i];
-        r->kind = CTX_REGION;
-        r->e = e;
-        r->len = rlen;
-        r->buf = aligned_alloc(4096, rlen);
-        if (!r->buf) {
-            rc = -XTQ_ENOMEM;
-            goto err_engine;
-        }
-        /* Agents read payloads and arguments from here in place: a region
-         * a GPU cannot read would fault it at the first task. */
-        for (unsigned a = 0; a < ctx->nagents; a++) {
-            xtq_agent_t *ag = ctx->agents[a];
-            if (ag->ops->mem_register && (rc = ag->ops->mem_register(ag, r->buf, r->len))) {
-                xtq_err(ENGINE, "agent %s cannot map a receive region: %s", ag->info.name,
-                        xtq_errname(rc));
-                goto err_engine;
-            }
-        }
-        atomic_store(&r->refs, 1);
-        rc = region_post(r);
-        if (rc)
-            goto err_engine;
-    }
     free(blob);
     free(all);
     xtq_info(ENGINE, "rank %d: engine on %s, %u regions of %zu bytes, window %u, %s progress",
-             ctx->rank, e->ofi.prov_name, e->nregions, rlen, e->window,
+             ctx->rank, e->ofi.prov_name, e->nregions, e->regions[0].len, e->window,
              e->manual ? "manual" : "thread");
     *out = e;
     return 0;
@@ -1442,19 +1393,6 @@ err_engine:
     free(all);
     engine_free(e);
     return rc;
-}
-
-int xtq__engine_start(struct xtq__engine *e)
-{
-    if (e->manual)
-        return 0;
-    int rc = pthread_create(&e->thread, NULL, progress_main, e);
-    if (rc) {
-        xtq_err(ENGINE, "cannot start the progress thread: %s", strerror(rc));
-        return -XTQ_ENOMEM;
-    }
-    e->thread_started = true;
-    return 0;
 }
 
 void xtq__engine_destroy(struct xtq__engine *e)
@@ -1470,40 +1408,33 @@ void xtq__engine_stop(struct xtq__engine *e)
     if (!e || e->stopped)
         return;
     e->stopped = true;
-    xtq_ctx_t *ctx = e->ctx;
     atomic_store(&e->stop, true);
     if (e->thread_started) {
-        uint64_t one = 1;
-        atomic_store(&e->sleeping, true);
-        ssize_t w = write(e->wake_fd, &one, sizeof(one));
-        (void)w;
-        engine_wake(e);
+        xtq__wakeup_interrupt(e);
         pthread_join(e->thread, NULL);
     }
     /* Fail what never completed. */
-    xtq__mutex_lock(&e->put_lock);
-    for (int r = 0; r < ctx->size; r++)
-        for (uint32_t i = 0; i < e->window; i++) {
-            struct put_slot *s = &e->peers[r].slots[i];
-            if (s->state & SLOT_BUSY) {
-                if (!s->status)
-                    s->status = -XTQ_EFINALIZED;
-                slot_finish(e, s);
-            }
-        }
-    pthread_mutex_unlock(&e->put_lock);
+    xtq__puts_fail_all(e, -XTQ_EFINALIZED);
     /* Backlogged commands never ran. */
-    while (e->backlog_head) {
-        struct task *t = e->backlog_head;
-        e->backlog_head = t->next;
-        free(t);
+    xtq__backlog_drop(e);
+    xtq__acks_drop(e);
+}
+
+int xtq__engine_drain_tasks(struct xtq__engine *e, uint64_t deadline)
+{
+    while (atomic_load(&e->tasks_inflight) || atomic_load(&e->backlog_len) ||
+           atomic_load(&e->acks_pending)) {
+        if (xtq__now_ns() >= deadline)
+            return -XTQ_ETIMEDOUT;
+        if (e->manual || !e->thread_started) {
+            if (xtq__engine_progress(e) == 0)
+                sched_yield();
+        } else {
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        }
     }
-    while (e->acks_head) {
-        struct ack_msg *a = e->acks_head;
-        e->acks_head = a->next;
-        free(a);
-    }
-    e->acks_tail = NULL;
+    return 0;
 }
 
 const char *xtq__engine_provider(const struct xtq__engine *e)
@@ -1529,9 +1460,4 @@ int xtq__engine_getname(struct xtq__engine *e, void *addr, size_t *len)
 int xtq__engine_retarget(struct xtq__engine *e, int rank, const void *addr)
 {
     return xtq__ofi_retarget(&e->ofi, rank, addr);
-}
-
-unsigned xtq__engine_peers_down(struct xtq__engine *e)
-{
-    return atomic_load(&e->peers_down);
 }
