@@ -1,14 +1,19 @@
 /*
- * The engine, being split by concern (engine_int.h lists the files). The
- * sections below move one by one into their own files.
+ * The engine's life cycle: create (endpoint, wake-ups, address exchange,
+ * windows, receive regions), start (progress.c), stop, destroy, and the
+ * drain of tasks that finalize waits for.
+ *
+ * xtq_init (context.c) creates the engine after the agents, since receive
+ * regions are registered with them, and starts it before the first
+ * barrier. xtq_finalize drains puts (initiator.c) and tasks (here), stops
+ * the engine, closes the agents (a task still running may retire into the
+ * engine until its worker is joined), then destroys it.
  */
 #include "nic-emul/engine_int.h"
 #include "bootstrap.h"
 
 #include <sched.h>
 #include <unistd.h>
-
-/* ==== lifecycle ==== */
 
 /* Free whatever create() got to; also the tail of destroy(). */
 static void engine_free(struct xtq__engine *e)
