@@ -116,7 +116,7 @@ static inline void xtq__cpu_relax(void)
 /* Futex helpers on a 32-bit word (Linux). */
 int xtq__futex_wait(_Atomic uint32_t *addr, uint32_t expected, int64_t timeout_ns);
 void xtq__futex_wake(_Atomic uint32_t *addr, int count);
-/* xtq_completion_t.state: a thread sleeps on the word (engine.c). */
+/* xtq_completion_t.state: a thread sleeps on the word (nic-emul/initiator.c). */
 #define XTQ__COMPLETION_SLEEPER (1u << 31)
 
 /* Lock a data-path mutex: poll up to xtq__lock_spin_ns before sleeping (util.c). */
