@@ -119,6 +119,36 @@ void xtq__futex_wake(_Atomic uint32_t *addr, int count);
 /* xtq_completion_t.state: a thread sleeps on the word (nic-emul/initiator.c). */
 #define XTQ__COMPLETION_SLEEPER (1u << 31)
 
+/*
+ * Spin, then sleep (util.c): the one way libxtq waits for a condition that
+ * another thread makes true. Poll `ready` for up to spin_ns (a hand-off
+ * within the spin costs no wake-up), then sleep on the futex word `word`,
+ * which the waker changes (or, for a bit word, sets bits in) whenever the
+ * condition may have changed. The waker makes the system call only when
+ * somebody sleeps, and learns it either from a count (`waiters`: the
+ * sleeper increments it before its last check) or from a bit of the word
+ * itself (`sleeper_bit`: set with a read-modify-write, as completion words
+ * do). Give one of the two. `ready` may do work itself (a progress turn)
+ * and is called again after every wake-up.
+ */
+struct xtq__spin_wait {
+    bool (*ready)(void *arg);
+    void *arg;
+    _Atomic uint32_t *word;
+    _Atomic uint32_t *waiters;
+    uint32_t sleeper_bit;
+    uint64_t spin_ns; /* 0: sleep at once */
+    /* Longest single sleep, or XTQ_TIMEOUT_INFINITE: bounded where a
+     * waker cannot wake futexes (a GPU changes the condition). */
+    int64_t nap_ns;
+};
+/* 0: ready while spinning; 1: ready after a sleep; -XTQ_ETIMEDOUT once the
+ * deadline (ns, xtq__now_ns; UINT64_MAX: none) has passed. */
+int xtq__spin_wait(const struct xtq__spin_wait *w, uint64_t deadline);
+/* The spin alone: poll `ready` for up to spin_ns, the clock read every 64
+ * polls (it costs as much as a poll). Whether it became ready. */
+bool xtq__spin_until(bool (*ready)(void *arg), void *arg, uint64_t spin_ns);
+
 /* Lock a data-path mutex: poll up to xtq__lock_spin_ns before sleeping (util.c). */
 extern _Atomic uint64_t xtq__lock_spin_ns;
 void xtq__mutex_lock(pthread_mutex_t *m);

@@ -29,21 +29,68 @@ static void comp_post(_Atomic uint32_t *st, uint32_t bits)
         xtq__futex_wake(st, -1);
 }
 
-/* Sleep until a bit of `want` is set on the word, the timeout, or a spurious
- * wake-up; the caller re-checks. */
-static void comp_sleep(_Atomic uint32_t *st, uint32_t want, int64_t timeout_ns)
+/* A completion word has one of the bits of `want` (initiator.c's waits). */
+struct comp_wait {
+    struct xtq__engine *e;
+    _Atomic uint32_t *st;
+    uint32_t want;
+};
+
+static bool comp_ready(void *arg)
 {
-    uint32_t v = atomic_fetch_or_explicit(st, XTQ__COMPLETION_SLEEPER, memory_order_acq_rel);
-    if (!(v & want))
-        xtq__futex_wait(st, v | XTQ__COMPLETION_SLEEPER, timeout_ns);
+    struct comp_wait *c = arg;
+    return atomic_load_explicit(c->st, memory_order_acquire) & c->want;
 }
 
-/* Sleep until the window moves past `seen` (or the timeout). */
+/* The same, polled while progressing the engine ourselves. */
+static bool comp_ready_progress(void *arg)
+{
+    struct comp_wait *c = arg;
+    if (comp_ready(c))
+        return true;
+    xtq__engine_progress(c->e);
+    return comp_ready(c);
+}
+
+/* Sleep until a bit of `want` is set on the word (the completion side sets
+ * bits with comp_post), or the deadline. */
+static int comp_sleep(struct comp_wait *c, uint64_t spin_ns, int64_t nap_ns, uint64_t deadline)
+{
+    struct xtq__spin_wait w = {
+        .ready = comp_ready,
+        .arg = c,
+        .word = c->st,
+        .sleeper_bit = XTQ__COMPLETION_SLEEPER,
+        .spin_ns = spin_ns,
+        .nap_ns = nap_ns,
+    };
+    return xtq__spin_wait(&w, deadline);
+}
+
+struct window_moved {
+    struct xtq__engine *e;
+    uint32_t seen;
+};
+
+static bool window_moved(void *arg)
+{
+    struct window_moved *m = arg;
+    return atomic_load_explicit(&m->e->slot_freed, memory_order_acquire) != m->seen;
+}
+
+/* Sleep until the window moves past `seen` (a slot freed), or the timeout;
+ * the caller re-checks under put_lock. */
 static void window_sleep(struct xtq__engine *e, uint32_t seen, int64_t timeout_ns)
 {
-    atomic_fetch_add_explicit(&e->window_sleepers, 1, memory_order_seq_cst);
-    xtq__futex_wait(&e->slot_freed, seen, timeout_ns);
-    atomic_fetch_sub_explicit(&e->window_sleepers, 1, memory_order_relaxed);
+    struct window_moved m = {e, seen};
+    struct xtq__spin_wait w = {
+        .ready = window_moved,
+        .arg = &m,
+        .word = &e->slot_freed,
+        .waiters = &e->window_sleepers,
+        .nap_ns = XTQ_TIMEOUT_INFINITE,
+    };
+    (void)xtq__spin_wait(&w, xtq__now_ns() + (uint64_t)timeout_ns);
 }
 
 /* Report a slot's outcome and free it. Caller holds put_lock. */
@@ -323,13 +370,14 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
 
     if (comp == &local_comp) {
         /* No completion object: return once the buffers are free. */
-        _Atomic uint32_t *st = (_Atomic uint32_t *)&local_comp.state;
-        uint32_t v;
-        while (!((v = atomic_load_explicit(st, memory_order_acquire)) & XTQ_COMPLETION_LOCAL)) {
-            if (e->manual)
+        struct comp_wait c = {e, (_Atomic uint32_t *)&local_comp.state, XTQ_COMPLETION_LOCAL};
+        if (e->manual) {
+            while (!comp_ready(&c))
                 xtq__engine_progress(e);
-            else
-                comp_sleep(st, XTQ_COMPLETION_LOCAL, 1000000);
+        } else {
+            /* Naps of 1 ms: the transport may finish the send without
+             * anything that wakes us (progress.c reads its completion). */
+            (void)comp_sleep(&c, 0, 1000000, UINT64_MAX);
         }
         return local_comp.status;
     }
@@ -338,42 +386,35 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
 
 int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t timeout_ns)
 {
-    _Atomic uint32_t *st = (_Atomic uint32_t *)&comp->state;
+    struct comp_wait c = {e, (_Atomic uint32_t *)&comp->state, XTQ_COMPLETION_DONE};
     uint64_t deadline =
         timeout_ns == XTQ_TIMEOUT_INFINITE ? UINT64_MAX : xtq__now_ns() + (uint64_t)timeout_ns;
-    /* Poll first, progressing the engine ourselves (if the progress thread
-     * is not): an ack that comes within the spin is seen without two
-     * thread wake-ups (engine thread, then us). */
-    if (!e->manual && e->wait_spin_ns) {
-        uint64_t end = xtq__now_ns() + e->wait_spin_ns;
-        for (unsigned i = 1;; i++) {
-            if (atomic_load_explicit(st, memory_order_acquire) & XTQ_COMPLETION_DONE)
+
+    if (e->manual) {
+        /* Nobody else progresses: we do, until done or the deadline. */
+        for (;;) {
+            if (comp_ready(&c))
                 return comp->status;
-            if (xtq__engine_progress(e) > 0)
-                continue;
-            if ((i & 63) == 0) {
-                uint64_t now = xtq__now_ns();
-                if (now >= end || now >= deadline)
-                    break;
-            }
-            xtq__cpu_relax();
-        }
-    }
-    for (;;) {
-        uint32_t v = atomic_load_explicit(st, memory_order_acquire);
-        if (v & XTQ_COMPLETION_DONE)
-            return comp->status;
-        uint64_t now = xtq__now_ns();
-        if (now >= deadline)
-            return -XTQ_ETIMEDOUT;
-        if (e->manual) {
+            if (xtq__now_ns() >= deadline)
+                return -XTQ_ETIMEDOUT;
             if (xtq__engine_progress(e) == 0)
                 sched_yield();
-        } else {
-            uint64_t left = deadline - now;
-            comp_sleep(st, XTQ_COMPLETION_DONE, left > 100000000ull ? 100000000 : (int64_t)left);
         }
     }
+    /* Poll first, progressing the engine ourselves (if the progress thread
+     * is not): an ack that comes within the spin is seen without two
+     * thread wake-ups (engine thread, then us). Then sleep, leaving the
+     * engine to its thread; naps of at most 100 ms. */
+    if (e->wait_spin_ns) {
+        uint64_t now = xtq__now_ns();
+        uint64_t spin = deadline > now ? deadline - now : 0;
+        if (spin > e->wait_spin_ns)
+            spin = e->wait_spin_ns;
+        if (xtq__spin_until(comp_ready_progress, &c, spin))
+            return comp->status;
+    }
+    int rc = comp_sleep(&c, 0, 100000000, deadline);
+    return rc < 0 ? rc : comp->status;
 }
 
 int xtq__engine_drain_puts(struct xtq__engine *e, uint64_t deadline)

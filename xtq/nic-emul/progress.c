@@ -142,6 +142,14 @@ static void place_thread(struct xtq__engine *e)
     hwloc_topology_destroy(topo);
 }
 
+/*
+ * Spin, then block, like every wait in libxtq, but not through
+ * xtq__spin_wait: each poll here is a whole turn of the transport (the
+ * clock is read after every one, and the spin starts again after every
+ * event), and the sleep is on what can wake a NIC (the CQ's fd, the
+ * eventfd, or a doorbell futex shared between processes: wakeup.c), not on
+ * one futex word of this process.
+ */
 static void *progress_main(void *arg)
 {
     struct xtq__engine *e = arg;
