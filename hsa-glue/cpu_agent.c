@@ -28,7 +28,6 @@
 #include <sched.h>
 #include <sys/mman.h>
 
-#include "bootstrap.h"
 #include "cpu_agent.h"
 #include "queue_int.h"
 
@@ -686,6 +685,7 @@ static const struct xtq__agent_ops cpu_ops = {
     .name = "cpu",
     .queue_create = cpu_queue_create,
     .queue_destroy = cpu_queue_destroy,
+    .enqueue = xtq__queue_enqueue,
     .doorbell = cpu_doorbell,
     .kernel_destroy = cpu_kernel_destroy,
     .function_destroy = cpu_function_destroy,
@@ -718,9 +718,7 @@ static int cpu_agent_create(xtq_ctx_t *ctx, unsigned device_index, unsigned work
     a->base.info.workers = workers;
     a->base.info.max_queue_size = CPU_MAX_QUEUE_SIZE;
     a->nworkers = workers;
-    a->spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_AGENT_SPIN_US,
-                              ctx && ctx->bootstrap ? (unsigned)ctx->bootstrap->local_size : 1,
-                              50, 0);
+    a->spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_AGENT_SPIN_US, ctx ? ctx->local_ranks : 1, 50, 0);
     pthread_rwlock_init(&a->qlock, NULL);
     pthread_mutex_init(&a->obj_lock, NULL);
 

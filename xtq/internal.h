@@ -247,15 +247,40 @@ struct xtq_queue {
 /* ---- agents (hsa-glue/) ---------------------------------------------
  * One const operations table per kind; every slot filled (unsupported ones
  * return -XTQ_ENOSYS). */
+
+/* One rewritten packet on its way into a queue (the engine's step 6, Fig.
+ * 4): what the agent needs to place it, and whom to tell when it finished. */
+struct xtq__enqueue {
+    const xtq_aql_packet_t *packet; /* rewritten; bytes 0..3 are published last */
+    /* Where the kernel arguments and the payload landed (the receive
+     * region, or a copy), and their lengths; NULL and 0 when absent. */
+    const void *kernarg;
+    uint32_t kernarg_len;
+    const void *payload;
+    uint64_t payload_len;
+    /* retire(cookie, status) runs on the agent's thread when the packet
+     * has finished. The same retire for every packet of a queue. */
+    xtq__retire_fn retire;
+    void *cookie;
+    uint64_t trace_key; /* XTQ_TRACE_KEY() of the put, for the stage trace */
+};
+
 struct xtq__agent_ops {
     const char *name;
     int (*queue_create)(xtq_agent_t *agent, uint32_t size, xtq_queue_t **queue);
     int (*queue_destroy)(xtq_queue_t *queue);
+    /* Write one packet into `queue` and make it visible: reserve a slot,
+     * write the body, attach the retire cookie, publish, ring the
+     * doorbell. 0, or -XTQ_EAGAIN when the queue is full (nothing
+     * written). Once it returns 0 the packet may have run and retired.
+     * Most agents use xtq__queue_enqueue (queue_int.h). */
+    int (*enqueue)(xtq_queue_t *queue, const struct xtq__enqueue *desc);
     /* Wake the agent's packet processor for `queue` after a doorbell store. */
     void (*doorbell)(xtq_queue_t *queue, uint64_t index);
     int (*kernel_destroy)(xtq_kernel_t *kernel);
     int (*function_destroy)(xtq_function_t *function);
-    /* Make host memory (receive regions) reachable by the agent's device. */
+    /* Make host memory (receive regions) reachable by the agent's device.
+     * Callers outside hsa-glue/ use xtq__agents_mem_register. */
     int (*mem_register)(xtq_agent_t *agent, void *addr, size_t len);
     int (*mem_deregister)(xtq_agent_t *agent, void *addr, size_t len);
     /* Stop workers, free everything. */
@@ -288,6 +313,12 @@ extern const struct xtq__agent_provider xtq__rocr_agent_provider;
 /* hsa-glue/agent.c: open every available agent into the context. */
 int xtq__agents_open(xtq_ctx_t *ctx);
 void xtq__agents_close(xtq_ctx_t *ctx);
+/* Make host memory readable by every agent of the context in place (the
+ * engine's receive regions: tasks read their arguments and payload where
+ * they landed). All or nothing: on failure, logged with the agent's name,
+ * none keeps it registered. */
+int xtq__agents_mem_register(xtq_ctx_t *ctx, void *addr, size_t len);
+void xtq__agents_mem_deregister(xtq_ctx_t *ctx, void *addr, size_t len);
 
 /* ---- the context ------------------------------------------------------ */
 
@@ -315,6 +346,7 @@ struct xtq__stats {
 struct xtq_ctx {
     int rank;
     int size;
+    unsigned local_ranks; /* ranks on this host, for the spin policy */
     uint64_t job_key;
     enum xtq_progress_mode progress;
     xtq_agent_t *agents[XTQ__MAX_AGENTS];

@@ -193,6 +193,26 @@ static int queue_wait_space(xtq_queue_t *q, uint32_t count, uint64_t deadline)
     return rc > 0 ? 0 : rc;
 }
 
+int xtq__queue_enqueue(xtq_queue_t *q, const struct xtq__enqueue *d)
+{
+    uint64_t i;
+    uint32_t first;
+    int rc = xtq_queue_reserve(q, 1, &i);
+    if (rc)
+        return rc;
+    xtq_aql_packet_t *slot = xtq_queue_slot(q, i);
+    memcpy(slot->bytes + 4, d->packet->bytes + 4, XTQ_AQL_PACKET_SIZE - 4);
+    if (d->cookie != NULL && q->retire != d->retire)
+        q->retire = d->retire;
+    q->cookies[i & q->mask] = d->cookie;
+    memcpy(&first, d->packet->bytes, sizeof(first));
+    xtq_queue_publish(q, i, (uint16_t)(first & 0xffffu), (uint16_t)(first >> 16));
+    XTQ_TRACE_POINT(XTQ_TRACE_ENQUEUED, d->trace_key);
+    xtq_queue_ring_doorbell(q, i);
+    XTQ_TRACE_POINT(XTQ_TRACE_DOORBELL, d->trace_key);
+    return 0;
+}
+
 int xtq_queue_submit(xtq_queue_t *queue, const xtq_aql_packet_t *packet, int64_t timeout_ns,
                      uint64_t *index)
 {

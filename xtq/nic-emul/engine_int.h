@@ -37,6 +37,7 @@ struct rx_region {
     size_t len;
     _Atomic int64_t refs;
     _Atomic uint32_t needs_post;
+    bool registered; /* with the context's agents */
 };
 
 /* A received PUT on its way to an agent. */

@@ -3,8 +3,9 @@
  *
  * Posted multi-receive regions hold arriving messages. The progress turn
  * (progress.c) hands each one here: it is validated, rewritten under the
- * registry's read lock and handed to the target queue's agent, which writes
- * it into the queue and rings the doorbell. The kernel arguments and
+ * registry's read lock and handed to the target queue's agent through its
+ * enqueue operation, which writes it into the queue and rings the
+ * doorbell; the agent calls engine_retire when the task has finished. The kernel arguments and
  * payload stay where they landed; a region is reposted once the provider
  * has released it and every task that references it has retired. A full
  * queue never drops a task: it waits in the backlog, in arrival order, and
@@ -51,7 +52,6 @@ void xtq__regions_repost(struct xtq__engine *e)
 
 int xtq__regions_open(struct xtq__engine *e)
 {
-    xtq_ctx_t *ctx = e->ctx;
     int rc;
 
     /* Each holds at least a couple of the largest messages so
@@ -75,14 +75,10 @@ int xtq__regions_open(struct xtq__engine *e)
             return -XTQ_ENOMEM;
         /* Agents read payloads and arguments from here in place: a region
          * a GPU cannot read would fault it at the first task. */
-        for (unsigned a = 0; a < ctx->nagents; a++) {
-            xtq_agent_t *ag = ctx->agents[a];
-            if (ag->ops->mem_register && (rc = ag->ops->mem_register(ag, r->buf, r->len))) {
-                xtq_err(ENGINE, "agent %s cannot map a receive region: %s", ag->info.name,
-                        xtq_errname(rc));
-                return rc;
-            }
-        }
+        rc = xtq__agents_mem_register(e->ctx, r->buf, r->len);
+        if (rc)
+            return rc;
+        r->registered = true;
         atomic_store(&r->refs, 1);
         rc = region_post(r);
         if (rc)
@@ -94,16 +90,13 @@ int xtq__regions_open(struct xtq__engine *e)
 /* After the endpoint is closed: nothing lands in them any more. */
 void xtq__regions_close(struct xtq__engine *e)
 {
-    xtq_ctx_t *ctx = e->ctx;
     for (unsigned i = 0; e->regions && i < e->nregions; i++) {
-        if (!e->regions[i].buf)
-            continue;
-        for (unsigned a = 0; a < ctx->nagents; a++) {
-            xtq_agent_t *ag = ctx->agents[a];
-            if (ag->ops->mem_deregister)
-                ag->ops->mem_deregister(ag, e->regions[i].buf, e->regions[i].len);
-        }
-        free(e->regions[i].buf);
+        struct rx_region *r = &e->regions[i];
+        /* At finalize the agents are closed already (and released what
+         * they mapped): this deregisters with none. */
+        if (r->registered)
+            xtq__agents_mem_deregister(e->ctx, r->buf, r->len);
+        free(r->buf);
     }
     free(e->regions);
     e->regions = NULL;
@@ -175,43 +168,37 @@ static int task_enqueue(struct xtq__engine *e, struct rx_task *t)
     struct xtq__registry *reg = e->ctx->registry;
     xtq_aql_packet_t pkt = t->packet;
     xtq_queue_t *q = NULL;
-    uint64_t idx;
     int rc;
 
     pthread_rwlock_rdlock(&reg->lock);
     rc = xtq__rewrite(reg, &pkt, t->kernarg, t->kernarg_len, t->payload, t->payload_len, &q);
     if (rc)
         goto out;
-    rc = xtq_queue_reserve(q, 1, &idx);
-    if (rc)
-        goto out;
     /* Capture what the ack needs: the task may retire (and be freed) on
-     * another thread as soon as it is published. */
+     * another thread as soon as the agent has published it. */
     uint32_t src = t->src, wflags = t->wire_flags;
     uint64_t seq = t->seq;
-    /* Hints for the CUDA agent in fields HSA reserves (the rewrite left
-     * them zero): the payload's length, to decide where the task reads it
-     * (XTQ_CUDA_COPY_MIN), and the arguments' length, to fetch them before
-     * the kernel object is looked up (checked against it there). */
-    if (q->agent->kind == XTQ_AGENT_CUDA &&
-        xtq_aql_header_type(pkt.header) == XTQ_PACKET_TYPE_KERNEL_DISPATCH) {
-        pkt.kernel.reserved2 = t->payload_len;
-        pkt.kernel.reserved0 = (uint16_t)t->kernarg_len;
-    }
-    xtq_aql_packet_t *slot = xtq_queue_slot(q, idx);
-    memcpy((uint8_t *)slot + 4, (const uint8_t *)&pkt + 4, sizeof(pkt) - 4);
-    if (q->retire != engine_retire)
-        q->retire = engine_retire;
-    q->cookies[idx & q->mask] = t;
+    struct xtq__enqueue d = {
+        .packet = &pkt,
+        .kernarg = t->kernarg,
+        .kernarg_len = t->kernarg_len,
+        .payload = t->payload,
+        .payload_len = t->payload_len,
+        .retire = engine_retire,
+        .cookie = t,
+        .trace_key = XTQ_TRACE_KEY(src, seq),
+    };
+    /* Counted live before the agent can retire it; undone if the queue
+     * turns out to be full (the backlog keeps it). */
     live_add(e, t);
     atomic_fetch_add_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
+    rc = q->agent->ops->enqueue(q, &d);
+    if (rc) {
+        live_del(e, t);
+        atomic_fetch_sub_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
+        goto out;
+    }
     XTQ__STAT_INC(e->ctx, tasks_enqueued);
-    uint16_t rest;
-    memcpy(&rest, (const uint8_t *)&pkt + 2, sizeof(rest));
-    xtq_queue_publish(q, idx, pkt.header, rest);
-    XTQ_TRACE_POINT(XTQ_TRACE_ENQUEUED, XTQ_TRACE_KEY(src, seq));
-    xtq_queue_ring_doorbell(q, idx);
-    XTQ_TRACE_POINT(XTQ_TRACE_DOORBELL, XTQ_TRACE_KEY(src, seq));
     pthread_rwlock_unlock(&reg->lock);
     if (!(wflags & XTQ__WIRE_REMOTE_COMPLETION))
         xtq__ack_send(e, (int)src, seq, 0);
