@@ -149,8 +149,18 @@ int xtq__spin_wait(const struct xtq__spin_wait *w, uint64_t deadline);
  * polls (it costs as much as a poll). Whether it became ready. */
 bool xtq__spin_until(bool (*ready)(void *arg), void *arg, uint64_t spin_ns);
 
-/* Lock a data-path mutex: poll up to xtq__lock_spin_ns before sleeping (util.c). */
+/*
+ * Data-path mutexes (the transport, the put window, the ack queue, the live
+ * tasks): xtq__mutex_init gives them the kind XTQ_MUTEX chose (util.c),
+ * xtq__mutex_lock takes one. "spin": a plain mutex that contenders poll for
+ * up to xtq__lock_spin_ns before sleeping; "adaptive": glibc's adaptive
+ * mutex, which spins a bounded number of times itself.
+ */
 extern _Atomic uint64_t xtq__lock_spin_ns;
+/* Read XTQ_MUTEX and set the spin from the spin policy; before the first
+ * xtq__mutex_init. */
+void xtq__mutex_configure(uint64_t spin_ns);
+void xtq__mutex_init(pthread_mutex_t *m);
 void xtq__mutex_lock(pthread_mutex_t *m);
 /* Spin policy (util.c): cores this rank can use, and a spin parameter
  * resolved ("auto" = -1) for that many cores. */

@@ -142,13 +142,38 @@ int xtq__spin_wait(const struct xtq__spin_wait *w, uint64_t deadline)
  * list) are held for well under a microsecond, while a plain mutex puts a
  * contender to sleep at once and makes it pay a futex wake-up (seen: ~15 us
  * on a virtual 16-core host) whenever the progress thread meets an agent
- * worker or the application there. Where the spin policy allows it
- * (xtq__lock_spin_ns, set from it at init: on only where each thread has a
- * core), contenders poll first and sleep only after that long. On an
- * oversubscribed host the holder may need the contender's core: they
- * sleep at once.
+ * worker or the application there. Two ways to avoid it, chosen with
+ * XTQ_MUTEX: "spin", contenders poll first and sleep only after
+ * xtq__lock_spin_ns (set from the spin policy at init: on only where each
+ * thread has a core; on an oversubscribed host the holder may need the
+ * contender's core, so they sleep at once); or "adaptive", glibc's
+ * PTHREAD_MUTEX_ADAPTIVE_NP, which polls a bounded number of times (about
+ * 100 tries, glibc.pthread.mutex_spin_count) whatever the core count.
  */
 _Atomic uint64_t xtq__lock_spin_ns;
+static _Atomic bool mutex_adaptive;
+
+void xtq__mutex_configure(uint64_t spin_ns)
+{
+    const char *kind = xtq__param_string(XTQ__PARAM_XTQ_MUTEX);
+    bool adaptive = strcmp(kind, "adaptive") == 0;
+    if (!adaptive && strcmp(kind, "spin") != 0)
+        xtq_warn(CORE, "XTQ_MUTEX=%s is neither spin nor adaptive; using spin", kind);
+    atomic_store(&mutex_adaptive, adaptive);
+    xtq_dbg(CORE, "data-path locks: %s", adaptive ? "glibc adaptive" : "spin, then sleep");
+    /* The adaptive mutex spins by itself: no second spin around it. */
+    atomic_store(&xtq__lock_spin_ns, adaptive ? 0 : spin_ns);
+}
+
+void xtq__mutex_init(pthread_mutex_t *m)
+{
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    if (atomic_load(&mutex_adaptive))
+        pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(m, &attr);
+    pthread_mutexattr_destroy(&attr);
+}
 
 static bool mutex_taken(void *m)
 {

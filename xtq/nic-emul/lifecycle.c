@@ -64,11 +64,11 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     e->wait_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_WAIT_SPIN_US, local, 50, 0);
     e->progress_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_PROGRESS_SPIN_US, local, 100, 20);
     /* Contended data-path locks poll as long as a waiter would. */
-    atomic_store(&xtq__lock_spin_ns, e->wait_spin_ns);
-    pthread_mutex_init(&e->put_lock, NULL);
-    pthread_mutex_init(&e->progress_lock, NULL);
-    pthread_mutex_init(&e->ack_lock, NULL);
-    pthread_mutex_init(&e->live_lock, NULL);
+    xtq__mutex_configure(e->wait_spin_ns);
+    xtq__mutex_init(&e->put_lock);
+    pthread_mutex_init(&e->progress_lock, NULL); /* only ever tried */
+    xtq__mutex_init(&e->ack_lock);
+    xtq__mutex_init(&e->live_lock);
 
     if (!provider || !*provider || strcmp(provider, "auto") == 0)
         provider = (bs->same_host) ? "shm" : "tcp";
