@@ -7,6 +7,7 @@
  * once where the transport takes it and nothing is queued before it, else
  * queued for the progress thread, which keeps the order.
  */
+#include "internal.h"
 #include "nic-emul/engine_int.h"
 
 static void ack_queue(struct xtq__engine *e, struct ack_msg *a)

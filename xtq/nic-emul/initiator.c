@@ -10,6 +10,7 @@
  * xtq_put wait, or return -XTQ_EAGAIN. Completion words tell the caller;
  * liveness.c and lifecycle.c fail what can no longer complete.
  */
+#include "internal.h"
 #include "nic-emul/engine_int.h"
 
 #include <sched.h>
@@ -29,7 +30,7 @@ static void comp_post(_Atomic uint32_t *st, uint32_t bits)
         xtq__futex_wake(st, -1);
 }
 
-/* A completion word has one of the bits of `want` (initiator.c's waits). */
+/* A completion word has one of the bits of `want`. */
 struct comp_wait {
     struct xtq__engine *e;
     _Atomic uint32_t *st;
@@ -53,15 +54,14 @@ static bool comp_ready_progress(void *arg)
 }
 
 /* Sleep until a bit of `want` is set on the word (the completion side sets
- * bits with comp_post), or the deadline. */
-static int comp_sleep(struct comp_wait *c, uint64_t spin_ns, int64_t nap_ns, uint64_t deadline)
+ * bits with comp_post), or the deadline; naps of at most nap_ns. */
+static int comp_sleep(struct comp_wait *c, int64_t nap_ns, uint64_t deadline)
 {
     struct xtq__spin_wait w = {
         .ready = comp_ready,
         .arg = c,
         .word = c->st,
         .sleeper_bit = XTQ__COMPLETION_SLEEPER,
-        .spin_ns = spin_ns,
         .nap_ns = nap_ns,
     };
     return xtq__spin_wait(&w, deadline);
@@ -377,7 +377,7 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
         } else {
             /* Naps of 1 ms: the transport may finish the send without
              * anything that wakes us (progress.c reads its completion). */
-            (void)comp_sleep(&c, 0, 1000000, UINT64_MAX);
+            (void)comp_sleep(&c, 1000000, UINT64_MAX);
         }
         return local_comp.status;
     }
@@ -413,7 +413,7 @@ int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t time
         if (xtq__spin_until(comp_ready_progress, &c, spin))
             return comp->status;
     }
-    int rc = comp_sleep(&c, 0, 100000000, deadline);
+    int rc = comp_sleep(&c, 100000000, deadline);
     return rc < 0 ? rc : comp->status;
 }
 

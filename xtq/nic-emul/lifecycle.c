@@ -9,6 +9,7 @@
  * the engine, closes the agents (a task still running may retire into the
  * engine until its worker is joined), then destroys it.
  */
+#include "internal.h"
 #include "nic-emul/engine_int.h"
 #include "bootstrap.h"
 

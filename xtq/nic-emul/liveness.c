@@ -9,6 +9,7 @@
  * (progress.c) runs the check; the transport's connection errors and acks
  * that cannot leave (acks.c) declare a peer down early.
  */
+#include "internal.h"
 #include "nic-emul/engine_int.h"
 
 /* Liveness probes: ACK headers with reserved sequence numbers. Best effort

@@ -8,6 +8,7 @@
  * XTQ_PROGRESS_SPIN_US before it blocks in wakeup.c), or by any thread that
  * waits (xtq_progress, completion waits, a full window); one at a time.
  */
+#include "internal.h"
 #include "nic-emul/engine_int.h"
 #include "bootstrap.h"
 

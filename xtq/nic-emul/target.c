@@ -14,6 +14,7 @@
  * remote completion, or at once with the error that rejected it. Acks and
  * liveness probes go to initiator.c and liveness.c.
  */
+#include "internal.h"
 #include "nic-emul/engine_int.h"
 #include "registry/registry.h"
 

@@ -9,6 +9,7 @@
  * (shm in libfabric 1.17), a doorbell per rank in POSIX shared memory, as a
  * NIC's doorbell would be. Idle, the thread sleeps for real.
  */
+#include "internal.h"
 #include "nic-emul/engine_int.h"
 
 #include <fcntl.h>
