@@ -105,13 +105,18 @@ void xtq__regions_close(struct xtq__engine *e)
 
 /* ---- tasks ---------------------------------------------------------------- */
 
-static void task_reject(struct xtq__engine *e, struct rx_task *t, int err)
+/* xtq_stats_t: a rejection, and its reason where it has a counter. */
+static void count_rejection(xtq_ctx_t *ctx, int err)
 {
-    xtq_ctx_t *ctx = e->ctx;
     int idx = -err - XTQ_ENOKERNEL;
     XTQ__STAT_INC(ctx, msgs_rejected);
     if (idx >= 0 && idx < (int)ARRAY_SIZE(ctx->stats.rejected_by_reason))
         atomic_fetch_add_explicit(&ctx->stats.rejected_by_reason[idx], 1, memory_order_relaxed);
+}
+
+static void task_reject(struct xtq__engine *e, struct rx_task *t, int err)
+{
+    count_rejection(e->ctx, err);
     XTQ_LOG_ONCE(ENGINE, WARN, "rejected a command from rank %u (seq %llu): %s", t->src,
                  (unsigned long long)t->seq, xtq_errname(err));
     xtq__ack_send(e, (int)t->src, t->seq, err);
@@ -328,10 +333,7 @@ void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *bu
                                 &payload);
     if (rc) {
         const struct xtq__wire_hdr *raw = buf;
-        int idx = -rc - XTQ_ENOKERNEL;
-        XTQ__STAT_INC(ctx, msgs_rejected);
-        if (idx >= 0 && idx < (int)ARRAY_SIZE(ctx->stats.rejected_by_reason))
-            atomic_fetch_add_explicit(&ctx->stats.rejected_by_reason[idx], 1, memory_order_relaxed);
+        count_rejection(ctx, rc);
         XTQ_LOG_ONCE(ENGINE, WARN, "dropped an invalid message of %zu bytes: %s", len,
                      xtq_errname(rc));
         /* Answer only a peer of this job that we can name. */
