@@ -9,6 +9,10 @@
 #  5. CPU agent on 16 cores (issue 4): round trip x3, stage breakdown,
 #     message rate
 #  6. ctest unit + integration on 16 cores
+#  7. (stage "mutex", not in the default list) the data-path locks,
+#     XTQ_MUTEX=spin against adaptive: bench/mutex_compare.sh, round trip
+#     and message rate alternating (issue 10: keep adaptive where it
+#     measures the same or better)
 # STAGES (default "build gpu san gpurtt gpubench cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -141,6 +145,17 @@ if want ctest; then
   (cd $B && timeout ${CTEST_T:-150} ctest -L "unit|integration" -j8 --timeout 60 --output-on-failure) \
     >$W/ctest_all.txt 2>&1
   echo "rc=$?"; grep -E "tests passed|\*\*\*Failed|\*\*\*Timeout" $W/ctest_all.txt | head -20
+  pack
+fi
+if want mutex; then
+  stage "data-path locks: XTQ_MUTEX spin vs adaptive (5 alternating rounds)"
+  # Look at the "median per kind" lines: adaptive/spin for rtt_* should be
+  # <= 1.0 and for rate_* >= 1.0 to prefer the adaptive mutex.
+  BUILD=0 ROUNDS=${MUTEX_ROUNDS:-5} ITERS=5000 SIZES=64,4K RATE=1 RATE_ITERS=${RATE_ITERS:-20000} \
+    MACHINE=gpu-host MPIRUN="mpirun" timeout 300 "$ROOT/bench/mutex_compare.sh" $B \
+    >$W/cpu/mutex_run.txt 2>&1
+  echo "rc=$?"; sed -n '/^# median per kind/,$p' $W/cpu/mutex_run.txt
+  cp "$ROOT/bench/results/gpu-host/mutex.txt" $W/cpu/mutex.txt 2>/dev/null
   pack
 fi
 stage done

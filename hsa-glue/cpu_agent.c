@@ -28,7 +28,6 @@
 #include <sched.h>
 #include <sys/mman.h>
 
-#include "bootstrap.h"
 #include "cpu_agent.h"
 #include "queue_int.h"
 
@@ -488,21 +487,17 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
         cpu_wake(a, -1);
 }
 
-/* Poll the doorbell word until it moves from `seq` or spin_ns passes.
- * Returns true if it moved (there may be work). */
-static bool cpu_spin(struct cpu_agent *a, uint32_t seq)
+/* Work may have come: the doorbell word moved since the scan, or stop. */
+struct cpu_idle {
+    struct cpu_agent *a;
+    uint32_t seq; /* work_seq read before the scan */
+};
+
+static bool cpu_work_may_wait(void *arg)
 {
-    uint64_t end = xtq__now_ns() + a->spin_ns;
-    for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(&a->work_seq, memory_order_acquire) != seq ||
-            atomic_load_explicit(&a->stop, memory_order_relaxed))
-            return true;
-        /* No yield: spins are on only where each thread has a core
-         * (sched_yield costs ~0.5 us in a virtual machine). */
-        if ((i & 63) == 0 && xtq__now_ns() >= end)
-            return false;
-        xtq__cpu_relax();
-    }
+    struct cpu_idle *idle = arg;
+    return atomic_load_explicit(&idle->a->work_seq, memory_order_acquire) != idle->seq ||
+           atomic_load_explicit(&idle->a->stop, memory_order_relaxed);
 }
 
 static void *cpu_worker(void *arg)
@@ -541,23 +536,31 @@ static void *cpu_worker(void *arg)
             spun = false;
             continue;
         }
-        if (!deps && !spun && a->spin_ns) {
-            spun = true;
-            if (cpu_spin(a, seq))
-                continue;
-        }
-        spun = false;
-        atomic_fetch_add_explicit(&a->sleepers, 1, memory_order_seq_cst);
+        /* Idle: watch the doorbell word, then sleep on it. One spin per
+         * idle spell: a worker whose spin saw a doorbell but found the
+         * packet taken by another sleeps next time. While a barrier waits
+         * on signals changed outside this agent, naps instead (its
+         * completions wake dep_nappers, others do not). */
+        struct cpu_idle idle = {a, seq};
+        struct xtq__spin_wait w = {
+            .ready = cpu_work_may_wait,
+            .arg = &idle,
+            .word = &a->work_seq,
+            .waiters = &a->sleepers,
+            .spin_ns = !deps && !spun ? a->spin_ns : 0,
+            .nap_ns = XTQ_TIMEOUT_INFINITE,
+        };
         if (deps) {
             atomic_fetch_add_explicit(&a->dep_nappers, 1, memory_order_seq_cst);
-            (void)xtq__futex_wait(&a->work_seq, seq, nap);
+            (void)xtq__spin_wait(&w, xtq__now_ns() + (uint64_t)nap);
             atomic_fetch_sub_explicit(&a->dep_nappers, 1, memory_order_relaxed);
             nap = nap * 2 > CPU_NAP_MAX_NS ? CPU_NAP_MAX_NS : nap * 2;
+            spun = false;
         } else {
-            (void)xtq__futex_wait(&a->work_seq, seq, XTQ_TIMEOUT_INFINITE);
+            int rc = xtq__spin_wait(&w, UINT64_MAX);
+            spun = rc == 0 && w.spin_ns != 0;
             nap = CPU_NAP_MIN_NS;
         }
-        atomic_fetch_sub_explicit(&a->sleepers, 1, memory_order_relaxed);
     }
     return NULL;
 }
@@ -682,6 +685,7 @@ static const struct xtq__agent_ops cpu_ops = {
     .name = "cpu",
     .queue_create = cpu_queue_create,
     .queue_destroy = cpu_queue_destroy,
+    .enqueue = xtq__queue_enqueue,
     .doorbell = cpu_doorbell,
     .kernel_destroy = cpu_kernel_destroy,
     .function_destroy = cpu_function_destroy,
@@ -714,9 +718,7 @@ static int cpu_agent_create(xtq_ctx_t *ctx, unsigned device_index, unsigned work
     a->base.info.workers = workers;
     a->base.info.max_queue_size = CPU_MAX_QUEUE_SIZE;
     a->nworkers = workers;
-    a->spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_AGENT_SPIN_US,
-                              ctx && ctx->bootstrap ? (unsigned)ctx->bootstrap->local_size : 1,
-                              50, 0);
+    a->spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_AGENT_SPIN_US, ctx ? ctx->local_ranks : 1, 50, 0);
     pthread_rwlock_init(&a->qlock, NULL);
     pthread_mutex_init(&a->obj_lock, NULL);
 

@@ -42,6 +42,7 @@ int xtq_init(const xtq_init_attr_t *attr, xtq_ctx_t **out)
         goto err_ctx;
     ctx->rank = ctx->bootstrap->rank;
     ctx->size = ctx->bootstrap->size;
+    ctx->local_ranks = (unsigned)ctx->bootstrap->local_size;
     ctx->job_key = ctx->bootstrap->job_key;
 
     int64_t tsize = xtq__param_int(XTQ__PARAM_XTQ_TABLE_SIZE);

@@ -116,11 +116,51 @@ static inline void xtq__cpu_relax(void)
 /* Futex helpers on a 32-bit word (Linux). */
 int xtq__futex_wait(_Atomic uint32_t *addr, uint32_t expected, int64_t timeout_ns);
 void xtq__futex_wake(_Atomic uint32_t *addr, int count);
-/* xtq_completion_t.state: a thread sleeps on the word (engine.c). */
+/* xtq_completion_t.state: a thread sleeps on the word (nic-emul/initiator.c). */
 #define XTQ__COMPLETION_SLEEPER (1u << 31)
 
-/* Lock a data-path mutex: poll up to xtq__lock_spin_ns before sleeping (util.c). */
+/*
+ * Spin, then sleep (util.c): the one way libxtq waits for a condition that
+ * another thread makes true. Poll `ready` for up to spin_ns (a hand-off
+ * within the spin costs no wake-up), then sleep on the futex word `word`,
+ * which the waker changes (or, for a bit word, sets bits in) whenever the
+ * condition may have changed. The waker makes the system call only when
+ * somebody sleeps, and learns it either from a count (`waiters`: the
+ * sleeper increments it before its last check) or from a bit of the word
+ * itself (`sleeper_bit`: set with a read-modify-write, as completion words
+ * do). Give one of the two. `ready` may do work itself (a progress turn)
+ * and is called again after every wake-up.
+ */
+struct xtq__spin_wait {
+    bool (*ready)(void *arg);
+    void *arg;
+    _Atomic uint32_t *word;
+    _Atomic uint32_t *waiters;
+    uint32_t sleeper_bit;
+    uint64_t spin_ns; /* 0: sleep at once */
+    /* Longest single sleep, or XTQ_TIMEOUT_INFINITE: bounded where a
+     * waker cannot wake futexes (a GPU changes the condition). */
+    int64_t nap_ns;
+};
+/* 0: ready while spinning; 1: ready after a sleep; -XTQ_ETIMEDOUT once the
+ * deadline (ns, xtq__now_ns; UINT64_MAX: none) has passed. */
+int xtq__spin_wait(const struct xtq__spin_wait *w, uint64_t deadline);
+/* The spin alone: poll `ready` for up to spin_ns, the clock read every 64
+ * polls (it costs as much as a poll). Whether it became ready. */
+bool xtq__spin_until(bool (*ready)(void *arg), void *arg, uint64_t spin_ns);
+
+/*
+ * Data-path mutexes (the transport, the put window, the ack queue, the live
+ * tasks): xtq__mutex_init gives them the kind XTQ_MUTEX chose (util.c),
+ * xtq__mutex_lock takes one. "spin": a plain mutex that contenders poll for
+ * up to xtq__lock_spin_ns before sleeping; "adaptive": glibc's adaptive
+ * mutex, which spins a bounded number of times itself.
+ */
 extern _Atomic uint64_t xtq__lock_spin_ns;
+/* Read XTQ_MUTEX and set the spin from the spin policy; before the first
+ * xtq__mutex_init. */
+void xtq__mutex_configure(uint64_t spin_ns);
+void xtq__mutex_init(pthread_mutex_t *m);
 void xtq__mutex_lock(pthread_mutex_t *m);
 /* Spin policy (util.c): cores this rank can use, and a spin parameter
  * resolved ("auto" = -1) for that many cores. */
@@ -217,15 +257,40 @@ struct xtq_queue {
 /* ---- agents (hsa-glue/) ---------------------------------------------
  * One const operations table per kind; every slot filled (unsupported ones
  * return -XTQ_ENOSYS). */
+
+/* One rewritten packet on its way into a queue (the engine's step 6, Fig.
+ * 4): what the agent needs to place it, and whom to tell when it finished. */
+struct xtq__enqueue {
+    const xtq_aql_packet_t *packet; /* rewritten; bytes 0..3 are published last */
+    /* Where the kernel arguments and the payload landed (the receive
+     * region, or a copy), and their lengths; NULL and 0 when absent. */
+    const void *kernarg;
+    uint32_t kernarg_len;
+    const void *payload;
+    uint64_t payload_len;
+    /* retire(cookie, status) runs on the agent's thread when the packet
+     * has finished. The same retire for every packet of a queue. */
+    xtq__retire_fn retire;
+    void *cookie;
+    uint64_t trace_key; /* XTQ_TRACE_KEY() of the put, for the stage trace */
+};
+
 struct xtq__agent_ops {
     const char *name;
     int (*queue_create)(xtq_agent_t *agent, uint32_t size, xtq_queue_t **queue);
     int (*queue_destroy)(xtq_queue_t *queue);
+    /* Write one packet into `queue` and make it visible: reserve a slot,
+     * write the body, attach the retire cookie, publish, ring the
+     * doorbell. 0, or -XTQ_EAGAIN when the queue is full (nothing
+     * written). Once it returns 0 the packet may have run and retired.
+     * Most agents use xtq__queue_enqueue (queue_int.h). */
+    int (*enqueue)(xtq_queue_t *queue, const struct xtq__enqueue *desc);
     /* Wake the agent's packet processor for `queue` after a doorbell store. */
     void (*doorbell)(xtq_queue_t *queue, uint64_t index);
     int (*kernel_destroy)(xtq_kernel_t *kernel);
     int (*function_destroy)(xtq_function_t *function);
-    /* Make host memory (receive regions) reachable by the agent's device. */
+    /* Make host memory (receive regions) reachable by the agent's device.
+     * Callers outside hsa-glue/ use xtq__agents_mem_register. */
     int (*mem_register)(xtq_agent_t *agent, void *addr, size_t len);
     int (*mem_deregister)(xtq_agent_t *agent, void *addr, size_t len);
     /* Stop workers, free everything. */
@@ -258,6 +323,12 @@ extern const struct xtq__agent_provider xtq__rocr_agent_provider;
 /* hsa-glue/agent.c: open every available agent into the context. */
 int xtq__agents_open(xtq_ctx_t *ctx);
 void xtq__agents_close(xtq_ctx_t *ctx);
+/* Make host memory readable by every agent of the context in place (the
+ * engine's receive regions: tasks read their arguments and payload where
+ * they landed). All or nothing: on failure, logged with the agent's name,
+ * none keeps it registered. */
+int xtq__agents_mem_register(xtq_ctx_t *ctx, void *addr, size_t len);
+void xtq__agents_mem_deregister(xtq_ctx_t *ctx, void *addr, size_t len);
 
 /* ---- the context ------------------------------------------------------ */
 
@@ -285,6 +356,7 @@ struct xtq__stats {
 struct xtq_ctx {
     int rank;
     int size;
+    unsigned local_ranks; /* ranks on this host, for the spin policy */
     uint64_t job_key;
     enum xtq_progress_mode progress;
     xtq_agent_t *agents[XTQ__MAX_AGENTS];
