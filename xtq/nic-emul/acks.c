@@ -13,6 +13,13 @@
 static void ack_queue(struct xtq__engine *e, struct ack_msg *a)
 {
     xtq__mutex_lock(&e->ack_lock);
+    if (e->acks_closed) {
+        /* Stopped: nobody will send it (an agent worker acknowledging a
+         * task that outlived finalize's drain). */
+        pthread_mutex_unlock(&e->ack_lock);
+        free(a);
+        return;
+    }
     a->next = NULL;
     if (e->acks_tail)
         e->acks_tail->next = a;
@@ -95,12 +102,19 @@ int xtq__acks_flush(struct xtq__engine *e)
     return n;
 }
 
+/* Agent workers may still be acknowledging tasks (after a drain timeout):
+ * the list is taken under the lock, and the queue stays closed. */
 void xtq__acks_drop(struct xtq__engine *e)
 {
-    while (e->acks_head) {
-        struct ack_msg *a = e->acks_head;
-        e->acks_head = a->next;
+    xtq__mutex_lock(&e->ack_lock);
+    struct ack_msg *a = e->acks_head;
+    e->acks_head = e->acks_tail = NULL;
+    e->acks_closed = true;
+    atomic_store(&e->acks_pending, 0);
+    pthread_mutex_unlock(&e->ack_lock);
+    while (a) {
+        struct ack_msg *next = a->next;
         free(a);
+        a = next;
     }
-    e->acks_tail = NULL;
 }

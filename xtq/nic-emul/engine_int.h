@@ -139,6 +139,7 @@ struct xtq__engine {
     /* acks.c */
     pthread_mutex_t ack_lock;
     struct ack_msg *acks_head, *acks_tail;
+    bool acks_closed; /* after stop: acks are dropped, not queued */
     _Atomic uint32_t acks_pending;
 
     /* progress.c, wakeup.c */
@@ -194,7 +195,7 @@ void xtq__live_free(struct xtq__engine *e);
 void xtq__ack_send(struct xtq__engine *e, int dest, uint64_t seq, int status);
 /* Send queued acks (progress thread); returns how many left the queue. */
 int xtq__acks_flush(struct xtq__engine *e);
-/* Stop: free acks never sent. */
+/* Stop: free acks never sent; later ones are dropped (any thread). */
 void xtq__acks_drop(struct xtq__engine *e);
 
 /* ---- liveness.c --------------------------------------------------------- */
