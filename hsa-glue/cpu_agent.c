@@ -617,8 +617,37 @@ err_free:
     return rc;
 }
 
+/*
+ * Retire the packets still in the ring with -XTQ_ECANCELED, as ROCr does
+ * when its queue goes: the engine's cookies among them tell initiators
+ * their tasks will not run (else their puts wait for ever). Completion
+ * signals are left alone: a failed task does not signal (HSA). No worker
+ * takes from the queue any more (it is out of the list), and the engine
+ * only enqueues into registered queues, which cannot be destroyed.
+ */
+static void cpu_queue_cancel(struct cpu_queue *cq)
+{
+    xtq_queue_t *q = &cq->base;
+    uint64_t r = atomic_load_explicit(q->read_index, memory_order_acquire);
+    uint64_t w = atomic_load_explicit(q->write_index, memory_order_acquire);
+
+    for (; r < w; r++) {
+        xtq_aql_packet_t *slot = &q->ring[r & q->mask];
+        uint32_t word = atomic_load_explicit(slot_word(slot), memory_order_acquire);
+        if ((word & 0xffu) == XTQ_PACKET_TYPE_INVALID)
+            continue; /* reserved, never published */
+        void *cookie = q->cookies[r & q->mask];
+        q->cookies[r & q->mask] = NULL;
+        atomic_store_explicit(slot_word(slot), XTQ_PACKET_TYPE_INVALID, memory_order_relaxed);
+        if (cookie != NULL && q->retire != NULL)
+            q->retire(cookie, -XTQ_ECANCELED);
+    }
+    atomic_store_explicit(q->read_index, w, memory_order_release);
+}
+
 static void cpu_queue_free(struct cpu_queue *cq)
 {
+    cpu_queue_cancel(cq);
     pthread_mutex_destroy(&cq->take_lock);
     xtq__queue_fini(&cq->base);
     (void)xtq_signal_destroy(&cq->doorbell);

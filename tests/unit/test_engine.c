@@ -74,3 +74,86 @@ XTQ_TEST(stop_while_acks_are_queued)
     CHECK_EQ(atomic_load(&s.e->acks_pending), 0);
     CHECK_OK(xtq_finalize(ctx));
 }
+
+/* ---- a queue destroyed with the engine's tasks in it (bug 3) ---------- */
+
+struct gate {
+    xtq_signal_t *started, *gate;
+};
+
+static void gate_fn(const uint64_t arg[4], void *ret, void *user)
+{
+    struct gate *g = user;
+    xtq_signal_add(g->started, -1);
+    CHECK_OK(xtq_signal_wait(g->gate, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE, NULL));
+}
+
+static void nop_fn(const uint64_t arg[4], void *ret, void *user) {}
+
+static void put_fn(xtq_ctx_t *ctx, uint32_t fn, uint32_t queue, xtq_completion_t *c)
+{
+    uint8_t cmd[64];
+    size_t len;
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), fn, queue, 0, 0, &len));
+    CHECK_OK(xtq_put(ctx, 0, cmd, len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, c));
+}
+
+/*
+ * Puts whose tasks wait in a queue that the application destroys complete
+ * with -XTQ_ECANCELED at once (the agent retires them), not after
+ * finalize's timeout.
+ */
+XTQ_TEST(queue_destroy_cancels_puts)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    xtq_agent_t *cpu;
+    xtq_queue_t *held, *q;
+    xtq_function_t *fg, *f;
+    struct gate g;
+    xtq_completion_t first = {0}, c[4];
+    xtq_stats_t st;
+
+    setenv("XTQ_CPU_WORKERS", "1", 1);
+    CHECK_OK(xtq_init(&attr, &ctx));
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_signal_create(1, &g.started));
+    CHECK_OK(xtq_signal_create(1, &g.gate));
+    CHECK_OK(xtq_queue_create(cpu, 16, &held));
+    CHECK_OK(xtq_queue_create(cpu, 16, &q));
+    CHECK_OK(xtq_function_create_cpu(cpu, gate_fn, &g, &fg));
+    CHECK_OK(xtq_function_create_cpu(cpu, nop_fn, NULL, &f));
+    CHECK_OK(xtq_register_queue(ctx, 1, held));
+    CHECK_OK(xtq_register_queue(ctx, 2, q));
+    CHECK_OK(xtq_register_function(ctx, 1, fg, NULL));
+    CHECK_OK(xtq_register_function(ctx, 2, f, NULL));
+
+    /* The only worker is held by a task of the other queue. */
+    put_fn(ctx, 1, 1, &first);
+    CHECK_OK(xtq_signal_wait(g.started, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE, NULL));
+    memset(c, 0, sizeof(c));
+    for (int i = 0; i < 4; i++)
+        put_fn(ctx, 2, 2, &c[i]);
+    for (;;) { /* all four in q */
+        CHECK_OK(xtq_get_stats(ctx, &st));
+        if (st.tasks_enqueued >= 5)
+            break;
+        nap_us(1000);
+    }
+    CHECK_OK(xtq_unregister_queue(ctx, 2));
+    CHECK_OK(xtq_queue_destroy(q));
+    for (int i = 0; i < 4; i++)
+        CHECK_ERR(xtq_completion_wait(ctx, &c[i], 30ll * 1000000000), -XTQ_ECANCELED);
+
+    xtq_signal_store(g.gate, 0);
+    CHECK_OK(xtq_completion_wait(ctx, &first, 30ll * 1000000000));
+    CHECK_OK(xtq_unregister_function(ctx, 1));
+    CHECK_OK(xtq_unregister_function(ctx, 2));
+    CHECK_OK(xtq_unregister_queue(ctx, 1));
+    CHECK_OK(xtq_queue_destroy(held));
+    CHECK_OK(xtq_function_destroy(f));
+    CHECK_OK(xtq_function_destroy(fg));
+    xtq_signal_destroy(g.gate);
+    xtq_signal_destroy(g.started);
+    CHECK_OK(xtq_finalize(ctx));
+}
