@@ -29,6 +29,10 @@ enum xtq__msg_type {
 enum xtq__wire_flags {
     XTQ__WIRE_REMOTE_COMPLETION = 1u << 0, /* ack when the task finished (else when enqueued) */
 };
+/* The flag bits each message type may carry; any other bit is rejected
+ * (a later version that adds one bumps XTQ_WIRE_VERSION or this mask). */
+#define XTQ__WIRE_PUT_FLAGS ((uint32_t)XTQ__WIRE_REMOTE_COMPLETION)
+#define XTQ__WIRE_ACK_FLAGS 0u
 
 struct xtq__wire_hdr {
     uint16_t magic;
@@ -63,8 +67,9 @@ void xtq__wire_hdr_init(struct xtq__wire_hdr *hdr, enum xtq__msg_type type, uint
 /*
  * Validate an arrived message of `len` bytes (as reported by the
  * transport) before anything else reads it: magic, version, type, job key,
- * source rank < nranks, and for PUT cmd_len >= 64, cmd_len <= max, lengths
- * consistent with `len`, no overflow. Returns 0 or -XTQ_EBADMSG,
+ * source rank < nranks, flag bits known for the type, reserved fields
+ * zero (and a PUT's status), and for PUT cmd_len >= 64, cmd_len <= max,
+ * lengths consistent with `len`, no overflow. Returns 0 or -XTQ_EBADMSG,
  * -XTQ_EVERSION, -XTQ_EJOBKEY, -XTQ_ESRCRANK, -XTQ_EMSGSIZE. On success
  * for PUT, *cmd and *payload point into `msg` (payload NULL when empty);
  * for ACK both are NULL. Any of the output pointers may be NULL.
