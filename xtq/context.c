@@ -91,9 +91,8 @@ int xtq_finalize(xtq_ctx_t *ctx)
     int rc = 0, drc;
     if (!ctx)
         return -XTQ_EINVAL;
-    uint64_t timeout_ns =
-        (uint64_t)xtq__param_int(XTQ__PARAM_XTQ_FINALIZE_TIMEOUT_MS) * 1000000ull;
-    uint64_t deadline = xtq__now_ns() + timeout_ns;
+    uint64_t timeout_ns = xtq__param_ns(XTQ__PARAM_XTQ_FINALIZE_TIMEOUT_MS, 1000000);
+    uint64_t deadline = xtq__deadline_ns(timeout_ns);
 
     /* Our puts first (peers still progress until they pass the barrier),
      * then everyone's, then what still runs here. */
@@ -110,7 +109,7 @@ int xtq_finalize(xtq_ctx_t *ctx)
     } else {
         rc = xtq_barrier(ctx);
     }
-    drc = xtq__engine_drain_tasks(ctx->engine, xtq__now_ns() + timeout_ns);
+    drc = xtq__engine_drain_tasks(ctx->engine, xtq__deadline_ns(timeout_ns));
     if (drc)
         xtq_warn(CORE, "rank %d: tasks still running after XTQ_FINALIZE_TIMEOUT_MS", ctx->rank);
     /* A last barrier so no peer closes its endpoint while acks to it are

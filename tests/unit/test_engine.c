@@ -157,3 +157,78 @@ XTQ_TEST(queue_destroy_cancels_puts)
     xtq_signal_destroy(g.started);
     CHECK_OK(xtq_finalize(ctx));
 }
+
+/* ---- sizes and timeouts that would wrap (bug 9) ------------------------ */
+
+XTQ_TEST(size_params_do_not_wrap)
+{
+    setenv("XTQ_RX_BUFFER_SIZE", "3G", 1);
+    CHECK(xtq__param_size(XTQ__PARAM_XTQ_RX_BUFFER_SIZE) == 3ull << 30);
+    /* Scaled past 2^63: not a size, the default instead of a wrapped value. */
+    static const char *bad[] = {"9223372036854775807k", "8796093022208G", "8589934592g", "-1k"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        setenv("XTQ_RX_BUFFER_SIZE", bad[i], 1);
+        CHECK_EQ(xtq__param_size(XTQ__PARAM_XTQ_RX_BUFFER_SIZE), 4194304);
+    }
+    setenv("XTQ_RX_BUFFER_SIZE", "8589934591G", 1); /* 2^63 - 2^30: fits */
+    CHECK(xtq__param_size(XTQ__PARAM_XTQ_RX_BUFFER_SIZE) == (8589934591ull << 30));
+    unsetenv("XTQ_RX_BUFFER_SIZE");
+    /* Milliseconds as ns: saturated, negative is 0. */
+    setenv("XTQ_PEER_TIMEOUT_MS", "9223372036854775807", 1);
+    CHECK(xtq__param_ns(XTQ__PARAM_XTQ_PEER_TIMEOUT_MS, 1000000) == UINT64_MAX);
+    setenv("XTQ_PEER_TIMEOUT_MS", "-5", 1);
+    CHECK(xtq__param_ns(XTQ__PARAM_XTQ_PEER_TIMEOUT_MS, 1000000) == 0);
+    setenv("XTQ_PEER_TIMEOUT_MS", "1500", 1);
+    CHECK(xtq__param_ns(XTQ__PARAM_XTQ_PEER_TIMEOUT_MS, 1000000) == 1500000000ull);
+    unsetenv("XTQ_PEER_TIMEOUT_MS");
+}
+
+XTQ_TEST(deadlines_saturate)
+{
+    uint64_t now = xtq__now_ns();
+    CHECK(xtq__deadline_ns(UINT64_MAX) == UINT64_MAX);
+    CHECK(xtq__deadline_ns(UINT64_MAX - now / 2) == UINT64_MAX);
+    CHECK(xtq__deadline_ns(0) >= now);
+    CHECK(xtq__deadline_ns(1000) < now + 60ull * 1000000000);
+    CHECK(xtq__timeout_ns(XTQ_TIMEOUT_INFINITE) == UINT64_MAX);
+    CHECK(xtq__timeout_ns(-1) == 0);
+    CHECK(xtq__timeout_ns(INT64_MIN) == 0);
+    CHECK(xtq__timeout_ns(INT64_MAX - 1) == (uint64_t)INT64_MAX - 1);
+    CHECK(xtq__mul_sat(UINT64_MAX / 2, 3) == UINT64_MAX);
+    CHECK(xtq__mul_sat(1ull << 31, 1ull << 31) == 1ull << 62);
+}
+
+static void sleepy_fn(const uint64_t arg[4], void *ret, void *user)
+{
+    nap_us(300000);
+}
+
+/*
+ * A finalize timeout so large that now + timeout wraps must wait, not
+ * time out at once: the put in flight completes with success instead of
+ * -XTQ_EFINALIZED.
+ */
+XTQ_TEST(finalize_huge_timeout_waits)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    xtq_agent_t *cpu;
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    xtq_completion_t c = {0};
+
+    setenv("XTQ_FINALIZE_TIMEOUT_MS", "18446744073709", 1); /* * 10^6 is 2^64 - 551616 */
+    CHECK_OK(xtq_init(&attr, &ctx));
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_queue_create(cpu, 16, &q));
+    CHECK_OK(xtq_function_create_cpu(cpu, sleepy_fn, NULL, &f));
+    CHECK_OK(xtq_register_queue(ctx, 1, q));
+    CHECK_OK(xtq_register_function(ctx, 1, f, NULL));
+    put_fn(ctx, 1, 1, &c);
+    /* Waits with timeouts that are not infinite, however large or small. */
+    CHECK_ERR(xtq_completion_wait(ctx, &c, -1), -XTQ_ETIMEDOUT);
+    CHECK_ERR(xtq_completion_wait(ctx, &c, 0), -XTQ_ETIMEDOUT);
+    CHECK_OK(xtq_finalize(ctx));
+    CHECK(xtq_completion_test(&c));
+    CHECK_OK(c.status);
+}

@@ -90,7 +90,7 @@ static void window_sleep(struct xtq__engine *e, uint32_t seen, int64_t timeout_n
         .waiters = &e->window_sleepers,
         .nap_ns = XTQ_TIMEOUT_INFINITE,
     };
-    (void)xtq__spin_wait(&w, xtq__now_ns() + (uint64_t)timeout_ns);
+    (void)xtq__spin_wait(&w, xtq__deadline_ns((uint64_t)timeout_ns));
 }
 
 /* Report a slot's outcome and free it. Caller holds put_lock. */
@@ -387,8 +387,7 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
 int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t timeout_ns)
 {
     struct comp_wait c = {e, (_Atomic uint32_t *)&comp->state, XTQ_COMPLETION_DONE};
-    uint64_t deadline =
-        timeout_ns == XTQ_TIMEOUT_INFINITE ? UINT64_MAX : xtq__now_ns() + (uint64_t)timeout_ns;
+    uint64_t deadline = xtq__deadline_ns(xtq__timeout_ns(timeout_ns));
 
     if (e->manual) {
         /* Nobody else progresses: we do, until done or the deadline. */

@@ -16,6 +16,8 @@
 #include <sched.h>
 #include <unistd.h>
 
+#define ENGINE_MAX_MSG_LIMIT ((size_t)1 << 40)
+
 /* Free whatever create() got to; also the tail of destroy(). */
 static void engine_free(struct xtq__engine *e)
 {
@@ -58,9 +60,16 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     e->max_msg = xtq__param_size(XTQ__PARAM_XTQ_MAX_MSG_SIZE);
     if (e->max_msg < XTQ_AQL_PACKET_SIZE)
         e->max_msg = XTQ_AQL_PACKET_SIZE;
+    /* Receive regions hold two of the largest message: sizes past this
+     * would wrap where they are scaled (and no host has the memory). */
+    if (e->max_msg > ENGINE_MAX_MSG_LIMIT) {
+        xtq_err(ENGINE, "XTQ_MAX_MSG_SIZE=%zu is above %zu", e->max_msg,
+                (size_t)ENGINE_MAX_MSG_LIMIT);
+        free(e);
+        return -XTQ_EINVAL;
+    }
     e->max_wire = XTQ_ALIGN_UP(e->max_msg + sizeof(struct xtq__wire_hdr) + 128, (size_t)64);
-    int64_t pt = xtq__param_int(XTQ__PARAM_XTQ_PEER_TIMEOUT_MS);
-    e->peer_timeout_ns = pt > 0 ? (uint64_t)pt * 1000000ull : 0;
+    e->peer_timeout_ns = xtq__param_ns(XTQ__PARAM_XTQ_PEER_TIMEOUT_MS, 1000000);
     unsigned local = (unsigned)ctx->bootstrap->local_size;
     e->wait_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_WAIT_SPIN_US, local, 50, 0);
     e->progress_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_PROGRESS_SPIN_US, local, 100, 20);

@@ -20,6 +20,8 @@
 
 /* ---- receive regions ---------------------------------------------------- */
 
+#define RX_REGIONS_MAX 4096u
+
 static int region_post(struct rx_region *r)
 {
     int rc = xtq__ofi_post_multi_recv(&r->e->ofi, r->buf, r->len, r);
@@ -62,7 +64,7 @@ int xtq__regions_open(struct xtq__engine *e)
         rlen = 2 * e->max_wire;
     rlen = XTQ_ALIGN_UP(rlen, (size_t)4096);
     int64_t nr = xtq__param_int(XTQ__PARAM_XTQ_RX_BUFFERS);
-    e->nregions = nr < 2 ? 2 : (unsigned)nr;
+    e->nregions = nr < 2 ? 2 : nr > RX_REGIONS_MAX ? RX_REGIONS_MAX : (unsigned)nr;
     e->regions = calloc(e->nregions, sizeof(*e->regions));
     if (!e->regions)
         return -XTQ_ENOMEM;
