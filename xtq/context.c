@@ -46,8 +46,9 @@ int xtq_init(const xtq_init_attr_t *attr, xtq_ctx_t **out)
     ctx->job_key = ctx->bootstrap->job_key;
 
     int64_t tsize = xtq__param_int(XTQ__PARAM_XTQ_TABLE_SIZE);
-    if (tsize < 1 || tsize > (1 << 20)) {
-        xtq_err(CORE, "XTQ_TABLE_SIZE=%lld out of range", (long long)tsize);
+    if (tsize < 1 || tsize > XTQ__REGISTRY_MAX_SIZE) {
+        xtq_err(CORE, "XTQ_TABLE_SIZE=%lld out of range 1..%u", (long long)tsize,
+                XTQ__REGISTRY_MAX_SIZE);
         rc = -XTQ_EINVAL;
         goto err_bootstrap;
     }

@@ -232,3 +232,14 @@ XTQ_TEST(finalize_huge_timeout_waits)
     CHECK(xtq_completion_test(&c));
     CHECK_OK(c.status);
 }
+
+XTQ_TEST(table_size_one_limit)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    setenv("XTQ_TABLE_SIZE", "65537", 1);
+    CHECK_ERR(xtq_init(&attr, &ctx), -XTQ_EINVAL);
+    setenv("XTQ_TABLE_SIZE", "65536", 1);
+    CHECK_OK(xtq_init(&attr, &ctx));
+    CHECK_OK(xtq_finalize(ctx));
+}
