@@ -7,8 +7,10 @@
 #include "internal.h"
 #include "nic-emul/engine_int.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "xtq_test.h"
 
@@ -242,4 +244,65 @@ XTQ_TEST(table_size_one_limit)
     setenv("XTQ_TABLE_SIZE", "65536", 1);
     CHECK_OK(xtq_init(&attr, &ctx));
     CHECK_OK(xtq_finalize(ctx));
+}
+
+/* ---- doorbell names (bug 9) ---------------------------------------------- */
+
+static int shm_names_with(const char *prefix)
+{
+    int n = 0;
+    DIR *d = opendir("/dev/shm");
+    struct dirent *ent;
+    CHECK(d != NULL);
+    while ((ent = readdir(d)) != NULL)
+        n += strncmp(ent->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+/*
+ * Two contexts of one process (and so two jobs with one key) must not
+ * share a doorbell: its name carries the process and a count. Once the
+ * peers have mapped it the name leaves /dev/shm, so a killed process
+ * leaves nothing behind.
+ */
+XTQ_TEST(doorbell_names_unique)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *a, *b;
+    char prefix[64];
+
+    setenv("XTQ_PROVIDER", "shm", 1);
+    setenv("XTQ_JOB_KEY", "engine-doorbell-test", 1);
+    CHECK_OK(xtq_init(&attr, &a));
+    CHECK_OK(xtq_init(&attr, &b));
+    CHECK(a->job_key == b->job_key);
+    if (!a->engine->bell_fence)
+        XTQ_SKIP("provider %s has a CQ wait fd: no doorbells", xtq__engine_provider(a->engine));
+    CHECK(a->engine->bells != NULL && b->engine->bells != NULL);
+    /* Distinct memory, not two mappings of one object. */
+    memset(a->engine->bells[0]->pad_, 0xa5, sizeof(a->engine->bells[0]->pad_));
+    memset(b->engine->bells[0]->pad_, 0x5a, sizeof(b->engine->bells[0]->pad_));
+    CHECK_EQ(a->engine->bells[0]->pad_[0], 0xa5);
+    snprintf(prefix, sizeof(prefix), "xtq-%016llx-0-%ld-", (unsigned long long)a->job_key,
+             (long)getpid());
+    CHECK_EQ(shm_names_with(prefix), 0);
+    /* Each context still serves its own puts. */
+    for (int i = 0; i < 2; i++) {
+        xtq_ctx_t *ctx = i ? b : a;
+        xtq_agent_t *cpu;
+        xtq_queue_t *q;
+        xtq_function_t *f;
+        xtq_completion_t c = {0};
+        CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+        CHECK_OK(xtq_queue_create(cpu, 16, &q));
+        CHECK_OK(xtq_function_create_cpu(cpu, nop_fn, NULL, &f));
+        CHECK_OK(xtq_register_queue(ctx, 1, q));
+        CHECK_OK(xtq_register_function(ctx, 1, f, NULL));
+        put_fn(ctx, 1, 1, &c);
+        CHECK_OK(xtq_completion_wait(ctx, &c, 30ll * 1000000000));
+    }
+    CHECK_OK(xtq_finalize(b));
+    CHECK_OK(xtq_finalize(a));
+    CHECK_EQ(shm_names_with(prefix), 0);
 }

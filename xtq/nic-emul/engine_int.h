@@ -99,6 +99,9 @@ struct ack_msg {
     struct xtq__wire_hdr hdr;
 };
 
+/* A rank's doorbell in POSIX shared memory (wakeup.c); its name travels
+ * in the address exchange. */
+#define XTQ__BELL_NAME_MAX 64
 /* A rank's doorbell in POSIX shared memory (wakeup.c). */
 struct doorbell {
     _Atomic uint32_t seq;
@@ -152,7 +155,8 @@ struct xtq__engine {
     int wake_fd;
     int progress_cpu;
     struct doorbell **bells; /* by rank; NULL unless doorbells are in use */
-    char bell_name[64];
+    bool bell_fence;         /* doorbells wanted: every rank takes the fence */
+    char bell_name[XTQ__BELL_NAME_MAX]; /* until every peer mapped it */
 
     uint64_t wait_spin_ns;     /* XTQ_WAIT_SPIN_US, resolved */
     uint64_t progress_spin_ns; /* XTQ_PROGRESS_SPIN_US, resolved */
@@ -211,8 +215,11 @@ void xtq__peers_check(struct xtq__engine *e);
 /* ---- wakeup.c ----------------------------------------------------------- */
 /* Doorbells (same host, CQ without a wait fd) and the eventfd. */
 int xtq__wakeup_open(struct xtq__engine *e, bool same_host);
-/* After the address exchange: map the peers' doorbells. */
-void xtq__wakeup_connect(struct xtq__engine *e);
+/* Our doorbell's name for the address exchange ("" when none). */
+void xtq__wakeup_name(struct xtq__engine *e, char name[XTQ__BELL_NAME_MAX]);
+/* After the address exchange (`names`: every rank's, `stride` apart): map
+ * the peers' doorbells; then a fence, after which our name is unlinked. */
+int xtq__wakeup_connect(struct xtq__engine *e, const char *names, size_t stride);
 void xtq__wakeup_close(struct xtq__engine *e);
 /* A message went to `dest`: wake its progress thread if it sleeps. */
 void xtq__bell_ring(struct xtq__engine *e, int dest);

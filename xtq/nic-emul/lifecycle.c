@@ -45,7 +45,9 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
 {
     struct xtq__engine *e = calloc(1, sizeof(*e));
     struct xtq__bootstrap *bs = ctx->bootstrap;
-    const size_t stride = XTQ__OFI_ADDR_MAX + sizeof(uint32_t);
+    /* Each rank's blob: [uint32 len][endpoint name][doorbell name]. */
+    const size_t bell_off = sizeof(uint32_t) + XTQ__OFI_ADDR_MAX;
+    const size_t stride = bell_off + XTQ__BELL_NAME_MAX;
     char *blob = NULL, *all = NULL;
     int rc;
 
@@ -104,13 +106,16 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
         goto err_engine;
     uint32_t alen32 = (uint32_t)alen;
     memcpy(blob, &alen32, sizeof(alen32));
+    xtq__wakeup_name(e, blob + bell_off);
     rc = xtq__bootstrap_allgather(bs, "xtq.addr", blob, stride, all);
     if (rc)
         goto err_engine;
     rc = xtq__ofi_insert(&e->ofi, all, stride, ctx->size);
     if (rc)
         goto err_engine;
-    xtq__wakeup_connect(e);
+    rc = xtq__wakeup_connect(e, all + bell_off, stride);
+    if (rc)
+        goto err_engine;
 
     e->peers = calloc((size_t)ctx->size, sizeof(*e->peers));
     if (!e->peers) {
