@@ -70,7 +70,8 @@ void xtq__wire_hdr_init(struct xtq__wire_hdr *hdr, enum xtq__msg_type type, uint
  * source rank < nranks, flag bits known for the type, reserved fields
  * zero (and a PUT's status), and for PUT cmd_len >= 64, cmd_len <= max,
  * lengths consistent with `len`, no overflow. Returns 0 or -XTQ_EBADMSG,
- * -XTQ_EVERSION, -XTQ_EJOBKEY, -XTQ_ESRCRANK, -XTQ_EMSGSIZE. On success
+ * -XTQ_EVERSION, -XTQ_EJOBKEY, -XTQ_ESRCRANK, -XTQ_EMSGSIZE, -XTQ_EPROTO
+ * (a flag bit or reserved field this version does not define). On success
  * for PUT, *cmd and *payload point into `msg` (payload NULL when empty);
  * for ACK both are NULL. Any of the output pointers may be NULL.
  * `max_msg` bounds cmd_len + payload_len, the quantity xtq_put() checks

@@ -111,7 +111,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 static int is_wire_error(int rc)
 {
     return rc == -XTQ_EBADMSG || rc == -XTQ_EVERSION || rc == -XTQ_EJOBKEY || rc == -XTQ_ESRCRANK ||
-           rc == -XTQ_EMSGSIZE;
+           rc == -XTQ_EMSGSIZE || rc == -XTQ_EPROTO;
 }
 
 static int is_rewrite_error(int rc)
