@@ -1,7 +1,10 @@
 /*
  * The wire format. Every message starts with a versioned header carrying
  * the job key, source rank, sequence number and lengths; the target checks
- * every length and index before use.
+ * every length and index before use. The job key guards against cross-talk
+ * between jobs, not against a hostile sender (it is no secret); the source
+ * rank is checked against the transport's source address (target.c,
+ * docs/design.md).
  *
  * PUT message:  [hdr 64 B][AQL packet 64 B][kernel arguments][pad to 64][payload][pad to 64]
  *   hdr.cmd_len = 64 + kernarg bytes; hdr.payload_len = payload bytes;

@@ -12,3 +12,14 @@ if(XTQ_SANITIZE STREQUAL "address")
   set_property(TEST integration.isolation.tcp APPEND PROPERTY ENVIRONMENT
                "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
 endif()
+# Within one job: a rank forges another's source rank (FI_SOURCE check).
+if(MPIEXEC_EXECUTABLE)
+  foreach(prov shm tcp)
+    xtq_add_mpi_case(NAME integration.forged_rank.${prov}.np3 NP 3 PROVIDER ${prov} TIMEOUT 120
+                     COMMAND $<TARGET_FILE:test_isolation> forged_rank)
+    if(XTQ_SANITIZE STREQUAL "address")
+      set_property(TEST integration.forged_rank.${prov}.np3 APPEND PROPERTY ENVIRONMENT
+                   "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
+    endif()
+  endforeach()
+endif()

@@ -185,8 +185,10 @@ void xtq__regions_close(struct xtq__engine *e);
 void xtq__regions_repost(struct xtq__engine *e);
 /* Drop one reference; the last one reposts the region. */
 void xtq__region_put(struct rx_region *r);
-/* A message landed in region `r`: validate and dispatch it. */
-void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len);
+/* A message landed in region `r` from endpoint `src` (FI_SOURCE):
+ * validate and dispatch it. */
+void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len,
+                      fi_addr_t src);
 /* Retry backlogged tasks; returns how many left the backlog. */
 int xtq__backlog_drain(struct xtq__engine *e);
 /* Stop: drop the backlog (those commands never ran). */

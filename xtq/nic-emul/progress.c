@@ -17,11 +17,12 @@
 static int cq_poll(struct xtq__engine *e, bool polite)
 {
     struct fi_cq_data_entry ent[16];
+    fi_addr_t src[16];
     struct fi_cq_err_entry err;
     int n = 0;
 
     for (;;) {
-        ssize_t got = xtq__ofi_cq_read(&e->ofi, ent, ARRAY_SIZE(ent), &err, polite);
+        ssize_t got = xtq__ofi_cq_read(&e->ofi, ent, src, ARRAY_SIZE(ent), &err, polite);
         if (got == -FI_EAGAIN)
             break;
         if (got == -FI_EAVAIL) {
@@ -62,7 +63,7 @@ static int cq_poll(struct xtq__engine *e, bool polite)
             } else if (kind == CTX_REGION) {
                 struct rx_region *r = ent[i].op_context;
                 if ((ent[i].flags & FI_RECV) && ent[i].len)
-                    xtq__target_recv(e, r, ent[i].buf, ent[i].len);
+                    xtq__target_recv(e, r, ent[i].buf, ent[i].len, src[i]);
                 if (ent[i].flags & FI_MULTI_RECV)
                     xtq__region_put(r);
             }

@@ -326,7 +326,8 @@ static void handle_put(struct xtq__engine *e, struct rx_region *r, const struct 
     }
 }
 
-void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len)
+void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len,
+                      fi_addr_t src)
 {
     const struct xtq__wire_hdr *hdr = NULL;
     const void *cmd = NULL, *payload = NULL;
@@ -342,6 +343,15 @@ void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *bu
         if (len >= sizeof(*raw) && raw->magic == XTQ_WIRE_MAGIC && raw->type == XTQ__MSG_PUT &&
             raw->job_key == ctx->job_key && raw->src_rank < (uint32_t)ctx->size)
             xtq__ack_send(e, (int)raw->src_rank, raw->seq, rc);
+        return;
+    }
+    /* The rank a message claims must be the endpoint it came from: else a
+     * process of this job could run tasks, or complete puts, in another
+     * rank's name. Nobody is answered (the claimed rank sent nothing). */
+    if (!xtq__ofi_source_is(&e->ofi, (int)hdr->src_rank, src)) {
+        count_rejection(ctx, -XTQ_ESRCRANK);
+        XTQ_LOG_ONCE(ENGINE, WARN, "dropped a message claiming rank %u from another endpoint",
+                     hdr->src_rank);
         return;
     }
     xtq__peer_heard(e, hdr->src_rank);
