@@ -18,6 +18,19 @@ if(MPIEXEC_EXECUTABLE)
   endforeach()
 endif()
 
+# A rank stopped for 1.5 peer timeouts with puts in flight (a process
+# starved on a loaded host) must not declare its healthy peer down.
+if(MPIEXEC_EXECUTABLE)
+  foreach(prov shm tcp)
+    xtq_add_mpi_case(NAME integration.peer_stall.${prov}.np2 NP 2 PROVIDER ${prov} TIMEOUT 120
+                     ENV XTQ_PEER_TIMEOUT_MS=1000 COMMAND $<TARGET_FILE:test_failure> peer_stall)
+    if(XTQ_SANITIZE STREQUAL "address")
+      set_property(TEST integration.peer_stall.${prov}.np2 APPEND PROPERTY ENVIRONMENT
+                   "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
+    endif()
+  endforeach()
+endif()
+
 foreach(c unregister_inflight finalize_inflight)
   add_test(NAME integration.self.${c} COMMAND test_failure ${c})
   set_tests_properties(integration.self.${c} PROPERTIES LABELS integration TIMEOUT 120

@@ -53,7 +53,7 @@ void xtq__ack_send(struct xtq__engine *e, int dest, uint64_t seq, int status)
     }
     a->dest = dest;
     a->hdr = hdr;
-    a->since = xtq__now_ns();
+    a->since = 0;
     ack_queue(e, a);
 }
 
@@ -73,9 +73,14 @@ int xtq__acks_flush(struct xtq__engine *e)
             rc = xtq__ofi_inject(&e->ofi, &a->hdr, sizeof(a->hdr), a->dest);
             if (rc == -FI_EAGAIN) {
                 /* A destination that takes nothing for a whole peer
-                 * timeout is gone: drop its acks rather than hold up the
-                 * acks to everyone else. */
-                if (!e->peer_timeout_ns || xtq__now_ns() - a->since < e->peer_timeout_ns)
+                 * timeout of tries is gone: drop its acks rather than hold
+                 * up the acks to everyone else. Timed from the first try
+                 * that failed, not from when the ack was queued: a flusher
+                 * that did not run for a while blames nobody. */
+                uint64_t now = xtq__now_ns();
+                if (!a->since)
+                    a->since = now;
+                if (!e->peer_timeout_ns || now - a->since < e->peer_timeout_ns)
                     break;
                 xtq__peer_down(e, a->dest, "silent for longer than XTQ_PEER_TIMEOUT_MS");
                 rc = 0;

@@ -56,7 +56,7 @@ ssize_t xtq__ofi_inject(struct xtq__ofi *o, const void *buf, size_t len, int des
 /* Reads up to n entries, and where the endpoint has FI_SOURCE each one's
  * source address into src[] (FI_ADDR_NOTAVAIL: not in the AV); an error
  * entry is returned in *err (ret -FI_EAVAIL).
- * `polite`: return -FI_EAGAIN at once when a sender is waiting for the
+ * `polite`: return -FI_EBUSY at once when a sender is waiting for the
  * endpoint or holds it (a polling thread must not stand in its way). */
 ssize_t xtq__ofi_cq_read(struct xtq__ofi *o, struct fi_cq_data_entry *entries, fi_addr_t *src,
                          size_t n, struct fi_cq_err_entry *err, bool polite);

@@ -93,8 +93,9 @@ struct peer {
 
 struct ack_msg {
     struct ack_msg *next;
-    uint64_t since; /* queued at (ns): an ack stuck longer than the peer
-                     * timeout means its destination is gone */
+    uint64_t since; /* first failed send (ns), 0 before: an ack the
+                     * transport refuses for a whole peer timeout means its
+                     * destination is gone */
     int dest;
     struct xtq__wire_hdr hdr;
 };

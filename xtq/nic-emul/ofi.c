@@ -279,7 +279,7 @@ ssize_t xtq__ofi_cq_read(struct xtq__ofi *o, struct fi_cq_data_entry *entries, f
     if (polite) {
         if (atomic_load_explicit(&o->senders, memory_order_relaxed) ||
             pthread_mutex_trylock(&o->lock) != 0)
-            return -FI_EAGAIN;
+            return -FI_EBUSY;
     } else {
         xtq__mutex_lock(&o->lock);
     }
