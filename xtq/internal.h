@@ -58,7 +58,7 @@ enum xtq__subsys { XTQ__SUBSYS_LIST(XTQ__SUBSYS_ENUM_) XTQ__SUBSYS_COUNT };
 
 /* Per-subsystem threshold: a message is printed when level <= threshold.
  * Filled from XTQ_LOG_LEVEL / XTQ_LOG_SUBSYS on first use. */
-extern int xtq__log_threshold[XTQ__SUBSYS_COUNT];
+extern _Atomic int xtq__log_threshold[XTQ__SUBSYS_COUNT]; /* read by any thread */
 void xtq__log_init(void);
 void xtq__log_emit(enum xtq__subsys subsys, enum xtq__log_level level, const char *file,
                    int line, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
