@@ -149,12 +149,12 @@ if want ctest; then
 fi
 if want mutex; then
   stage "data-path locks: XTQ_MUTEX spin vs adaptive (5 alternating rounds)"
-  # Look at the "median per kind" lines: adaptive/spin for rtt_* should be
+  # Look at the "median per value" lines: B/A (adaptive/spin) for rtt_* should be
   # <= 1.0 and for rate_* >= 1.0 to prefer the adaptive mutex.
   BUILD=0 ROUNDS=${MUTEX_ROUNDS:-5} ITERS=5000 SIZES=64,4K RATE=1 RATE_ITERS=${RATE_ITERS:-20000} \
     MACHINE=gpu-host MPIRUN="mpirun" timeout 300 "$ROOT/bench/mutex_compare.sh" $B \
     >$W/cpu/mutex_run.txt 2>&1
-  echo "rc=$?"; sed -n '/^# median per kind/,$p' $W/cpu/mutex_run.txt
+  echo "rc=$?"; sed -n '/^# median per value/,$p' $W/cpu/mutex_run.txt
   cp "$ROOT/bench/results/gpu-host/mutex.txt" $W/cpu/mutex.txt 2>/dev/null
   pack
 fi
