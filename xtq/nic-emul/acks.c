@@ -39,7 +39,9 @@ void xtq__ack_send(struct xtq__engine *e, int dest, uint64_t seq, int status)
     xtq_ctx_t *ctx = e->ctx;
     xtq__wire_hdr_init(&hdr, XTQ__MSG_ACK, ctx->job_key, (uint32_t)ctx->rank, seq);
     hdr.status = status;
-    if (!atomic_load(&e->acks_pending) && e->ofi.inject_size >= sizeof(hdr)) {
+    /* Sent here, from whichever thread acknowledges, unless the progress
+     * thread owns the endpoint (XTQ_ENDPOINT_OWNER=progress). */
+    if (!e->owner_only && !atomic_load(&e->acks_pending) && e->ofi.inject_size >= sizeof(hdr)) {
         if (xtq__ofi_inject(&e->ofi, &hdr, sizeof(hdr), dest) == 0) {
             XTQ__STAT_INC(ctx, acks_sent);
             xtq__bell_ring(e, dest);

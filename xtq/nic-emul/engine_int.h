@@ -58,7 +58,25 @@ struct rx_task {
     _Alignas(16) uint8_t scratch[256]; /* kernel arguments that landed misaligned */
 };
 
-enum slot_state { SLOT_BUSY = 1u << 0, SLOT_LOCAL = 1u << 1, SLOT_ACKED = 1u << 2 };
+/* SLOT_TXQ: in the send queue (XTQ_ENDPOINT_OWNER=progress): not reused
+ * until the progress thread has taken it out, even if it completed. */
+enum slot_state {
+    SLOT_BUSY = 1u << 0,
+    SLOT_LOCAL = 1u << 1,
+    SLOT_ACKED = 1u << 2,
+    SLOT_TXQ = 1u << 3,
+};
+
+/* A multi-producer, single-consumer queue (D. Vyukov's intrusive one):
+ * any thread pushes without a lock; whoever holds the progress turn pops. */
+struct mpsc_node {
+    _Atomic(struct mpsc_node *) next;
+};
+struct mpsc {
+    _Atomic(struct mpsc_node *) head; /* producers */
+    struct mpsc_node *tail;           /* consumer */
+    struct mpsc_node stub;
+};
 
 /* One put in flight: the initiator's window holds XTQ_PUT_WINDOW per target. */
 struct put_slot {
@@ -73,6 +91,13 @@ struct put_slot {
     bool detach_at_local;
     uint8_t *stage; /* wire header (+ command when gathered here) */
     size_t stage_cap;
+    /* The send, as xtq__slot_send() makes it: kept in the slot so that the
+     * progress thread can make it for the caller (XTQ_ENDPOINT_OWNER). */
+    struct iovec iov[5];
+    uint8_t niov;
+    bool eager; /* injected: stage holds the whole message */
+    size_t total;
+    struct mpsc_node txq;
 };
 
 /* Liveness probes are ACK headers with these reserved sequence numbers
@@ -121,6 +146,13 @@ struct xtq__engine {
     /* target.c */
     struct rx_region *regions;
     unsigned nregions;
+
+    /* XTQ_ENDPOINT_OWNER=progress: only the progress thread (or, in manual
+     * mode, whoever progresses) uses the endpoint; puts wait in txq, acks
+     * in the ack queue, reposts as needs_post. */
+    bool owner_only;
+    struct mpsc txq;
+    struct put_slot *tx_retry; /* popped, refused with -FI_EAGAIN: first next time */
 
     /* initiator.c */
     pthread_mutex_t put_lock;
@@ -177,6 +209,10 @@ void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr);
 void xtq__puts_fail_peer(struct xtq__engine *e, int r, int status);
 /* Complete every put still pending, keeping an earlier error (stop). */
 void xtq__puts_fail_all(struct xtq__engine *e, int status);
+/* XTQ_ENDPOINT_OWNER=progress, in a progress turn: send the queued puts;
+ * returns how many left the queue. Stop: forget them (already failed). */
+int xtq__txq_flush(struct xtq__engine *e);
+void xtq__txq_drop(struct xtq__engine *e);
 
 /* ---- target.c ----------------------------------------------------------- */
 /* Allocate, register with the agents and post the receive regions. */

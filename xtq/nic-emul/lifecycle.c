@@ -81,6 +81,10 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     pthread_mutex_init(&e->progress_lock, NULL); /* only ever tried */
     xtq__mutex_init(&e->ack_lock);
     xtq__mutex_init(&e->live_lock);
+    e->owner_only = strcmp(xtq__param_string(XTQ__PARAM_XTQ_ENDPOINT_OWNER), "progress") == 0;
+    atomic_init(&e->txq.head, &e->txq.stub);
+    atomic_init(&e->txq.stub.next, NULL);
+    e->txq.tail = &e->txq.stub;
 
     if (!provider || !*provider || strcmp(provider, "auto") == 0)
         provider = (bs->same_host) ? "shm" : "tcp";
@@ -135,9 +139,10 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
         goto err_engine;
     free(blob);
     free(all);
-    xtq_info(ENGINE, "rank %d: engine on %s, %u regions of %zu bytes, window %u, %s progress",
+    xtq_info(ENGINE,
+             "rank %d: engine on %s, %u regions of %zu bytes, window %u, %s progress, endpoint %s",
              ctx->rank, e->ofi.prov_name, e->nregions, e->regions[0].len, e->window,
-             e->manual ? "manual" : "thread");
+             e->manual ? "manual" : "thread", e->owner_only ? "owned by progress" : "shared");
     *out = e;
     return 0;
 
@@ -166,8 +171,9 @@ void xtq__engine_stop(struct xtq__engine *e)
         xtq__wakeup_interrupt(e);
         pthread_join(e->thread, NULL);
     }
-    /* Fail what never completed. */
+    /* Fail what never completed, and forget the sends still queued. */
     xtq__puts_fail_all(e, -XTQ_EFINALIZED);
+    xtq__txq_drop(e);
     /* Backlogged commands never ran. */
     xtq__backlog_drop(e);
     xtq__acks_drop(e);

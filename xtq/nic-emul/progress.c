@@ -89,6 +89,8 @@ static int progress_locked(struct xtq__engine *e, bool polite)
     int n = 0, rc;
     bool drained;
     xtq__regions_repost(e);
+    if (e->owner_only)
+        n += xtq__txq_flush(e);
     n += xtq__acks_flush(e);
     n += xtq__backlog_drain(e);
     rc = cq_poll(e, polite, &drained);
@@ -106,9 +108,17 @@ static int progress_locked(struct xtq__engine *e, bool polite)
 
 /* One turn. `polite`: the progress thread's busy poll, which leaves the
  * endpoint to a thread waiting to send rather than contend for it. */
+/* The engine whose progress thread this is (NULL on any other thread). */
+static _Thread_local struct xtq__engine *progress_thread_of;
+
 static int engine_turn(struct xtq__engine *e, bool polite)
 {
     int n;
+    /* XTQ_ENDPOINT_OWNER=progress: the progress thread alone uses the
+     * endpoint; a waiting thread leaves it alone (it woke the thread when
+     * it queued work). */
+    if (e->owner_only && progress_thread_of != e && e->thread_started)
+        return 0;
     /* Another thread is progressing: that is progress too. */
     if (pthread_mutex_trylock(&e->progress_lock) != 0)
         return 0;
@@ -172,6 +182,7 @@ static void *progress_main(void *arg)
     uint64_t spin_ns = e->progress_spin_ns;
     uint64_t last = xtq__now_ns();
 
+    progress_thread_of = e;
     place_thread(e);
     while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
         int n = engine_turn(e, true);

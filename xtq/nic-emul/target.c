@@ -39,10 +39,17 @@ static int region_post(struct rx_region *r)
 
 void xtq__region_put(struct rx_region *r)
 {
+    struct xtq__engine *e = r->e;
     if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1) {
         atomic_store_explicit(&r->refs, 1, memory_order_relaxed);
-        if (!atomic_load(&r->e->stop))
+        if (atomic_load(&e->stop))
+            return;
+        if (e->owner_only) { /* the progress thread reposts it */
+            atomic_store(&r->needs_post, 1);
+            xtq__engine_wake(e);
+        } else {
             region_post(r);
+        }
     }
 }
 
