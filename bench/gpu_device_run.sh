@@ -13,6 +13,9 @@
 #     XTQ_MUTEX=spin against adaptive: bench/mutex_compare.sh, round trip
 #     and message rate alternating (issue 10: keep adaptive where it
 #     measures the same or better)
+#  8. (stage "owner", not in the default list) who owns the endpoint,
+#     XTQ_ENDPOINT_OWNER=shared against progress: bench/ab_compare.sh,
+#     round trip, message rate and the target's process CPU alternating
 # STAGES (default "build gpu san gpurtt gpubench cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -156,6 +159,20 @@ if want mutex; then
     >$W/cpu/mutex_run.txt 2>&1
   echo "rc=$?"; sed -n '/^# median per value/,$p' $W/cpu/mutex_run.txt
   cp "$ROOT/bench/results/gpu-host/mutex.txt" $W/cpu/mutex.txt 2>/dev/null
+  pack
+fi
+if want owner; then
+  stage "endpoint owner: XTQ_ENDPOINT_OWNER shared vs progress (5 alternating rounds)"
+  # Look at the "median per value" lines, B/A = progress/shared: rtt_* and
+  # *_proc_cpu below 1.0 and rate_* above 1.0 favour the single owner (the
+  # progress thread alone on the endpoint); the default stays shared unless
+  # progress wins the round trip and the window-32 rates (issue 10).
+  BUILD=0 VAR=XTQ_ENDPOINT_OWNER A=shared B=progress NAME=endpoint_owner \
+    ROUNDS=${OWNER_ROUNDS:-5} ITERS=5000 SIZES=64,4K RATE=1 RATE_ITERS=${RATE_ITERS:-20000} \
+    MACHINE=gpu-host MPIRUN="mpirun" timeout 400 "$ROOT/bench/ab_compare.sh" $B \
+    >$W/cpu/owner_run.txt 2>&1
+  echo "rc=$?"; sed -n '/^# median per value/,$p' $W/cpu/owner_run.txt
+  cp "$ROOT/bench/results/gpu-host/endpoint_owner.txt" $W/cpu/endpoint_owner.txt 2>/dev/null
   pack
 fi
 stage done
