@@ -203,8 +203,17 @@ static int task_enqueue(struct xtq__engine *e, struct rx_task *t)
         .cookie = t,
         .trace_key = XTQ_TRACE_KEY(src, seq),
     };
+    /* A backlogged task is retried every turn while its queue is full:
+     * find that out from the indices before taking the live-list lock
+     * (twice: add, then remove again). */
+    uint64_t w = atomic_load_explicit(q->write_index, memory_order_relaxed);
+    uint64_t r = atomic_load_explicit(q->read_index, memory_order_acquire);
+    if (r <= w && w - r >= q->size) { /* r > w: w was stale, try */
+        rc = -XTQ_EAGAIN;
+        goto out;
+    }
     /* Counted live before the agent can retire it; undone if the queue
-     * turns out to be full (the backlog keeps it). */
+     * turns out to be full after all (the backlog keeps it). */
     live_add(e, t);
     atomic_fetch_add_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
     rc = q->agent->ops->enqueue(q, &d);
