@@ -1,0 +1,41 @@
+# apps/cntk-shim: the shim's tests (label coll) and the trainer's (label
+# train), all also integration so the README's test command runs them.
+# Sources live beside the app in apps/cntk-shim/tests/.
+if(NOT TARGET xtq_shim OR NOT MPIEXEC_EXECUTABLE)
+  return()
+endif()
+set(shim_tests ${PROJECT_SOURCE_DIR}/apps/cntk-shim/tests)
+
+add_executable(test_shim ${shim_tests}/test_shim.c)
+target_compile_options(test_shim PRIVATE ${XTQ_WARNINGS} -Wno-missing-prototypes)
+target_link_libraries(test_shim PRIVATE xtq_shim xtq_test_harness)
+if(XTQ_HAVE_CUDA)
+  target_compile_definitions(test_shim PRIVATE XTQ_SHIM_TEST_CUDA=1)
+  target_link_libraries(test_shim PRIVATE CUDA::cudart_static)
+endif()
+xtq_test_cases_of(shim_cases ${shim_tests}/test_shim.c)
+foreach(c IN LISTS shim_cases)
+  add_test(NAME shim.${c} COMMAND test_shim ${c})
+  set_tests_properties(shim.${c} PROPERTIES LABELS "coll;integration" SKIP_RETURN_CODE 77
+                       TIMEOUT 120)
+  foreach(np 2 3)
+    add_test(NAME shim.${c}.np${np} COMMAND ${XTQ_MPIRUN} -np ${np} $<TARGET_FILE:test_shim> ${c})
+    set_tests_properties(shim.${c}.np${np} PROPERTIES LABELS "coll;integration"
+                         SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL TRUE)
+  endforeach()
+endforeach()
+
+# The trainer on a small IDX set the test writes itself: 1 rank and 2
+# ranks agree, it learns, and corrupt or missing files stop every rank
+# with the file's name and what to install.
+string(REPLACE ";" " " shim_mpirun "${XTQ_MPIRUN}")
+add_test(NAME train.ci COMMAND bash ${shim_tests}/train_ci.sh $<TARGET_FILE_DIR:xtq_train>)
+set_tests_properties(train.ci PROPERTIES LABELS "train;integration" TIMEOUT 600 RUN_SERIAL TRUE
+                     ENVIRONMENT "XTQ_MPIRUN=${shim_mpirun}")
+
+# The PyTorch DDP hook against DDP's own gloo (SKIPs without python3-torch).
+find_program(XTQ_SYSTEM_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+add_test(NAME train.ddp_hook COMMAND bash ${shim_tests}/ddp_ci.sh $<TARGET_FILE_DIR:xtq_train>)
+set_tests_properties(train.ddp_hook PROPERTIES LABELS "train;integration" TIMEOUT 600
+                     RUN_SERIAL TRUE SKIP_RETURN_CODE 77
+                     ENVIRONMENT "XTQ_MPIRUN=${shim_mpirun};PYTHON3=${XTQ_SYSTEM_PYTHON3}")
