@@ -32,10 +32,10 @@ static enum xtq_datatype half_type_of(MPI_Datatype dt)
     return dt == half_types[1] ? XTQ_DT_BFLOAT16 : XTQ_DT_FLOAT16;
 }
 
-#define HALF_FN(name, xop)                                                                    \
-    static void name(void *in, void *inout, int *len, MPI_Datatype *dt)                       \
-    {                                                                                         \
-        xtq_reduce_local(xop, half_type_of(*dt), inout, in, (size_t)*len);                    \
+#define HALF_FN(name, xop)                                                                         \
+    static void name(void *in, void *inout, int *len, MPI_Datatype *dt)                            \
+    {                                                                                              \
+        xtq_reduce_local(xop, half_type_of(*dt), inout, in, (size_t)*len);                         \
     }
 HALF_FN(half_sum, XTQ_OP_SUM)
 HALF_FN(half_prod, XTQ_OP_PROD)
@@ -46,31 +46,56 @@ static MPI_User_function *const half_fns[4] = {half_sum, half_prod, half_max, ha
 static MPI_Datatype mpi_type(enum xtq_datatype t)
 {
     switch (t) {
-    case XTQ_DT_INT8: return MPI_INT8_T;
-    case XTQ_DT_UINT8: return MPI_UINT8_T;
-    case XTQ_DT_INT16: return MPI_INT16_T;
-    case XTQ_DT_UINT16: return MPI_UINT16_T;
-    case XTQ_DT_INT32: return MPI_INT32_T;
-    case XTQ_DT_UINT32: return MPI_UINT32_T;
-    case XTQ_DT_INT64: return MPI_INT64_T;
-    case XTQ_DT_UINT64: return MPI_UINT64_T;
-    case XTQ_DT_FLOAT16: return half_types[0];
-    case XTQ_DT_BFLOAT16: return half_types[1];
-    case XTQ_DT_FLOAT: return MPI_FLOAT;
-    case XTQ_DT_DOUBLE: return MPI_DOUBLE;
-    case XTQ_DT_LONG_DOUBLE: return MPI_LONG_DOUBLE;
-    case XTQ_DT_C_FLOAT_COMPLEX: return MPI_C_FLOAT_COMPLEX;
-    case XTQ_DT_C_DOUBLE_COMPLEX: return MPI_C_DOUBLE_COMPLEX;
-    case XTQ_DT_C_LONG_DOUBLE_COMPLEX: return MPI_C_LONG_DOUBLE_COMPLEX;
-    case XTQ_DT_BOOL: return MPI_C_BOOL;
-    case XTQ_DT_BYTE: return MPI_BYTE;
-    case XTQ_DT_FLOAT_INT: return MPI_FLOAT_INT;
-    case XTQ_DT_DOUBLE_INT: return MPI_DOUBLE_INT;
-    case XTQ_DT_LONG_INT: return MPI_LONG_INT;
-    case XTQ_DT_2INT: return MPI_2INT;
-    case XTQ_DT_SHORT_INT: return MPI_SHORT_INT;
-    case XTQ_DT_LONG_DOUBLE_INT: return MPI_LONG_DOUBLE_INT;
-    default: return MPI_DATATYPE_NULL;
+    case XTQ_DT_INT8:
+        return MPI_INT8_T;
+    case XTQ_DT_UINT8:
+        return MPI_UINT8_T;
+    case XTQ_DT_INT16:
+        return MPI_INT16_T;
+    case XTQ_DT_UINT16:
+        return MPI_UINT16_T;
+    case XTQ_DT_INT32:
+        return MPI_INT32_T;
+    case XTQ_DT_UINT32:
+        return MPI_UINT32_T;
+    case XTQ_DT_INT64:
+        return MPI_INT64_T;
+    case XTQ_DT_UINT64:
+        return MPI_UINT64_T;
+    case XTQ_DT_FLOAT16:
+        return half_types[0];
+    case XTQ_DT_BFLOAT16:
+        return half_types[1];
+    case XTQ_DT_FLOAT:
+        return MPI_FLOAT;
+    case XTQ_DT_DOUBLE:
+        return MPI_DOUBLE;
+    case XTQ_DT_LONG_DOUBLE:
+        return MPI_LONG_DOUBLE;
+    case XTQ_DT_C_FLOAT_COMPLEX:
+        return MPI_C_FLOAT_COMPLEX;
+    case XTQ_DT_C_DOUBLE_COMPLEX:
+        return MPI_C_DOUBLE_COMPLEX;
+    case XTQ_DT_C_LONG_DOUBLE_COMPLEX:
+        return MPI_C_LONG_DOUBLE_COMPLEX;
+    case XTQ_DT_BOOL:
+        return MPI_C_BOOL;
+    case XTQ_DT_BYTE:
+        return MPI_BYTE;
+    case XTQ_DT_FLOAT_INT:
+        return MPI_FLOAT_INT;
+    case XTQ_DT_DOUBLE_INT:
+        return MPI_DOUBLE_INT;
+    case XTQ_DT_LONG_INT:
+        return MPI_LONG_INT;
+    case XTQ_DT_2INT:
+        return MPI_2INT;
+    case XTQ_DT_SHORT_INT:
+        return MPI_SHORT_INT;
+    case XTQ_DT_LONG_DOUBLE_INT:
+        return MPI_LONG_DOUBLE_INT;
+    default:
+        return MPI_DATATYPE_NULL;
     }
 }
 
@@ -83,19 +108,32 @@ static MPI_Op mpi_op(enum xtq_op op, enum xtq_datatype t)
         return MPI_OP_NULL;
     }
     switch (op) {
-    case XTQ_OP_SUM: return MPI_SUM;
-    case XTQ_OP_PROD: return MPI_PROD;
-    case XTQ_OP_MAX: return MPI_MAX;
-    case XTQ_OP_MIN: return MPI_MIN;
-    case XTQ_OP_LAND: return MPI_LAND;
-    case XTQ_OP_LOR: return MPI_LOR;
-    case XTQ_OP_LXOR: return MPI_LXOR;
-    case XTQ_OP_BAND: return MPI_BAND;
-    case XTQ_OP_BOR: return MPI_BOR;
-    case XTQ_OP_BXOR: return MPI_BXOR;
-    case XTQ_OP_MAXLOC: return MPI_MAXLOC;
-    case XTQ_OP_MINLOC: return MPI_MINLOC;
-    default: return MPI_OP_NULL; /* REPLACE and NO_OP are not reductions */
+    case XTQ_OP_SUM:
+        return MPI_SUM;
+    case XTQ_OP_PROD:
+        return MPI_PROD;
+    case XTQ_OP_MAX:
+        return MPI_MAX;
+    case XTQ_OP_MIN:
+        return MPI_MIN;
+    case XTQ_OP_LAND:
+        return MPI_LAND;
+    case XTQ_OP_LOR:
+        return MPI_LOR;
+    case XTQ_OP_LXOR:
+        return MPI_LXOR;
+    case XTQ_OP_BAND:
+        return MPI_BAND;
+    case XTQ_OP_BOR:
+        return MPI_BOR;
+    case XTQ_OP_BXOR:
+        return MPI_BXOR;
+    case XTQ_OP_MAXLOC:
+        return MPI_MAXLOC;
+    case XTQ_OP_MINLOC:
+        return MPI_MINLOC;
+    default:
+        return MPI_OP_NULL; /* REPLACE and NO_OP are not reductions */
     }
 }
 

@@ -42,13 +42,13 @@ struct arena {
 
 /* One back-end collective. */
 struct shim_op {
-    void *send, *recv;   /* what the back-end reduces */
-    size_t count;        /* elements */
+    void *send, *recv; /* what the back-end reduces */
+    size_t count;      /* elements */
     enum xtq_datatype type;
     enum xtq_shim_mem mem; /* memory kind the back-end sees */
-    void *dev_out;       /* staged: device destination of recv's result */
-    size_t index;        /* the buffer it reduces (group < 0) */
-    int group;           /* pack group, or -1 */
+    void *dev_out;         /* staged: device destination of recv's result */
+    size_t index;          /* the buffer it reduces (group < 0) */
+    int group;             /* pack group, or -1 */
 };
 
 /* Small buffers of one type and memory kind, packed together. */
@@ -127,10 +127,23 @@ static int parse_size(const char *s, size_t *out)
     if (errno || end == s || v < 0)
         return -XTQ_EINVAL;
     switch (*end) {
-    case 'k': case 'K': v <<= 10; end++; break;
-    case 'm': case 'M': v <<= 20; end++; break;
-    case 'g': case 'G': v <<= 30; end++; break;
-    default: break;
+    case 'k':
+    case 'K':
+        v <<= 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        v <<= 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        v <<= 30;
+        end++;
+        break;
+    default:
+        break;
     }
     if (*end)
         return -XTQ_EINVAL;
@@ -140,8 +153,7 @@ static int parse_size(const char *s, size_t *out)
 
 static int parse_bool(const char *s, int *out)
 {
-    if (!strcmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "on") ||
-        !strcasecmp(s, "yes"))
+    if (!strcmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "on") || !strcasecmp(s, "yes"))
         *out = 1;
     else if (!strcmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "off") ||
              !strcasecmp(s, "no"))
@@ -191,8 +203,7 @@ static int exchange_host_ids(xtq_shim_comm_t *comm)
         snprintf(me->host_id, sizeof(me->host_id), "unknown");
     me->host_id[sizeof(me->host_id) - 1] = '\0';
     shim_breq_t req;
-    int rc = be->ops->iallreduce(be, w, w, bytes, XTQ_DT_BYTE, XTQ_OP_BOR, XTQ_SHIM_MEM_HOST,
-                                 &req);
+    int rc = be->ops->iallreduce(be, w, w, bytes, XTQ_DT_BYTE, XTQ_OP_BOR, XTQ_SHIM_MEM_HOST, &req);
     if (rc == 0)
         rc = be->ops->waitall(be, &req, 1);
     if (rc != 0) {
@@ -465,8 +476,7 @@ static int check_collective(xtq_shim_comm_t *comm, uint64_t sig, int local_rc)
     struct shim_backend *be = comm->be;
     uint64_t v[3] = {sig, ~sig, local_rc ? 1 : 0};
     shim_breq_t req;
-    int rc = be->ops->iallreduce(be, v, v, 3, XTQ_DT_UINT64, XTQ_OP_MAX, XTQ_SHIM_MEM_HOST,
-                                 &req);
+    int rc = be->ops->iallreduce(be, v, v, 3, XTQ_DT_UINT64, XTQ_OP_MAX, XTQ_SHIM_MEM_HOST, &req);
     if (rc == 0)
         rc = be->ops->waitall(be, &req, 1);
     if (rc != 0)
@@ -540,11 +550,12 @@ static int plan(xtq_shim_handle_t *h, enum xtq_op op, uint64_t *sig)
         bool staged = in->mem == XTQ_SHIM_MEM_CUDA && !device_ok;
         if (bytes < comm->pack_bytes) {
             size_t g = 0;
-            while (g < h->ngroups && !(h->groups[g].type == in->type && h->groups[g].mem == in->mem))
+            while (g < h->ngroups &&
+                   !(h->groups[g].type == in->type && h->groups[g].mem == in->mem))
                 g++;
             if (g == h->ngroups) {
-                h->groups[g] = (struct shim_group){.type = in->type, .mem = in->mem,
-                                                    .staged = staged};
+                h->groups[g] =
+                    (struct shim_group){.type = in->type, .mem = in->mem, .staged = staged};
                 h->ngroups++;
             }
             h->group_of[i] = (int)g;
@@ -554,8 +565,13 @@ static int plan(xtq_shim_handle_t *h, enum xtq_op op, uint64_t *sig)
             continue;
         }
         struct shim_op *o = &h->ops[h->nops++];
-        *o = (struct shim_op){.send = in->data, .recv = out->data, .count = in->count,
-                              .type = in->type, .mem = in->mem, .index = i, .group = -1};
+        *o = (struct shim_op){.send = in->data,
+                              .recv = out->data,
+                              .count = in->count,
+                              .type = in->type,
+                              .mem = in->mem,
+                              .index = i,
+                              .group = -1};
         if (staged) {
             /* D2H into pinned memory, reduce there in place, H2D back. */
             o->send = o->recv = (void *)(uintptr_t)need[ARENA_PINNED];
@@ -570,12 +586,13 @@ static int plan(xtq_shim_handle_t *h, enum xtq_op op, uint64_t *sig)
         struct shim_group *gr = &h->groups[g];
         size_t bytes = gr->count * xtq_datatype_size(gr->type);
         enum arena_kind k = gr->mem == XTQ_SHIM_MEM_HOST ? ARENA_HOST
-                            : gr->staged               ? ARENA_PINNED
-                                                       : ARENA_DEVICE;
+                            : gr->staged                 ? ARENA_PINNED
+                                                         : ARENA_DEVICE;
         gr->offset = need[k];
         need[k] = align_up(need[k] + bytes, 64);
         struct shim_op *o = &h->ops[h->nops++];
-        *o = (struct shim_op){.send = (void *)(uintptr_t)gr->offset, .count = gr->count,
+        *o = (struct shim_op){.send = (void *)(uintptr_t)gr->offset,
+                              .count = gr->count,
                               .type = gr->type,
                               .mem = gr->staged ? XTQ_SHIM_MEM_HOST : gr->mem,
                               .group = (int)g};
@@ -586,14 +603,18 @@ static int plan(xtq_shim_handle_t *h, enum xtq_op op, uint64_t *sig)
     for (int k = 0; k < 3; k++)
         if ((rc = arena_reserve(&h->arena[k], (enum arena_kind)k, need[k])) != 0)
             return seterr(comm, rc, "cannot allocate %zu bytes of %s scratch", need[k],
-                          k == ARENA_HOST ? "host" : k == ARENA_PINNED ? "pinned" : "device");
+                          k == ARENA_HOST     ? "host"
+                          : k == ARENA_PINNED ? "pinned"
+                                              : "device");
     /* Offsets become addresses. */
     for (size_t j = 0; j < h->nops; j++) {
         struct shim_op *o = &h->ops[j];
         int k = -1;
         if (o->group >= 0) {
             struct shim_group *gr = &h->groups[o->group];
-            k = gr->mem == XTQ_SHIM_MEM_HOST ? ARENA_HOST : gr->staged ? ARENA_PINNED : ARENA_DEVICE;
+            k = gr->mem == XTQ_SHIM_MEM_HOST ? ARENA_HOST
+                : gr->staged                 ? ARENA_PINNED
+                                             : ARENA_DEVICE;
         } else if (o->dev_out) {
             k = ARENA_PINNED;
         }
@@ -814,8 +835,8 @@ int xtq_shim_allreduce(xtq_shim_comm_t *comm, const void *send, void *recv, size
         return -XTQ_EINVAL;
     if ((unsigned)op >= XTQ_OP_COUNT || op == XTQ_OP_REPLACE || op == XTQ_OP_NO_OP)
         return seterr(comm, -XTQ_EINVAL, "%s is not an allreduce operation", xtq_op_name(op));
-    xtq_shim_buf_t in = {.data = (void *)(send ? send : recv), .count = count, .type = type,
-                         .mem = mem};
+    xtq_shim_buf_t in = {
+        .data = (void *)(send ? send : recv), .count = count, .type = type, .mem = mem};
     xtq_shim_buf_t out = {.data = recv, .count = count, .type = type, .mem = mem};
     xtq_shim_handle_t *h;
     uint64_t t0 = now_ns();

@@ -94,18 +94,14 @@ int shim__cuda_host_alloc(void **p, size_t bytes)
     return -XTQ_ENOSYS;
 }
 
-void shim__cuda_host_free(void *p)
-{
-}
+void shim__cuda_host_free(void *p) {}
 
 int shim__cuda_alloc(void **p, size_t bytes)
 {
     return -XTQ_ENOSYS;
 }
 
-void shim__cuda_free(void *p)
-{
-}
+void shim__cuda_free(void *p) {}
 
 int shim__cuda_copy_d2h(void *dst, const void *src, size_t bytes)
 {

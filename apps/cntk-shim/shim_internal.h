@@ -37,8 +37,7 @@ struct shim_backend_ops {
     /* 1 when the back-end can run here; else 0 and *why says why. */
     int (*available)(const char **why);
     /* Create the back-end (collective); fills rank and size. */
-    int (*open)(const xtq_shim_attr_t *attr, struct shim_backend **out, char *err,
-                size_t errlen);
+    int (*open)(const xtq_shim_attr_t *attr, struct shim_backend **out, char *err, size_t errlen);
     int (*close)(struct shim_backend *be);
     /* 1 when the back-end reduces `type` with `op` (the core already
      * checked xtq_reduce_supported). */

@@ -132,8 +132,7 @@ XTQ_SHIM_API size_t xtq_shim_size(const xtq_shim_comm_t *comm);
 XTQ_SHIM_API size_t xtq_shim_rank(const xtq_shim_comm_t *comm);
 
 /** All workers, ordered by global rank (CNTK's Workers()). */
-XTQ_SHIM_API const xtq_shim_worker_t *xtq_shim_workers(const xtq_shim_comm_t *comm,
-                                                       size_t *count);
+XTQ_SHIM_API const xtq_shim_worker_t *xtq_shim_workers(const xtq_shim_comm_t *comm, size_t *count);
 
 /** This worker (CNTK's CurrentWorker()). */
 XTQ_SHIM_API const xtq_shim_worker_t *xtq_shim_current_worker(const xtq_shim_comm_t *comm);
