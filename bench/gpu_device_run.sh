@@ -9,6 +9,10 @@
 #  5. CPU agent on 16 cores (issue 4): round trip x3, stage breakdown,
 #     message rate
 #  6. ctest unit + integration on 16 cores
+#  7. train (apps/cntk-shim, docs/training.md): xtq_train on the GPU and on
+#     1 and 4 CPU ranks per shim back-end, the shim's device-buffer test,
+#     and the PyTorch DDP hook against NCCL/gloo. Fashion-MNIST is carried
+#     under .carry/fashion-mnist (TRAIN_DATA overrides).
 # STAGES (default "build gpu san gpurtt gpubench cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -143,4 +147,45 @@ if want ctest; then
   echo "rc=$?"; grep -E "tests passed|\*\*\*Failed|\*\*\*Timeout" $W/ctest_all.txt | head -20
   pack
 fi
+if want train; then
+  TW=$W/train
+  mkdir -p $TW
+  DATA=${TRAIN_DATA:-$ROOT/.carry/fashion-mnist}
+  [ -f "$DATA/train-images-idx3-ubyte.gz" ] || DATA=/usr/share/datasets/fashion-mnist
+  TB=$B/apps/cntk-shim
+  EP=${TRAIN_EPOCHS:-10}
+  stage "train: data $DATA, $EP epochs"
+  if [ ! -f "$DATA/train-images-idx3-ubyte.gz" ]; then
+    echo "no Fashion-MNIST here: carry it (mkdir -p .carry/fashion-mnist; cp" \
+      "/usr/share/datasets/fashion-mnist/*.gz .carry/fashion-mnist/)"
+  else
+    (cd $B && timeout 120 ctest -R '^shim\.device_staged' --output-on-failure) \
+      >$TW/shim_device.txt 2>&1
+    echo "shim device test rc=$?"; grep -E "tests passed|Failed|SKIP" $TW/shim_device.txt | head
+    for be in ${TRAIN_BACKENDS:-mpi xtq}; do
+      for run in "cuda 1" "cpu 1" "cpu 4"; do
+        set -- $run
+        tag=${be}_$1_np$2
+        timeout ${TRAIN_T:-150} "${MPI[@]}" -np $2 -x XTQ_SHIM_BACKEND=$be $TB/xtq_train \
+          --data "$DATA" --device $1 --epochs $EP --progress off --csv $TW/$tag.csv >$TW/$tag.txt 2>&1
+        echo "$tag rc=$?"; grep -E "^ +$EP |final|SKIP|rank 0" $TW/$tag.txt | head -3
+      done
+      pack
+    done
+    PY=$(command -v python3)
+    if [ -n "$PY" ] && $PY -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+      NG=$($PY -c "import torch; print(torch.cuda.device_count())")
+      for comm in nccl shim; do
+        timeout ${TRAIN_T:-150} "${MPI[@]}" -np $NG -x PYTHONPATH=$TB $PY $TB/train_ddp.py \
+          --data "$DATA" --device cuda --comm $comm --epochs ${DDP_EPOCHS:-3} \
+          --csv $TW/ddp_$comm.csv >$TW/ddp_$comm.txt 2>&1
+        echo "ddp $comm ($NG GPUs) rc=$?"; grep -E "final|Error|error" $TW/ddp_$comm.txt | head -3
+      done
+    else
+      echo "ddp: no python3 with CUDA torch here"
+    fi
+  fi
+  pack
+fi
+
 stage done
