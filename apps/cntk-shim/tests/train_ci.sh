@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # xtq_train on small IDX sets written here (xtq_train_mkdata):
 #  1. 1 rank and 2 ranks follow the same math: per-epoch training losses
-#     agree to float summation order, and the model learns (>= 70%).
+#     agree to float summation order, also when each layer aggregates
+#     asynchronously during backward (--overlap), and the model learns
+#     (>= 70%).
 #  2. Bad data stops every rank with the file's name and the package to
 #     install, exit code 2, never a crash or a hang: missing, truncated,
 #     garbage, wrong magic, label out of range, count mismatch, absurd
@@ -24,14 +26,18 @@ timeout 120 $MPIRUN -np 1 "$BIN/xtq_train" "${ARGS[@]}" --csv "$W/np1.csv" >"$W/
   bad "1 rank: rc=$? $(tail -3 "$W/np1.txt")"
 timeout 120 $MPIRUN -np 2 "$BIN/xtq_train" "${ARGS[@]}" --csv "$W/np2.csv" >"$W/np2.txt" 2>&1 ||
   bad "2 ranks: rc=$? $(tail -3 "$W/np2.txt")"
+timeout 120 $MPIRUN -np 2 "$BIN/xtq_train" "${ARGS[@]}" --overlap --csv "$W/ov2.csv" \
+  >"$W/ov2.txt" 2>&1 || bad "2 ranks --overlap: rc=$? $(tail -3 "$W/ov2.txt")"
 cat "$W/np2.txt"
-if [ -s "$W/np1.csv" ] && [ -s "$W/np2.csv" ]; then
+if [ -s "$W/np1.csv" ] && [ -s "$W/np2.csv" ] && [ -s "$W/ov2.csv" ]; then
   # columns: backend,ranks,device,epoch,steps,train_loss,train_acc,test_loss,test_acc,...
-  paste -d, <(grep -v '^#' "$W/np1.csv" | tail -n +2) <(grep -v '^#' "$W/np2.csv" | tail -n +2) |
-    awk -F, '{ d = $6 - $19; if (d < 0) d = -d;
-               if (d > 1e-3 * $6) { printf "epoch %s: loss %s (1 rank) vs %s (2 ranks)\n", $4, $6, $19; bad = 1 }
-               else printf "epoch %s: loss %s (1 rank) vs %s (2 ranks): same\n", $4, $6, $19;
-               acc = $22 } END { exit bad }' && ok "1 and 2 ranks agree" || bad "1 and 2 ranks differ"
+  for other in np2 ov2; do
+    paste -d, <(grep -v '^#' "$W/np1.csv" | tail -n +2) <(grep -v '^#' "$W/$other.csv" | tail -n +2) |
+      awk -F, -v o=$other '{ d = $6 - $19; if (d < 0) d = -d;
+               if (d > 1e-3 * $6) { printf "epoch %s: loss %s (1 rank) vs %s (%s)\n", $4, $6, $19, o; bad = 1 }
+               else printf "epoch %s: loss %s (1 rank) vs %s (%s): same\n", $4, $6, $19, o }
+               END { exit bad }' && ok "1 rank and $other agree" || bad "1 rank and $other differ"
+  done
   acc=$(grep -v '^#' "$W/np2.csv" | tail -1 | cut -d, -f9)
   awk -v a="$acc" 'BEGIN { exit !(a >= 70) }' && ok "learns: $acc% test accuracy" ||
     bad "does not learn: $acc% test accuracy"

@@ -127,7 +127,7 @@ static double softmax_xent(const float *z, size_t k, unsigned y, float *p, int *
 }
 
 static int cpu_grad(void *state, const uint8_t *x, const uint8_t *y, size_t n, float scale,
-                    double *loss, size_t *correct)
+                    double *loss, size_t *correct, train_ready_fn ready, void *arg)
 {
     struct cpu_model *m = state;
     const mlp_shape_t *s = &m->s;
@@ -155,6 +155,8 @@ static int cpu_grad(void *state, const uint8_t *x, const uint8_t *y, size_t n, f
         for (size_t r = 0; r < n; r++)
             for (size_t j = 0; j < fo; j++)
                 gb[j] += d[r * fo + j];
+        if (ready)
+            ready(arg, l);
         if (l == 0)
             break;
         float *dp = m->delta[(L - l) & 1];

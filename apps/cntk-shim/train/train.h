@@ -57,6 +57,9 @@ int mlp_shape_init(mlp_shape_t *s, size_t inputs, const size_t *hidden, size_t n
 /* He-uniform weights, zero biases, from `seed` (every rank the same). */
 void mlp_init_params(const mlp_shape_t *s, uint64_t seed, float *params);
 
+/* Called by a device when layer `layer`'s gradients are ready. */
+typedef void (*train_ready_fn)(void *arg, size_t layer);
+
 /* One model on one device. */
 struct device_ops {
     const char *name;
@@ -69,10 +72,13 @@ struct device_ops {
      * Gradients of the loss summed over `n` samples, times `scale`
      * (1 / global batch), into the gradient buffers (overwritten). Adds the
      * samples' loss to *loss and their correct predictions to *correct.
-     * Returns with the gradients ready for the shim.
+     * Returns with the gradients ready for the shim. When `ready` is not
+     * NULL it is called as soon as layer l's two tensors (grad_bufs entries
+     * 2l and 2l + 1) are ready, last layer first, so their aggregation can
+     * start while earlier layers are computed.
      */
     int (*grad)(void *state, const uint8_t *x, const uint8_t *y, size_t n, float scale,
-                double *loss, size_t *correct);
+                double *loss, size_t *correct, train_ready_fn ready, void *arg);
     /* The gradient tensors, one per weight and bias, as shim buffers. */
     size_t (*grad_bufs)(void *state, xtq_shim_buf_t *bufs);
     /* v = momentum * v + g; w -= lr * v. */

@@ -37,7 +37,7 @@ struct options {
     double lr, momentum;
     uint64_t seed;
     int progress; /* -1 auto, 0 off, 1 on */
-    int quiet;
+    int quiet, overlap;
 };
 
 static double now_s(void)
@@ -63,6 +63,8 @@ static void usage(FILE *f)
                "  --steps N         at most N steps per epoch (default: the whole set)\n"
                "  --train-limit N   use the first N training images\n"
                "  --test-limit N    evaluate on the first N test images\n"
+               "  --overlap         start each layer's aggregation (asynchronous) as soon as\n"
+               "                    its gradients exist, while earlier layers are computed\n"
                "  --csv PATH        per-epoch rows (rank 0)\n"
                "  --progress MODE   auto (on a terminal), on or off\n"
                "  --quiet           only errors and the final line\n");
@@ -93,6 +95,7 @@ static int parse_args(int argc, char **argv, struct options *o)
                                              {"steps", required_argument, 0, 'S'},
                                              {"train-limit", required_argument, 0, 'T'},
                                              {"test-limit", required_argument, 0, 't'},
+                                             {"overlap", no_argument, 0, 'o'},
                                              {"csv", required_argument, 0, 'c'},
                                              {"progress", required_argument, 0, 'p'},
                                              {"quiet", no_argument, 0, 'q'},
@@ -293,6 +296,27 @@ static void progress_bar(size_t epoch, size_t epochs, size_t step, size_t steps,
     fflush(stdout);
 }
 
+/* --overlap: each layer's tensors start aggregating when the device says
+ * they are ready; the step waits for all before the update. */
+struct overlap {
+    struct run *r;
+    xtq_shim_buf_t *bufs;
+    xtq_shim_handle_t *h[MLP_MAX_LAYERS];
+    size_t nh;
+    double t_start; /* seconds spent starting aggregates */
+};
+
+static void layer_ready(void *arg, size_t layer)
+{
+    struct overlap *ov = arg;
+    double t0 = now_s();
+    int rc = xtq_shim_aggregate_async(ov->r->comm, &ov->bufs[2 * layer], NULL, 2, &ov->h[ov->nh]);
+    if (rc != 0)
+        die_shim(ov->r, rc, "starting an aggregate");
+    ov->nh++;
+    ov->t_start += now_s() - t0;
+}
+
 int main(int argc, char **argv)
 {
     struct options o;
@@ -417,19 +441,29 @@ int main(int argc, char **argv)
                 memcpy(xb + (i - lo) * pixels, train.images + (size_t)perm[i] * pixels, pixels);
                 yb[i - lo] = train.labels[perm[i]];
             }
+            struct overlap ov = {.r = &r, .bufs = bufs};
             double t0 = now_s();
-            if (dev->grad(model, xb, yb, hi - lo, 1.0f / (float)gb, &loss, &correct) != 0) {
+            if (dev->grad(model, xb, yb, hi - lo, 1.0f / (float)gb, &loss, &correct,
+                          o.overlap ? layer_ready : NULL, &ov) != 0) {
                 fprintf(stderr, "xtq_train: rank %zu: gradient computation failed\n", r.rank);
                 return 1;
             }
             double t1 = now_s();
-            if ((rc = xtq_shim_aggregate_in_place(r.comm, bufs, nbufs)) != 0)
+            if (o.overlap) {
+                /* Oldest first: the order every rank started them in. */
+                for (size_t i = 0; i < ov.nh; i++)
+                    if ((rc = xtq_shim_wait(ov.h[i])) != 0)
+                        die_shim(&r, rc, "waiting for gradients");
+                /* Starting them was aggregation, not computing. */
+                t0 += ov.t_start;
+            } else if ((rc = xtq_shim_aggregate_in_place(r.comm, bufs, nbufs)) != 0) {
                 die_shim(&r, rc, "aggregating gradients");
+            }
             double t2 = now_s();
             dev->update(model, (float)o.lr, (float)o.momentum);
             double t3 = now_s();
             t_compute += (t1 - t0) + (t3 - t2);
-            t_aggr += t2 - t1;
+            t_aggr += t2 - t1 + ov.t_start;
             seen += hi - lo;
             if (show_bar && (step % 16 == 0 || step + 1 == steps))
                 progress_bar(epoch, o.epochs, step + 1, steps, seen ? loss / (double)seen : 0);
