@@ -49,7 +49,7 @@ set_target_properties(xtq_train PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${XTQ_SHIM_O
 if(XTQ_HAVE_CUDA)
   set_target_properties(xtq_train PROPERTIES CUDA_STANDARD 17 LINKER_LANGUAGE CUDA)
   target_compile_options(xtq_train PRIVATE
-                         $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Wall,-Wextra>)
+                         $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Wall,-Wextra,-Werror>)
   target_link_libraries(xtq_train PRIVATE CUDA::cublas CUDA::cudart_static)
   xtq_cuda_host_only_flags(xtq_train)
 endif()
