@@ -130,6 +130,9 @@ static int parse_args(int argc, char **argv, struct options *o)
         case 'q':
             o->quiet = 1;
             break;
+        case 'o':
+            o->overlap = 1;
+            break;
         case 'e':
             if (parse_count(optarg, &o->epochs, 1))
                 goto bad;
