@@ -52,8 +52,12 @@ echo "commit $COMMIT" | tee $W/commit.txt
 
 if want build; then
   stage build
+  # zlib's headers (xtq_train) may be carried like libfabric's.
+  ZARG=()
+  [ -f "$ROOT/.carry/root/usr/include/zlib.h" ] && ZARG=(-DZLIB_ROOT="$ROOT/.carry/root/usr")
   timeout 200 cmake -S "$ROOT" -B $B -DCMAKE_BUILD_TYPE=Release -DXTQ_ENABLE_CUDA=ON \
-    -DXTQ_ENABLE_ROCR=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DXTQ_BUILD_APPS=ON >$W/cmake.txt 2>&1
+    -DXTQ_ENABLE_ROCR=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DXTQ_BUILD_APPS=ON "${ZARG[@]}" \
+    >$W/cmake.txt 2>&1
   echo "cmake rc=$?"
   timeout 240 cmake --build $B -j16 >$W/build.txt 2>&1
   echo "build rc=$?"; grep -E "error|warning:" $W/build.txt | head -20
@@ -155,7 +159,9 @@ if want train; then
   TB=$B/apps/cntk-shim
   EP=${TRAIN_EPOCHS:-10}
   stage "train: data $DATA, $EP epochs"
-  if [ ! -f "$DATA/train-images-idx3-ubyte.gz" ]; then
+  if [ ! -x $TB/xtq_train ]; then
+    echo "xtq_train was not built: $(grep -m2 'cntk-shim' $W/cmake.txt)"
+  elif [ ! -f "$DATA/train-images-idx3-ubyte.gz" ]; then
     echo "no Fashion-MNIST here: carry it (mkdir -p .carry/fashion-mnist; cp" \
       "/usr/share/datasets/fashion-mnist/*.gz .carry/fashion-mnist/)"
   else
