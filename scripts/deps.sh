@@ -9,7 +9,7 @@ PKGS=(build-essential cmake pkg-config git
       libhsa-runtime-dev
       clang libclang-rt-14-dev
       gnuplot-nox
-      zlib1g-dev dataset-fashion-mnist python3-torch python3-numpy)
+      zlib1g-dev dataset-fashion-mnist python3-torch)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -18,7 +18,6 @@ import struct
 import sys
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -29,7 +28,7 @@ HINT = ("install the data set with 'apt-get install dataset-fashion-mnist' or po
 
 
 def read_idx(path, magic, ndims):
-    """One gzip (or plain) IDX file as a numpy array; ValueError naming the
+    """One gzip (or plain) IDX file as a uint8 tensor; ValueError naming the
     file on any fault."""
     if not os.path.exists(path) and os.path.exists(path[:-3]):
         path = path[:-3]
@@ -46,10 +45,12 @@ def read_idx(path, magic, ndims):
     if m != magic:
         raise ValueError(f"{path}: magic 0x{m:08x}, expected 0x{magic:08x}; {HINT}")
     dims = struct.unpack(">" + "I" * ndims, raw[4:hdr])
-    n = int(np.prod(dims))
+    n = 1
+    for d in dims:
+        n *= d
     if len(raw) - hdr != n:
         raise ValueError(f"{path}: {len(raw) - hdr} data bytes, header says {n}; {HINT}")
-    return np.frombuffer(raw, np.uint8, n, hdr).reshape(dims)
+    return torch.frombuffer(bytearray(raw[hdr:]), dtype=torch.uint8).reshape(dims)
 
 
 def load(folder, prefix):
@@ -57,9 +58,10 @@ def load(folder, prefix):
     y = read_idx(f"{folder}/{prefix}-labels-idx1-ubyte.gz", 0x801, 1)
     if len(x) != len(y):
         raise ValueError(f"{folder}: {len(x)} {prefix} images but {len(y)} labels; {HINT}")
-    if y.max() >= 10:
-        raise ValueError(f"{folder}/{prefix}-labels-idx1-ubyte.gz: label {y.max()} out of range")
-    return x.reshape(len(x), -1), y.astype(np.int64)
+    if int(y.max()) >= 10:
+        raise ValueError(f"{folder}/{prefix}-labels-idx1-ubyte.gz: label {int(y.max())} out of "
+                         f"range; {HINT}")
+    return x.reshape(len(x), -1), y.long()
 
 
 def main():
@@ -126,8 +128,8 @@ def main():
         comm = xtq_shim.register(ddp, backend=a.backend)    # line 2 of 2
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=a.momentum)
     lossf = nn.CrossEntropyLoss()
-    xte_t = torch.from_numpy(xte.astype(np.float32) / 255.0).to(dev)
-    yte_t = torch.from_numpy(yte).to(dev)
+    xte_t = (xte.float() / 255.0).to(dev)
+    yte_t = yte.to(dev)
 
     n = len(xtr)
     steps = (n + a.batch - 1) // a.batch
@@ -144,7 +146,7 @@ def main():
               f"{torch.__version__}, global batch {a.batch}, {steps} steps per epoch", flush=True)
     acc = 0.0
     for epoch in range(1, a.epochs + 1):
-        perm = np.random.RandomState(a.seed * 1000003 + epoch).permutation(n)
+        perm = torch.randperm(n, generator=torch.Generator().manual_seed(a.seed * 1000003 + epoch))
         ddp.train()
         total, seen = 0.0, 0
         wait0 = comm.stats()["wait_ns"] if comm else 0
@@ -153,8 +155,8 @@ def main():
             idx = perm[s * a.batch:(s + 1) * a.batch]
             share = len(idx) // world
             mine = idx[rank * share:(rank + 1) * share]
-            x = torch.from_numpy(xtr[mine].astype(np.float32) / 255.0).to(dev)
-            y = torch.from_numpy(ytr[mine]).to(dev)
+            x = (xtr[mine].float() / 255.0).to(dev)
+            y = ytr[mine].to(dev)
             opt.zero_grad(set_to_none=True)
             loss = lossf(ddp(x), y)
             loss.backward()
