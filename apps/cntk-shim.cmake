@@ -32,6 +32,17 @@ foreach(py xtq_shim.py train_ddp.py)
   configure_file(${XTQ_SHIM_DIR}/python/${py} ${XTQ_SHIM_OUT}/${py} COPYONLY)
 endforeach()
 
+# The aggregation benchmark: one aggregate per back-end, same process.
+add_executable(xtq_shim_bench ${XTQ_SHIM_DIR}/shim_bench.c)
+target_compile_definitions(xtq_shim_bench PRIVATE _GNU_SOURCE)
+target_compile_options(xtq_shim_bench PRIVATE ${XTQ_WARNINGS})
+target_link_libraries(xtq_shim_bench PRIVATE xtq_shim xtq_bench_harness)
+set_target_properties(xtq_shim_bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${XTQ_SHIM_OUT})
+if(XTQ_HAVE_CUDA)
+  target_compile_definitions(xtq_shim_bench PRIVATE XTQ_SHIM_BENCH_CUDA=1)
+  target_link_libraries(xtq_shim_bench PRIVATE CUDA::cudart_static)
+endif()
+
 # The trainer (needs zlib's headers: zlib1g-dev).
 find_package(ZLIB)
 if(NOT ZLIB_FOUND)

@@ -6,7 +6,8 @@ if(NOT TARGET xtq_shim OR NOT MPIEXEC_EXECUTABLE)
 endif()
 set(shim_tests ${PROJECT_SOURCE_DIR}/apps/cntk-shim/tests)
 # Sanitizer builds: Open MPI keeps memory until exit.
-set(shim_lsan "LSAN_OPTIONS=suppressions=${shim_tests}/lsan.supp")
+# Full stacks, so frames of libmpi match even below unloaded MCA plugins.
+set(shim_lsan "LSAN_OPTIONS=suppressions=${shim_tests}/lsan.supp:fast_unwind_on_malloc=0")
 
 add_executable(test_shim ${shim_tests}/test_shim.c)
 target_compile_options(test_shim PRIVATE ${XTQ_WARNINGS} -Wno-missing-prototypes)
@@ -28,6 +29,14 @@ foreach(c IN LISTS shim_cases)
                          ENVIRONMENT "${shim_lsan}")
   endforeach()
 endforeach()
+
+# The aggregation benchmark runs (a smoke test; it asserts no speed).
+add_test(NAME shim.bench_smoke.np2
+         COMMAND ${XTQ_MPIRUN} -np 2 -x LSAN_OPTIONS $<TARGET_FILE:xtq_shim_bench> --modes mpi
+                 --iters 20 --warmup 2 --sizes 4K,256K)
+set_tests_properties(shim.bench_smoke.np2 PROPERTIES LABELS "coll;integration" TIMEOUT 120
+                     RUN_SERIAL TRUE ENVIRONMENT "${shim_lsan}"
+                     PASS_REGULAR_EXPRESSION "mpi +mlp +940584")
 
 if(NOT TARGET xtq_train)
   return()
