@@ -178,6 +178,15 @@ if want train; then
       done
       pack
     done
+    # Aggregation alone, every back-end in one process (ratios to mpi).
+    NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+    for run in "cpu 4" "cuda ${NGPU:-1}"; do
+      set -- $run
+      timeout 120 "${MPI[@]}" -np $2 $TB/xtq_shim_bench --modes mpi,xtq --device $1 \
+        --iters ${SHIM_ITERS:-2000} --sizes 4K,64K,1M --csv $TW/shim_bench_$1_np$2.csv \
+        >$TW/shim_bench_$1_np$2.txt 2>&1
+      echo "xtq_shim_bench $1 np$2 rc=$?"; grep -E "^ +(mpi|xtq) |available" $TW/shim_bench_$1_np$2.txt
+    done
     PY=$(command -v python3)
     if [ -n "$PY" ] && $PY -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
       NG=$($PY -c "import torch; print(torch.cuda.device_count())")
