@@ -71,6 +71,7 @@ struct xtq_shim_handle {
     shim_breq_t *reqs;
     size_t nops, ngroups, cap_ops;
     struct arena arena[3];
+    size_t npacked, nstaged; /* for the statistics */
     bool started, completed;
     uint64_t t0;
 };
@@ -441,7 +442,7 @@ static xtq_shim_handle_t *handle_get(xtq_shim_comm_t *comm, size_t n)
     }
     h->out = h->in + h->cap_n;
     h->comm = comm;
-    h->n = h->nops = h->ngroups = 0;
+    h->n = h->nops = h->ngroups = h->npacked = h->nstaged = 0;
     h->started = h->completed = false;
     return h;
 }
@@ -525,7 +526,7 @@ static size_t align_up(size_t v, size_t a)
  * small buffers join their (type, memory) group, the rest go alone;
  * device memory the back-end cannot reduce is staged in pinned memory.
  */
-static int plan(xtq_shim_handle_t *h, enum xtq_op op, uint64_t *sig)
+static int plan(xtq_shim_handle_t *h, enum xtq_op op, size_t pack_bytes, uint64_t *sig)
 {
     xtq_shim_comm_t *comm = h->comm;
     bool device_ok = comm->be->ops->caps & SHIM_CAP_DEVICE_MEM;
@@ -548,7 +549,7 @@ static int plan(xtq_shim_handle_t *h, enum xtq_op op, uint64_t *sig)
         if (bytes == 0)
             continue;
         bool staged = in->mem == XTQ_SHIM_MEM_CUDA && !device_ok;
-        if (bytes < comm->pack_bytes) {
+        if (bytes < pack_bytes) {
             size_t g = 0;
             while (g < h->ngroups &&
                    !(h->groups[g].type == in->type && h->groups[g].mem == in->mem))
@@ -561,7 +562,7 @@ static int plan(xtq_shim_handle_t *h, enum xtq_op op, uint64_t *sig)
             h->group_of[i] = (int)g;
             h->slot[i] = h->groups[g].count;
             h->groups[g].count += in->count;
-            comm->stats.packed++;
+            h->npacked++;
             continue;
         }
         struct shim_op *o = &h->ops[h->nops++];
@@ -578,7 +579,7 @@ static int plan(xtq_shim_handle_t *h, enum xtq_op op, uint64_t *sig)
             o->dev_out = out->data;
             o->mem = XTQ_SHIM_MEM_HOST;
             need[ARENA_PINNED] = align_up(need[ARENA_PINNED] + bytes, 64);
-            comm->stats.staged++;
+            h->nstaged++;
         }
     }
     /* Each group becomes one in-place collective on its pack. */
@@ -597,8 +598,7 @@ static int plan(xtq_shim_handle_t *h, enum xtq_op op, uint64_t *sig)
                               .mem = gr->staged ? XTQ_SHIM_MEM_HOST : gr->mem,
                               .group = (int)g};
         o->recv = o->send;
-        if (gr->staged)
-            comm->stats.staged++;
+        h->nstaged += gr->staged;
     }
     for (int k = 0; k < 3; k++)
         if ((rc = arena_reserve(&h->arena[k], (enum arena_kind)k, need[k])) != 0)
@@ -706,7 +706,7 @@ static int stage_out(xtq_shim_handle_t *h)
 /* ---- aggregate -------------------------------------------------------------- */
 
 static int start(xtq_shim_comm_t *comm, const xtq_shim_buf_t *in, const xtq_shim_buf_t *out,
-                 size_t n, enum xtq_op op, xtq_shim_handle_t **hp)
+                 size_t n, enum xtq_op op, size_t pack_bytes, xtq_shim_handle_t **hp)
 {
     struct shim_backend *be = comm->be;
     int rc;
@@ -723,7 +723,7 @@ static int start(xtq_shim_comm_t *comm, const xtq_shim_buf_t *in, const xtq_shim
         memcpy(h->out, out ? out : in, n * sizeof(*in));
     }
     uint64_t sig = 0;
-    rc = plan(h, op, &sig);
+    rc = plan(h, op, pack_bytes, &sig);
     if (comm->check)
         rc = check_collective(comm, sig, rc);
     if (rc != 0)
@@ -744,6 +744,8 @@ static int start(xtq_shim_comm_t *comm, const xtq_shim_buf_t *in, const xtq_shim
         comm->stats.bytes += o->count * xtq_datatype_size(o->type);
     }
     comm->stats.aggregates++;
+    comm->stats.packed += h->npacked;
+    comm->stats.staged += h->nstaged;
     h->started = true;
     comm->inflight++;
     *hp = h;
@@ -777,7 +779,7 @@ int xtq_shim_aggregate_async(xtq_shim_comm_t *comm, const xtq_shim_buf_t *in,
     if (!comm || !handle)
         return -XTQ_EINVAL;
     uint64_t t0 = now_ns();
-    int rc = start(comm, in, out, n, XTQ_OP_SUM, handle);
+    int rc = start(comm, in, out, n, XTQ_OP_SUM, comm->pack_bytes, handle);
     if (rc == 0)
         (*handle)->t0 = now_ns(); /* blocked time counts from the wait */
     comm->stats.wait_ns += now_ns() - t0;
@@ -814,7 +816,7 @@ int xtq_shim_aggregate(xtq_shim_comm_t *comm, const xtq_shim_buf_t *in, const xt
         return -XTQ_EINVAL;
     xtq_shim_handle_t *h;
     uint64_t t0 = now_ns();
-    int rc = start(comm, in, out, n, XTQ_OP_SUM, &h);
+    int rc = start(comm, in, out, n, XTQ_OP_SUM, comm->pack_bytes, &h);
     if (rc != 0) {
         comm->stats.wait_ns += now_ns() - t0;
         return rc;
@@ -841,10 +843,7 @@ int xtq_shim_allreduce(xtq_shim_comm_t *comm, const void *send, void *recv, size
     xtq_shim_handle_t *h;
     uint64_t t0 = now_ns();
     /* One buffer: no packing, so the back-end reduces it where it is. */
-    size_t pack = comm->pack_bytes;
-    comm->pack_bytes = 0;
-    int rc = start(comm, &in, &out, 1, op, &h);
-    comm->pack_bytes = pack;
+    int rc = start(comm, &in, &out, 1, op, 0, &h);
     if (rc != 0)
         return rc;
     h->t0 = t0;

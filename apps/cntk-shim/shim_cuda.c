@@ -85,7 +85,7 @@ const char *shim__cuda_last_error(void)
 
 int shim__cuda_available(const char **why)
 {
-    *why = "this build has no CUDA support (nvcc was not found at configure time)";
+    *why = "this build has no CUDA support (XTQ_ENABLE_CUDA=OFF, or no nvcc at configure time)";
     return 0;
 }
 

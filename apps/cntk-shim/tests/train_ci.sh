@@ -84,5 +84,17 @@ expect_fail nofolder "$W/nowhere" "nowhere/train-images-idx3-ubyte.gz: cannot op
 expect_fail one_rank "" "truncated" -np 1 "$BIN/xtq_train" --data "$W/good" --epochs 1 \
   --progress off : -np 1 "$BIN/xtq_train" --data "$W/truncated" --epochs 1 --progress off
 
+# 3. No GPU: --device cuda is refused by every rank with the reason, as a
+#    SKIP (77), never a crash. (Where a GPU exists this is not a fault.)
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  timeout 60 $MPIRUN -np 2 "$BIN/xtq_train" "${ARGS[@]}" --device cuda >"$W/cuda.txt" 2>&1
+  rc=$?
+  if [ $rc -eq 77 ] && [ "$(grep -c 'rank [01]: .*SKIP: device unavailable' "$W/cuda.txt")" -eq 2 ]; then
+    ok "no GPU: $(grep -m1 SKIP "$W/cuda.txt" | cut -c1-120)"
+  else
+    bad "no GPU: exit code $rc, expected 77 and a SKIP line per rank: $(cat "$W/cuda.txt")"
+  fi
+fi
+
 if [ $fails -eq 0 ]; then echo "train_ci: all checks passed"; else echo "train_ci: $fails checks failed"; fi
 [ $fails -eq 0 ]

@@ -5,7 +5,9 @@
 
 static int none_available(char *why, size_t len)
 {
-    snprintf(why, len, "xtq_train was built without CUDA (nvcc was not found at configure time)");
+    snprintf(
+        why, len,
+        "xtq_train was built without CUDA (XTQ_ENABLE_CUDA=OFF, or no nvcc at configure time)");
     return 0;
 }
 
