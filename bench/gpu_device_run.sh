@@ -52,9 +52,14 @@ echo "commit $COMMIT" | tee $W/commit.txt
 
 if want build; then
   stage build
-  # zlib's headers (xtq_train) may be carried like libfabric's.
+  # zlib's header (xtq_train) may be carried like libfabric's; the
+  # machine's own libz.so.1 is linked (Debian's libz.so link points at a
+  # file Ubuntu names differently).
   ZARG=()
-  [ -f "$ROOT/.carry/root/usr/include/zlib.h" ] && ZARG=(-DZLIB_ROOT="$ROOT/.carry/root/usr")
+  if [ ! -f /usr/include/zlib.h ] && [ -f "$ROOT/.carry/root/usr/include/zlib.h" ]; then
+    ZLIB_SO=$(ldconfig -p | awk '/libz\.so\.1 .*x86-64/ {print $NF; exit}')
+    ZARG=(-DZLIB_INCLUDE_DIR="$ROOT/.carry/root/usr/include" -DZLIB_LIBRARY="$ZLIB_SO")
+  fi
   timeout 200 cmake -S "$ROOT" -B $B -DCMAKE_BUILD_TYPE=Release -DXTQ_ENABLE_CUDA=ON \
     -DXTQ_ENABLE_ROCR=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DXTQ_BUILD_APPS=ON "${ZARG[@]}" \
     >$W/cmake.txt 2>&1
