@@ -632,73 +632,47 @@ static void *group_base(xtq_shim_handle_t *h, int g)
     return (char *)h->arena[k].p + gr->offset;
 }
 
-/* Gather inputs into packs and staging areas. */
-static int stage_in(xtq_shim_handle_t *h)
+/*
+ * gather: copy inputs into packs and staging areas; else scatter results
+ * from them into the outputs.
+ */
+static int stage(xtq_shim_handle_t *h, bool gather)
 {
     bool cuda = false;
     int rc = 0;
     for (size_t i = 0; i < h->n && rc == 0; i++) {
-        const xtq_shim_buf_t *in = &h->in[i];
-        size_t esz = xtq_datatype_size(in->type), bytes = in->count * esz;
         if (h->group_of[i] < 0)
             continue;
         struct shim_group *gr = &h->groups[h->group_of[i]];
-        char *dst = (char *)group_base(h, h->group_of[i]) + h->slot[i] * esz;
+        size_t esz = xtq_datatype_size(gr->type), bytes = h->in[i].count * esz;
+        char *pack = (char *)group_base(h, h->group_of[i]) + h->slot[i] * esz;
+        void *user = gather ? h->in[i].data : h->out[i].data;
+        void *dst = gather ? pack : user;
+        const void *src = gather ? user : pack;
         if (gr->mem == XTQ_SHIM_MEM_HOST) {
-            memcpy(dst, in->data, bytes);
-        } else {
-            cuda = true;
-            rc = gr->staged ? shim__cuda_copy_d2h(dst, in->data, bytes)
-                            : shim__cuda_copy_d2d(dst, in->data, bytes);
+            memcpy(dst, src, bytes);
+            continue;
         }
+        cuda = true;
+        if (!gr->staged)
+            rc = shim__cuda_copy_d2d(dst, src, bytes);
+        else
+            rc = gather ? shim__cuda_copy_d2h(dst, src, bytes)
+                        : shim__cuda_copy_h2d(dst, src, bytes);
     }
     for (size_t j = 0; j < h->nops && rc == 0; j++) {
         struct shim_op *o = &h->ops[j];
-        if (o->group < 0 && o->dev_out) {
-            cuda = true;
-            rc = shim__cuda_copy_d2h(o->send, h->in[o->index].data,
-                                     o->count * xtq_datatype_size(o->type));
-        }
+        size_t bytes = o->count * xtq_datatype_size(o->type);
+        if (o->group >= 0 || !o->dev_out)
+            continue;
+        cuda = true;
+        rc = gather ? shim__cuda_copy_d2h(o->send, h->in[o->index].data, bytes)
+                    : shim__cuda_copy_h2d(o->dev_out, o->recv, bytes);
     }
     if (rc == 0 && cuda)
         rc = shim__cuda_sync();
     if (rc != 0)
-        return seterr(h->comm, rc, "copying device buffers into place failed: %s",
-                      shim__cuda_last_error());
-    return 0;
-}
-
-/* Scatter results from packs and staging areas. */
-static int stage_out(xtq_shim_handle_t *h)
-{
-    bool cuda = false;
-    int rc = 0;
-    for (size_t i = 0; i < h->n && rc == 0; i++) {
-        const xtq_shim_buf_t *out = &h->out[i];
-        size_t esz = xtq_datatype_size(out->type), bytes = out->count * esz;
-        if (h->group_of[i] < 0)
-            continue;
-        struct shim_group *gr = &h->groups[h->group_of[i]];
-        const char *src = (const char *)group_base(h, h->group_of[i]) + h->slot[i] * esz;
-        if (gr->mem == XTQ_SHIM_MEM_HOST) {
-            memcpy(out->data, src, bytes);
-        } else {
-            cuda = true;
-            rc = gr->staged ? shim__cuda_copy_h2d(out->data, src, bytes)
-                            : shim__cuda_copy_d2d(out->data, src, bytes);
-        }
-    }
-    for (size_t j = 0; j < h->nops && rc == 0; j++) {
-        struct shim_op *o = &h->ops[j];
-        if (o->group < 0 && o->dev_out) {
-            cuda = true;
-            rc = shim__cuda_copy_h2d(o->dev_out, o->recv, o->count * xtq_datatype_size(o->type));
-        }
-    }
-    if (rc == 0 && cuda)
-        rc = shim__cuda_sync();
-    if (rc != 0)
-        return seterr(h->comm, rc, "copying results into device buffers failed: %s",
+        return seterr(h->comm, rc, "copying %s device buffers failed: %s", gather ? "from" : "into",
                       shim__cuda_last_error());
     return 0;
 }
@@ -728,7 +702,7 @@ static int start(xtq_shim_comm_t *comm, const xtq_shim_buf_t *in, const xtq_shim
         rc = check_collective(comm, sig, rc);
     if (rc != 0)
         goto err;
-    if ((rc = stage_in(h)) != 0)
+    if ((rc = stage(h, true)) != 0)
         goto err;
     for (size_t j = 0; j < h->nops; j++) {
         struct shim_op *o = &h->ops[j];
@@ -766,7 +740,7 @@ static int finish(xtq_shim_handle_t *h)
             seterr(comm, rc, "%s allreduce failed (%s)", be->ops->name, xtq_strerror(rc));
     }
     if (rc == 0)
-        rc = stage_out(h);
+        rc = stage(h, false);
     comm->inflight--;
     comm->stats.wait_ns += now_ns() - h->t0;
     handle_put(comm, h);
