@@ -67,7 +67,8 @@ def load(folder, prefix):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
-    p.add_argument("--comm", choices=["gloo", "nccl", "shim"], default="shim")
+    p.add_argument("--comm", choices=["gloo", "nccl", "shim"], default="shim",
+                   help="DDP's own allreduce (gloo on CPUs, nccl on GPUs) or the shim hook")
     p.add_argument("--backend", default=None, help="shim back-end (default XTQ_SHIM_BACKEND)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--epochs", type=int, default=10)
@@ -96,7 +97,12 @@ def main():
     if a.batch % world:
         print(f"--batch {a.batch} must be a multiple of the {world} ranks", file=sys.stderr)
         return 2
-    pg = "nccl" if a.comm == "nccl" else "gloo"
+    # On GPUs the process group is NCCL's whatever carries the gradients
+    # (DDP's start-up broadcast, the statistics); --comm picks the buckets'.
+    pg = "nccl" if a.device == "cuda" else "gloo"
+    if a.comm == "nccl" and a.device != "cuda":
+        print("--comm nccl needs --device cuda", file=sys.stderr)
+        return 2
     dist.init_process_group(pg, init_method=f"tcp://127.0.0.1:{a.port}", rank=rank,
                             world_size=world)
 
@@ -107,7 +113,7 @@ def main():
         xte, yte = load(a.data, "t10k")
     except ValueError as e:
         err = str(e)
-    flags = torch.tensor([1 if err else 0])
+    flags = torch.tensor([1 if err else 0], device=dev)
     dist.all_reduce(flags)
     if flags.item():
         print(f"train_ddp: rank {rank}: {err or 'another rank could not read the data set'}",
@@ -135,7 +141,7 @@ def main():
     steps = (n + a.batch - 1) // a.batch
     if a.steps:
         steps = min(steps, a.steps)
-    label = f"{a.comm}" + (f"/{comm.backend}" if comm else "")
+    label = f"shim/{comm.backend}" if comm else pg
     csv = open(a.csv, "w") if a.csv and rank == 0 else None
     if csv:
         csv.write(f"# host: {socket.gethostname()}, {os.cpu_count()} cores, torch "
@@ -169,7 +175,7 @@ def main():
         ddp.eval()
         with torch.no_grad():
             correct = (model(xte_t).argmax(1) == yte_t).sum().float()
-        stats = torch.tensor([total, float(seen), t_epoch], dtype=torch.float64)
+        stats = torch.tensor([total, float(seen), t_epoch], dtype=torch.float64, device=dev)
         dist.all_reduce(stats)
         acc = 100.0 * correct.item() / len(yte)
         comm_s = (comm.stats()["wait_ns"] - wait0) * 1e-9 if comm else float("nan")
