@@ -229,6 +229,7 @@ static int mpi_open(const xtq_shim_attr_t *attr, struct shim_backend **out, char
     be->base.ops = &shim__mpi_ops;
     be->base.rank = (size_t)rank;
     be->base.size = (size_t)size;
+    be->base.caps = 0; /* host memory only: the core stages device buffers */
     half_types_create();
     *out = &be->base;
     return 0;
@@ -308,7 +309,6 @@ static int mpi_barrier(struct shim_backend *base)
 
 const struct shim_backend_ops shim__mpi_ops = {
     .name = "mpi",
-    .caps = 0,
     .available = mpi_available,
     .open = mpi_open,
     .close = mpi_close,

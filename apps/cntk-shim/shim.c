@@ -15,11 +15,13 @@
 #include <unistd.h>
 #include <xtq/param.h>
 
-/* Every back-end this build knows, available or not. The xtq back-end
- * (libxtq_coll, apps/allreduce) is not part of this build yet. */
+/* Every back-end this build has. */
 static const struct shim_backend_ops *const backends[] = {
 #ifdef XTQ_SHIM_HAVE_MPI
     &shim__mpi_ops,
+#endif
+#ifdef XTQ_SHIM_HAVE_XTQ
+    &shim__xtq_ops,
 #endif
 };
 
@@ -30,7 +32,9 @@ static const struct {
 #ifndef XTQ_SHIM_HAVE_MPI
     {"mpi", "built without MPI (install libopenmpi-dev and reconfigure)"},
 #endif
-    {"xtq", "needs libxtq_coll (apps/allreduce), which this build does not have yet"},
+#ifndef XTQ_SHIM_HAVE_XTQ
+    {"xtq", "needs libxtq_coll (apps/allreduce), which this build does not have"},
+#endif
 };
 
 /* A scratch area: host (malloc), pinned host, or device memory. */
@@ -529,7 +533,7 @@ static size_t align_up(size_t v, size_t a)
 static int plan(xtq_shim_handle_t *h, enum xtq_op op, size_t pack_bytes, uint64_t *sig)
 {
     xtq_shim_comm_t *comm = h->comm;
-    bool device_ok = comm->be->ops->caps & SHIM_CAP_DEVICE_MEM;
+    bool device_ok = comm->be->caps & SHIM_CAP_DEVICE_MEM;
     size_t need[3] = {0, 0, 0};
     int rc;
     *sig = mix64(0x5348494d, h->n);

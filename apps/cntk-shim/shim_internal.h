@@ -18,7 +18,8 @@
 
 /* ---- back-end interface ---------------------------------------------- */
 
-/* The back-end reduces device buffers itself (no staging by the core). */
+/* The back-end reduces device buffers itself (no staging by the core);
+ * set by open() in shim_backend.caps, as it depends on the agents found. */
 #define SHIM_CAP_DEVICE_MEM (1u << 0)
 
 /* A back-end's request, stored by the core: room for an MPI_Request, a
@@ -33,7 +34,6 @@ struct shim_backend;
 
 struct shim_backend_ops {
     const char *name;
-    unsigned caps; /* SHIM_CAP_* */
     /* 1 when the back-end can run here; else 0 and *why says why. */
     int (*available)(const char **why);
     /* Create the back-end (collective); fills rank and size. */
@@ -43,7 +43,8 @@ struct shim_backend_ops {
      * checked xtq_reduce_supported). */
     int (*supported)(struct shim_backend *be, enum xtq_datatype type, enum xtq_op op);
     /* Start recv = op(send) over workers; send == recv: in place. `mem` is
-     * HOST unless caps has SHIM_CAP_DEVICE_MEM. */
+     * HOST unless caps has SHIM_CAP_DEVICE_MEM. Requests complete in issue
+     * order or not; every worker issues them in the same order. */
     int (*iallreduce)(struct shim_backend *be, const void *send, void *recv, size_t count,
                       enum xtq_datatype type, enum xtq_op op, enum xtq_shim_mem mem,
                       shim_breq_t *req);
@@ -58,9 +59,11 @@ struct shim_backend_ops {
 struct shim_backend {
     const struct shim_backend_ops *ops;
     size_t rank, size;
+    unsigned caps; /* SHIM_CAP_* */
 };
 
 extern const struct shim_backend_ops shim__mpi_ops;
+extern const struct shim_backend_ops shim__xtq_ops;
 
 /* ---- CUDA helpers (shim_cuda.c; stubs return -XTQ_ENOSYS without CUDA) - */
 

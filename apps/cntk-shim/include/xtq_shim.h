@@ -75,6 +75,7 @@ enum xtq_shim_attr_field {
     XTQ_SHIM_ATTR_FIELD_PACK_BYTES = 1u << 1, /**< pack_bytes */
     XTQ_SHIM_ATTR_FIELD_CHECK = 1u << 2,      /**< check */
     XTQ_SHIM_ATTR_FIELD_MPI_COMM = 1u << 3,   /**< mpi_comm */
+    XTQ_SHIM_ATTR_FIELD_XTQ_CTX = 1u << 4,    /**< xtq_ctx */
 };
 
 /** Optional settings; only the fields named in `field_mask` are read. */
@@ -89,6 +90,12 @@ typedef struct xtq_shim_attr {
      * that this header does not need mpi.h.
      */
     const void *mpi_comm;
+    /**
+     * A libxtq context the xtq back-end runs its teams on (the
+     * application's own, when it has one: one context per process); by
+     * default the back-end creates one with xtq_init(NULL) and finalizes it.
+     */
+    xtq_ctx_t *xtq_ctx;
 } xtq_shim_attr_t;
 
 /** Counters since xtq_shim_init (this worker's view). */

@@ -75,6 +75,7 @@ class _Attr(ctypes.Structure):
         ("pack_bytes", ctypes.c_size_t),
         ("check", ctypes.c_int),
         ("mpi_comm", ctypes.c_void_p),
+        ("xtq_ctx", ctypes.c_void_p),
     ]
 
 
