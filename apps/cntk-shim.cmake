@@ -1,8 +1,8 @@
 # apps/cntk-shim: CNTK's DistributedCommunicator in C (libxtq_shim), the
 # data-parallel trainer xtq_train, and the PyTorch DDP hook (Python,
 # copied beside the library so PYTHONPATH=<build>/apps/cntk-shim finds
-# both). Back-ends: mpi (needs MPI); xtq (needs libxtq_coll from
-# apps/allreduce, not in this build yet).
+# both). Back-ends: mpi (needs MPI); xtq (needs libxtq_coll, the xtq_coll
+# target of apps/allreduce).
 set(XTQ_SHIM_DIR ${CMAKE_CURRENT_LIST_DIR}/cntk-shim)
 set(XTQ_SHIM_OUT ${CMAKE_BINARY_DIR}/apps/cntk-shim)
 
@@ -26,6 +26,19 @@ if(XTQ_HAVE_CUDA)
   target_compile_definitions(xtq_shim PRIVATE XTQ_SHIM_HAVE_CUDA=1)
   target_link_libraries(xtq_shim PRIVATE CUDA::cudart_static)
 endif()
+# The xtq back-end, where libxtq_coll is part of the build (apps/allreduce,
+# configured before this file).
+set(XTQ_SHIM_BACKENDS mpi)
+if(TARGET xtq_coll)
+  target_sources(xtq_shim PRIVATE ${XTQ_SHIM_DIR}/backend_xtq.c)
+  target_compile_definitions(xtq_shim PRIVATE XTQ_SHIM_HAVE_XTQ=1)
+  target_link_libraries(xtq_shim PRIVATE xtq_coll)
+  list(APPEND XTQ_SHIM_BACKENDS xtq)
+else()
+  message(STATUS "cntk-shim: libxtq_coll not in this build; back-end xtq not built")
+endif()
+# The tests (tests/integration/cntk_shim.cmake) run every back-end built.
+set_property(GLOBAL PROPERTY XTQ_SHIM_BACKENDS ${XTQ_SHIM_BACKENDS})
 
 # The PyTorch hook and its example, beside the library.
 foreach(py xtq_shim.py train_ddp.py)
