@@ -5,6 +5,7 @@ if(NOT TARGET xtq_shim OR NOT MPIEXEC_EXECUTABLE)
   return()
 endif()
 set(shim_tests ${PROJECT_SOURCE_DIR}/apps/cntk-shim/tests)
+get_property(XTQ_SHIM_BACKENDS GLOBAL PROPERTY XTQ_SHIM_BACKENDS)
 # Sanitizer builds: Open MPI keeps memory until exit.
 # Full stacks, so frames of libmpi match even below unloaded MCA plugins.
 set(shim_lsan "LSAN_OPTIONS=suppressions=${shim_tests}/lsan.supp:fast_unwind_on_malloc=0")
@@ -16,17 +17,27 @@ if(XTQ_HAVE_CUDA)
   target_compile_definitions(test_shim PRIVATE XTQ_SHIM_TEST_CUDA=1)
   target_link_libraries(test_shim PRIVATE CUDA::cudart_static)
 endif()
+# Every case for every back-end of the build: shim.<case>[.<backend>][.npN]
+# (the mpi back-end's names carry no suffix).
 xtq_test_cases_of(shim_cases ${shim_tests}/test_shim.c)
-foreach(c IN LISTS shim_cases)
-  add_test(NAME shim.${c} COMMAND test_shim ${c})
-  set_tests_properties(shim.${c} PROPERTIES LABELS "coll;integration" SKIP_RETURN_CODE 77
-                       TIMEOUT 120 ENVIRONMENT "${shim_lsan}")
-  foreach(np 2 3)
-    add_test(NAME shim.${c}.np${np}
-             COMMAND ${XTQ_MPIRUN} -np ${np} -x LSAN_OPTIONS $<TARGET_FILE:test_shim> ${c})
-    set_tests_properties(shim.${c}.np${np} PROPERTIES LABELS "coll;integration"
-                         SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL TRUE
-                         ENVIRONMENT "${shim_lsan}")
+foreach(be IN LISTS XTQ_SHIM_BACKENDS)
+  set(sfx "")
+  if(NOT be STREQUAL "mpi")
+    set(sfx ".${be}")
+  endif()
+  set(env "${shim_lsan};XTQ_SHIM_BACKEND=${be}")
+  foreach(c IN LISTS shim_cases)
+    add_test(NAME shim.${c}${sfx} COMMAND test_shim ${c})
+    set_tests_properties(shim.${c}${sfx} PROPERTIES LABELS "coll;integration"
+                         SKIP_RETURN_CODE 77 TIMEOUT 120 ENVIRONMENT "${env}")
+    foreach(np 2 3)
+      add_test(NAME shim.${c}${sfx}.np${np}
+               COMMAND ${XTQ_MPIRUN} -np ${np} -x LSAN_OPTIONS -x XTQ_SHIM_BACKEND
+                       $<TARGET_FILE:test_shim> ${c})
+      set_tests_properties(shim.${c}${sfx}.np${np} PROPERTIES LABELS "coll;integration"
+                           SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL TRUE
+                           ENVIRONMENT "${env}")
+    endforeach()
   endforeach()
 endforeach()
 
@@ -45,9 +56,16 @@ endif()
 # ranks agree, it learns, and corrupt or missing files stop every rank
 # with the file's name and what to install.
 string(REPLACE ";" " " shim_mpirun "${XTQ_MPIRUN}")
-add_test(NAME train.ci COMMAND bash ${shim_tests}/train_ci.sh $<TARGET_FILE_DIR:xtq_train>)
-set_tests_properties(train.ci PROPERTIES LABELS "train;integration" TIMEOUT 600 RUN_SERIAL TRUE
-                     ENVIRONMENT "XTQ_MPIRUN=${shim_mpirun} -x LSAN_OPTIONS;${shim_lsan}")
+foreach(be IN LISTS XTQ_SHIM_BACKENDS)
+  set(name train.ci)
+  if(NOT be STREQUAL "mpi")
+    set(name train.ci.${be})
+  endif()
+  add_test(NAME ${name} COMMAND bash ${shim_tests}/train_ci.sh $<TARGET_FILE_DIR:xtq_train>)
+  set_tests_properties(${name} PROPERTIES LABELS "train;integration" TIMEOUT 600 RUN_SERIAL TRUE
+                       ENVIRONMENT
+                       "XTQ_MPIRUN=${shim_mpirun} -x LSAN_OPTIONS -x XTQ_SHIM_BACKEND;${shim_lsan};XTQ_SHIM_BACKEND=${be}")
+endforeach()
 
 # The PyTorch DDP hook against DDP's own gloo (SKIPs without python3-torch).
 # Not in sanitizer builds: an instrumented libxtq_shim cannot be loaded

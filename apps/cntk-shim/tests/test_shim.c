@@ -1,5 +1,6 @@
 /*
- * libxtq_shim, run by every rank under mpirun (and alone): workers,
+ * libxtq_shim, run by every rank under mpirun (and alone), on the back-end
+ * XTQ_SHIM_BACKEND names (CTest runs every case for each one): workers,
  * aggregates (in place, in to out, asynchronous) over buffer lists that
  * mix packed and unpacked sizes and several types, general allreduce
  * operations, packing statistics, the barrier, and bad calls: mismatched
@@ -18,10 +19,17 @@
 #include <cuda_runtime_api.h>
 #endif
 
+/* The back-end under test (XTQ_SHIM_BACKEND, default mpi). */
+static const char *backend(void)
+{
+    const char *b = getenv("XTQ_SHIM_BACKEND");
+    return b && *b ? b : "mpi";
+}
+
 static xtq_shim_comm_t *open_comm(uint64_t mask, size_t pack_bytes, int check)
 {
     xtq_shim_attr_t attr = {.field_mask = mask | XTQ_SHIM_ATTR_FIELD_BACKEND,
-                            .backend = "mpi",
+                            .backend = backend(),
                             .pack_bytes = pack_bytes,
                             .check = check};
     xtq_shim_comm_t *c = NULL;
@@ -163,7 +171,7 @@ XTQ_TEST(workers)
         CHECK(strncmp(w[r].host_id, host, 63) == 0);
     }
     CHECK(xtq_shim_current_worker(c) == &w[xtq_shim_rank(c)]);
-    CHECK(strcmp(xtq_shim_backend(c), "mpi") == 0);
+    CHECK(strcmp(xtq_shim_backend(c), backend()) == 0);
     CHECK_OK(xtq_shim_finalize(c));
 }
 
@@ -353,17 +361,23 @@ XTQ_TEST(bad_calls)
     xtq_shim_attr_t attr = {.field_mask = XTQ_SHIM_ATTR_FIELD_BACKEND, .backend = "nope"};
     CHECK_ERR(xtq_shim_init(&attr, &c), -XTQ_ENOENT);
     CHECK(c == NULL);
-    attr.backend = "xtq";
-    CHECK_ERR(xtq_shim_init(&attr, &c), -XTQ_ENOSYS);
     CHECK_ERR(xtq_shim_init(NULL, NULL), -XTQ_EINVAL);
+    /* Both back-ends are listed; one this build lacks says why, and
+     * asking for it fails with -XTQ_ENOSYS. */
     const char *name, *why;
-    int avail, found_xtq = 0;
-    for (unsigned i = 0; xtq_shim_backend_info(i, &name, &avail, &why) == 0; i++)
+    int avail, found_xtq = 0, found_mpi = 0;
+    for (unsigned i = 0; xtq_shim_backend_info(i, &name, &avail, &why) == 0; i++) {
+        found_mpi |= !strcmp(name, "mpi");
         if (!strcmp(name, "xtq")) {
             found_xtq = 1;
-            CHECK(!avail && strstr(why, "libxtq_coll"));
+            if (!avail) {
+                CHECK(strstr(why, "libxtq_coll") != NULL);
+                attr.backend = "xtq";
+                CHECK_ERR(xtq_shim_init(&attr, &c), -XTQ_ENOSYS);
+            }
         }
-    CHECK(found_xtq);
+    }
+    CHECK(found_xtq && found_mpi);
 
     c = open_comm(XTQ_SHIM_ATTR_FIELD_CHECK, 0, 1);
     float x[4] = {0};
@@ -417,7 +431,9 @@ XTQ_TEST(device_staged)
     }
     xtq_shim_stats_t st;
     CHECK_OK(xtq_shim_get_stats(c, &st));
-    CHECK(st.staged > 0);
+    /* mpi reduces host memory: every device buffer went through it. */
+    if (!strcmp(backend(), "mpi"))
+        CHECK(st.staged > 0);
     free_list(h);
     CHECK_OK(xtq_shim_finalize(c));
 #else
