@@ -179,7 +179,7 @@ if want train; then
         tag=${be}_$1_np$2
         timeout ${TRAIN_T:-150} "${MPI[@]}" -np $2 -x XTQ_SHIM_BACKEND=$be $TB/xtq_train \
           --data "$DATA" --device $1 --epochs $EP --progress off --csv $TW/$tag.csv >$TW/$tag.txt 2>&1
-        echo "$tag rc=$?"; grep -E "^ +$EP |final|SKIP|rank 0" $TW/$tag.txt | head -3
+        echo "$tag rc=$?"; grep -E "^ +$EP |final|SKIP|rank 0|not available" $TW/$tag.txt | head -3
       done
       pack
     done
