@@ -13,6 +13,10 @@
 #     XTQ_MUTEX=spin against adaptive: bench/mutex_compare.sh, round trip
 #     and message rate alternating (issue 10: keep adaptive where it
 #     measures the same or better)
+#  8. train (apps/cntk-shim, docs/training.md): xtq_train on the GPU and on
+#     1 and 4 CPU ranks per shim back-end, the shim's device-buffer test,
+#     and the PyTorch DDP hook against NCCL/gloo. Fashion-MNIST is carried
+#     under .carry/fashion-mnist (TRAIN_DATA overrides).
 # STAGES (default "build gpu san gpurtt gpubench cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -52,8 +56,17 @@ echo "commit $COMMIT" | tee $W/commit.txt
 
 if want build; then
   stage build
+  # zlib's header (xtq_train) may be carried like libfabric's; the
+  # machine's own libz.so.1 is linked (Debian's libz.so link points at a
+  # file Ubuntu names differently).
+  ZARG=()
+  if [ ! -f /usr/include/zlib.h ] && [ -f "$ROOT/.carry/root/usr/include/zlib.h" ]; then
+    ZLIB_SO=$(ldconfig -p | awk '/libz\.so\.1 .*x86-64/ {print $NF; exit}')
+    ZARG=(-DZLIB_INCLUDE_DIR="$ROOT/.carry/root/usr/include" -DZLIB_LIBRARY="$ZLIB_SO")
+  fi
   timeout 200 cmake -S "$ROOT" -B $B -DCMAKE_BUILD_TYPE=Release -DXTQ_ENABLE_CUDA=ON \
-    -DXTQ_ENABLE_ROCR=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DXTQ_BUILD_APPS=ON >$W/cmake.txt 2>&1
+    -DXTQ_ENABLE_ROCR=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DXTQ_BUILD_APPS=ON "${ZARG[@]}" \
+    >$W/cmake.txt 2>&1
   echo "cmake rc=$?"
   timeout 240 cmake --build $B -j16 >$W/build.txt 2>&1
   echo "build rc=$?"; grep -E "error|warning:" $W/build.txt | head -20
@@ -158,4 +171,56 @@ if want mutex; then
   cp "$ROOT/bench/results/gpu-host/mutex.txt" $W/cpu/mutex.txt 2>/dev/null
   pack
 fi
+if want train; then
+  TW=$W/train
+  mkdir -p $TW
+  DATA=${TRAIN_DATA:-$ROOT/.carry/fashion-mnist}
+  [ -f "$DATA/train-images-idx3-ubyte.gz" ] || DATA=/usr/share/datasets/fashion-mnist
+  TB=$B/apps/cntk-shim
+  EP=${TRAIN_EPOCHS:-10}
+  stage "train: data $DATA, $EP epochs"
+  if [ ! -x $TB/xtq_train ]; then
+    echo "xtq_train was not built: $(grep -m2 'cntk-shim' $W/cmake.txt)"
+  elif [ ! -f "$DATA/train-images-idx3-ubyte.gz" ]; then
+    echo "no Fashion-MNIST here: carry it (mkdir -p .carry/fashion-mnist; cp" \
+      "/usr/share/datasets/fashion-mnist/*.gz .carry/fashion-mnist/)"
+  else
+    (cd $B && timeout 120 ctest -R '^shim\.device_staged' --output-on-failure) \
+      >$TW/shim_device.txt 2>&1
+    echo "shim device test rc=$?"; grep -E "tests passed|Failed|SKIP" $TW/shim_device.txt | head
+    for be in ${TRAIN_BACKENDS:-mpi xtq}; do
+      for run in "cuda 1" "cpu 1" "cpu 4"; do
+        set -- $run
+        tag=${be}_$1_np$2
+        timeout ${TRAIN_T:-150} "${MPI[@]}" -np $2 -x XTQ_SHIM_BACKEND=$be $TB/xtq_train \
+          --data "$DATA" --device $1 --epochs $EP --progress off --csv $TW/$tag.csv >$TW/$tag.txt 2>&1
+        echo "$tag rc=$?"; grep -E "^ +$EP |final|SKIP|rank 0|not available" $TW/$tag.txt | head -3
+      done
+      pack
+    done
+    # Aggregation alone, every back-end in one process (ratios to mpi).
+    NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+    for run in "cpu 4" "cuda ${NGPU:-1}"; do
+      set -- $run
+      timeout 120 "${MPI[@]}" -np $2 $TB/xtq_shim_bench --modes mpi,xtq --device $1 \
+        --iters ${SHIM_ITERS:-2000} --sizes 4K,64K,1M --csv $TW/shim_bench_$1_np$2.csv \
+        >$TW/shim_bench_$1_np$2.txt 2>&1
+      echo "xtq_shim_bench $1 np$2 rc=$?"; grep -E "^ +(mpi|xtq) |available" $TW/shim_bench_$1_np$2.txt
+    done
+    PY=$(command -v python3)
+    if [ -n "$PY" ] && $PY -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+      NG=$($PY -c "import torch; print(torch.cuda.device_count())")
+      for comm in nccl shim; do
+        timeout ${TRAIN_T:-150} "${MPI[@]}" -np $NG -x PYTHONPATH=$TB $PY $TB/train_ddp.py \
+          --data "$DATA" --device cuda --comm $comm --epochs ${DDP_EPOCHS:-3} \
+          --csv $TW/ddp_$comm.csv >$TW/ddp_$comm.txt 2>&1
+        echo "ddp $comm ($NG GPUs) rc=$?"; grep -E "final|Error|error" $TW/ddp_$comm.txt | head -3
+      done
+    else
+      echo "ddp: no python3 with CUDA torch here"
+    fi
+  fi
+  pack
+fi
+
 stage done

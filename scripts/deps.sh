@@ -8,7 +8,8 @@ PKGS=(build-essential cmake pkg-config git
       libopenmpi-dev openmpi-bin
       libhsa-runtime-dev
       clang libclang-rt-14-dev
-      gnuplot-nox)
+      gnuplot-nox
+      zlib1g-dev dataset-fashion-mnist python3-torch)
 
 missing=()
 for p in "${PKGS[@]}"; do
