@@ -120,6 +120,31 @@ int64_t xtq_signal_add(xtq_signal_t *signal, int64_t delta)
     return old;
 }
 
+int64_t xtq_signal_exchange(xtq_signal_t *signal, int64_t value)
+{
+    int64_t old;
+
+    signal_change_begin(signal);
+    old = atomic_exchange_explicit(&signal->value, value, memory_order_acq_rel);
+    signal_wake(signal);
+    signal_change_end(signal);
+    return old;
+}
+
+int64_t xtq_signal_cas(xtq_signal_t *signal, int64_t expected, int64_t value)
+{
+    int64_t seen = expected;
+
+    signal_change_begin(signal);
+    /* A failed swap reads with acquire order, as HSA's scacq_screl does. */
+    if (atomic_compare_exchange_strong_explicit(&signal->value, &seen, value,
+                                                memory_order_acq_rel, memory_order_acquire) &&
+        value != expected)
+        signal_wake(signal);
+    signal_change_end(signal);
+    return seen;
+}
+
 static bool signal_cond_holds(enum xtq_signal_condition cond, int64_t value, int64_t compare)
 {
     switch (cond) {
