@@ -91,3 +91,21 @@ XTQ_TEST(error_extremes)
     CHECK(strcmp(xtq_errname(-2147483647 - 1), "XTQ_E?") == 0);
     CHECK(strcmp(xtq_strerror(2147483647), "Unknown error") == 0);
 }
+
+/* xtq_completion_state: the caller's bits only, never the library's. */
+XTQ_TEST(completion_state_bits)
+{
+    xtq_completion_t c;
+    memset(&c, 0, sizeof(c));
+    CHECK_EQ(xtq_completion_state(NULL), 0);
+    CHECK_EQ(xtq_completion_state(&c), 0);
+    c.state = XTQ_COMPLETION_LOCAL;
+    CHECK_EQ(xtq_completion_state(&c), XTQ_COMPLETION_LOCAL);
+    CHECK_EQ(xtq_completion_test(&c), 0);
+    /* A sleeper's bit (bit 31) and any other library bit are masked off. */
+    c.state = XTQ_COMPLETION_LOCAL | XTQ_COMPLETION_REMOTE | XTQ_COMPLETION_DONE | (1u << 31) |
+              (1u << 20);
+    CHECK_EQ(xtq_completion_state(&c),
+             XTQ_COMPLETION_LOCAL | XTQ_COMPLETION_REMOTE | XTQ_COMPLETION_DONE);
+    CHECK_EQ(xtq_completion_test(&c), 1);
+}
