@@ -27,7 +27,10 @@ enum xtq_progress_mode {
  * Only an allgather is needed; libxtq builds its barrier from it. The
  * allgather is nonblocking so that a manual-progress engine keeps turning
  * while it completes: `allgather` starts it and returns a request in
- * `*req`, `req_test` polls it, `req_free` releases it.
+ * `*req`, `req_test` polls it, `req_free` releases it. One allgather is in
+ * flight at a time. xtq_init() copies this struct; the callbacks and
+ * `coll_info` are used until xtq_finalize() returns (its barriers), so an
+ * MPI communicator given here must outlive the context.
  */
 typedef struct xtq_oob_coll {
     /**
@@ -69,12 +72,19 @@ typedef struct xtq_init_attr {
      * agreed through the allgather (rank 0's random value), so that two
      * jobs started by the same launcher never accept each other's messages.
      * The key guards against cross-talk between jobs; it is not an
-     * authentication secret.
+     * authentication secret. Every rank must be given the same key, or
+     * none: xtq_init() fails with -XTQ_EINVAL on every rank otherwise.
      */
     uint64_t job_key;
 } xtq_init_attr_t;
 
-/** Create the process's context. Collective over all ranks. */
+/**
+ * Create the process's context. Collective over all ranks.
+ * @return 0, -XTQ_EINVAL (unknown field_mask bits, a bad value, an OOB
+ *         description with a missing callback or a rank outside 0..size-1,
+ *         ranks given different job keys), -XTQ_EBOOTSTRAP (PMIx or an OOB
+ *         collective failed), -XTQ_ENOMEM, or a transport or agent error.
+ */
 XTQ_API int xtq_init(const xtq_init_attr_t *attr, xtq_ctx_t **ctx);
 
 /**

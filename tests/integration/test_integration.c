@@ -132,6 +132,7 @@ static xtq_ctx_t *init_ctx(void)
 {
     xtq_init_attr_t attr = {0};
     xtq_ctx_t *ctx = NULL;
+    attr.field_mask = XTQ_INIT_ATTR_FIELD_PROGRESS;
     attr.progress = manual_mode() ? XTQ_PROGRESS_MANUAL : XTQ_PROGRESS_DEFAULT;
     CHECK_OK(xtq_init(&attr, &ctx));
     return ctx;
@@ -533,7 +534,8 @@ XTQ_TEST(large)
 XTQ_TEST(window_nonblocking)
 {
     setenv("XTQ_PUT_WINDOW", "2", 1);
-    xtq_init_attr_t attr = {.progress = XTQ_PROGRESS_MANUAL, .provider = NULL};
+    xtq_init_attr_t attr = {.field_mask = XTQ_INIT_ATTR_FIELD_PROGRESS,
+                            .progress = XTQ_PROGRESS_MANUAL};
     xtq_ctx_t *ctx;
     CHECK_OK(xtq_init(&attr, &ctx));
     xtq_agent_t *cpu;
