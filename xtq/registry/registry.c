@@ -70,25 +70,98 @@ void xtq__registry_destroy(struct xtq__registry *reg)
     free(reg);
 }
 
-int xtq__registry_set_kernel(struct xtq__registry *reg, uint32_t index, xtq_kernel_t *kernel,
-                             void *target_buffer, xtq_signal_t *signal)
+#define REGISTER_FIELDS                                                                     \
+    (XTQ_REGISTER_ATTR_FIELD_BUFFER | XTQ_REGISTER_ATTR_FIELD_SIGNAL |                      \
+     XTQ_REGISTER_ATTR_FIELD_MAX_WORK_ITEMS | XTQ_REGISTER_ATTR_FIELD_FLAGS)
+#define REGISTER_FLAGS XTQ_REGISTER_BOUNDED
+
+/* Bounded kernels read an offset (argument 0) and an extent (argument 2). */
+#define KERNARG_MIN_BOUNDED 24u
+
+/* An xtq_register_attr_t with what it does not name at its defaults. */
+struct registration {
+    void *buffer;
+    size_t size;
+    xtq_signal_t *signal;
+    uint64_t max_work_items;
+    uint32_t flags;
+};
+
+static int registration_of(const xtq_register_attr_t *attr, uint32_t index,
+                           struct registration *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->max_work_items = XTQ__MAX_WORK_ITEMS_DEFAULT;
+    if (!attr)
+        return 0;
+    if (attr->field_mask & ~(uint64_t)REGISTER_FIELDS) {
+        xtq_err(REGISTRY, "index %u: unknown field_mask bits 0x%llx", index,
+                (unsigned long long)(attr->field_mask & ~(uint64_t)REGISTER_FIELDS));
+        return -XTQ_EINVAL;
+    }
+    if (attr->field_mask & XTQ_REGISTER_ATTR_FIELD_BUFFER) {
+        r->buffer = attr->target_buffer;
+        r->size = attr->target_size;
+        /* A size needs a buffer, and the buffer must not wrap the address space. */
+        if ((!r->buffer && r->size) || (uintptr_t)r->buffer > UINTPTR_MAX - r->size) {
+            xtq_err(REGISTRY, "index %u: target buffer %p of %zu bytes is not a buffer", index,
+                    r->buffer, r->size);
+            return -XTQ_EINVAL;
+        }
+    }
+    if (attr->field_mask & XTQ_REGISTER_ATTR_FIELD_SIGNAL)
+        r->signal = attr->completion_signal;
+    if (attr->field_mask & XTQ_REGISTER_ATTR_FIELD_MAX_WORK_ITEMS) {
+        if (attr->max_work_items == 0) {
+            xtq_err(REGISTRY, "index %u: max_work_items 0 would refuse every task", index);
+            return -XTQ_EINVAL;
+        }
+        r->max_work_items = attr->max_work_items;
+    }
+    if (attr->field_mask & XTQ_REGISTER_ATTR_FIELD_FLAGS) {
+        if (attr->flags & ~(uint32_t)REGISTER_FLAGS) {
+            xtq_err(REGISTRY, "index %u: unknown flags 0x%x", index,
+                    attr->flags & ~(uint32_t)REGISTER_FLAGS);
+            return -XTQ_EINVAL;
+        }
+        r->flags = attr->flags;
+    }
+    if ((r->flags & XTQ_REGISTER_BOUNDED) && !r->buffer) {
+        xtq_err(REGISTRY, "index %u: XTQ_REGISTER_BOUNDED needs a target buffer", index);
+        return -XTQ_EINVAL;
+    }
+    return 0;
+}
+
+int xtq__registry_set_kernel_attr(struct xtq__registry *reg, uint32_t index,
+                                  xtq_kernel_t *kernel, const xtq_register_attr_t *attr)
 {
     struct xtq__kernel_entry *e;
-    int rc = 0;
+    struct registration r;
+    int rc;
 
     if (!reg || !kernel || !kernel->agent)
         return -XTQ_EINVAL;
+    rc = registration_of(attr, index, &r);
+    if (rc)
+        return rc;
     if (kernel->kernarg_size < KERNARG_MIN || kernel->kernarg_size > XTQ__WIRE_MAX_KERNARG) {
         xtq_err(REGISTRY, "kernel at index %u: kernarg_size %u not in %u..%u", index,
                 kernel->kernarg_size, KERNARG_MIN, XTQ__WIRE_MAX_KERNARG);
+        return -XTQ_EINVAL;
+    }
+    if ((r.flags & XTQ_REGISTER_BOUNDED) && kernel->kernarg_size < KERNARG_MIN_BOUNDED) {
+        xtq_err(REGISTRY, "kernel at index %u: a bounded kernel takes at least %u bytes of "
+                          "arguments (offset, payload, extent), not %u",
+                index, KERNARG_MIN_BOUNDED, kernel->kernarg_size);
         return -XTQ_EINVAL;
     }
     if (index >= reg->size)
         return -XTQ_ERANGE;
     /* The CUDA processor decrements the signal through the GPU's mapping
      * of it: an ordinary host signal would fault the whole GPU context. */
-    if (signal && kernel->agent->kind == XTQ_AGENT_CUDA &&
-        !(((struct xtq_signal *)signal)->flags & XTQ__SIGNAL_DEVICE)) {
+    if (r.signal && kernel->agent->kind == XTQ_AGENT_CUDA &&
+        !(((struct xtq_signal *)r.signal)->flags & XTQ__SIGNAL_DEVICE)) {
         xtq_err(REGISTRY, "kernel at index %u: a CUDA kernel's completion signal must come from "
                           "xtq_cuda_signal_create()", index);
         return -XTQ_EINVAL;
@@ -103,22 +176,34 @@ int xtq__registry_set_kernel(struct xtq__registry *reg, uint32_t index, xtq_kern
     e->kernel = kernel;
     e->kernel_object = kernel->object;
     e->kernarg_size = kernel->kernarg_size;
+    e->flags = r.flags;
     e->kind = kernel->agent->kind;
-    e->target_buffer = target_buffer;
-    e->completion_signal = signal;
+    e->target_buffer = r.buffer;
+    e->target_size = r.size;
+    e->max_work_items = r.max_work_items;
+    e->completion_signal = r.signal;
 out:
     pthread_rwlock_unlock(&reg->lock);
     return rc;
 }
 
-int xtq__registry_set_function(struct xtq__registry *reg, uint32_t index, xtq_function_t *function,
-                               void *target_buffer)
+int xtq__registry_set_function_attr(struct xtq__registry *reg, uint32_t index,
+                                    xtq_function_t *function, const xtq_register_attr_t *attr)
 {
     struct xtq__function_entry *e;
-    int rc = 0;
+    struct registration r;
+    int rc;
 
     if (!reg || !function || !function->agent)
         return -XTQ_EINVAL;
+    rc = registration_of(attr, index, &r);
+    if (rc)
+        return rc;
+    /* Function packets carry no completion signal (registry.h). */
+    if (r.signal) {
+        xtq_err(REGISTRY, "function at index %u: functions take no completion signal", index);
+        return -XTQ_EINVAL;
+    }
     if (index >= reg->size)
         return -XTQ_ERANGE;
 
@@ -131,10 +216,33 @@ int xtq__registry_set_function(struct xtq__registry *reg, uint32_t index, xtq_fu
     e->function = function;
     e->function_object = function->object;
     e->kind = function->agent->kind;
-    e->target_buffer = target_buffer;
+    e->flags = r.flags;
+    e->target_buffer = r.buffer;
+    e->target_size = r.size;
 out:
     pthread_rwlock_unlock(&reg->lock);
     return rc;
+}
+
+int xtq__registry_set_kernel(struct xtq__registry *reg, uint32_t index, xtq_kernel_t *kernel,
+                             void *target_buffer, xtq_signal_t *signal)
+{
+    xtq_register_attr_t attr = {
+        .field_mask = XTQ_REGISTER_ATTR_FIELD_BUFFER | XTQ_REGISTER_ATTR_FIELD_SIGNAL,
+        .target_buffer = target_buffer,
+        .completion_signal = signal,
+    };
+    return xtq__registry_set_kernel_attr(reg, index, kernel, &attr);
+}
+
+int xtq__registry_set_function(struct xtq__registry *reg, uint32_t index, xtq_function_t *function,
+                               void *target_buffer)
+{
+    xtq_register_attr_t attr = {
+        .field_mask = XTQ_REGISTER_ATTR_FIELD_BUFFER,
+        .target_buffer = target_buffer,
+    };
+    return xtq__registry_set_function_attr(reg, index, function, &attr);
 }
 
 int xtq__registry_set_queue(struct xtq__registry *reg, uint32_t index, xtq_queue_t *queue)
