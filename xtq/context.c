@@ -198,6 +198,33 @@ const char *xtq_provider_name(const xtq_ctx_t *ctx)
     return ctx ? xtq__engine_provider(ctx->engine) : NULL;
 }
 
+/* Runtime codes each need a slot of their own below the named ones. */
+XTQ_STATIC_ASSERT(XTQ_EFINALIZED < XTQ_ENOKERNEL + XTQ_STATS_REJECT_RANGE,
+                  "a runtime error code has no rejected_by_reason slot: extend the slots");
+
+unsigned xtq_stats_reject_slot(int err)
+{
+    int code = err < 0 ? -err : err;
+    if (code >= XTQ_ENOKERNEL && code < XTQ_ENOKERNEL + XTQ_STATS_REJECT_RANGE)
+        return (unsigned)(code - XTQ_ENOKERNEL);
+    switch (code) {
+    case XTQ_ERANGE: return XTQ_STATS_REJECT_RANGE;
+    case XTQ_EBADMSG: return XTQ_STATS_REJECT_BADMSG;
+    case XTQ_EMSGSIZE: return XTQ_STATS_REJECT_MSGSIZE;
+    case XTQ_ENOMEM: return XTQ_STATS_REJECT_NOMEM;
+    case XTQ_EPROTO: return XTQ_STATS_REJECT_PROTO;
+    case XTQ_EINVAL: return XTQ_STATS_REJECT_INVAL;
+    default: return XTQ_STATS_REJECT_OTHER;
+    }
+}
+
+void xtq__stats_rejected(xtq_ctx_t *ctx, int err)
+{
+    XTQ__STAT_INC(ctx, msgs_rejected);
+    atomic_fetch_add_explicit(&ctx->stats.rejected_by_reason[xtq_stats_reject_slot(err)], 1,
+                              memory_order_relaxed);
+}
+
 int xtq_get_stats(xtq_ctx_t *ctx, xtq_stats_t *st)
 {
     if (!ctx || !st)

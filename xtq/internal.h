@@ -278,9 +278,13 @@ struct xtq__stats {
     _Atomic uint64_t msgs_rejected;
     _Atomic uint64_t acks_sent;
     _Atomic uint64_t queue_full_events;
-    _Atomic uint64_t rejected_by_reason[16];
+    _Atomic uint64_t rejected_by_reason[XTQ_STATS_REJECT_SLOTS];
 };
 #define XTQ__STAT_INC(ctx, field) atomic_fetch_add_explicit(&(ctx)->stats.field, 1, memory_order_relaxed)
+/* A command rejected with `err`: msgs_rejected and its reason's slot
+ * (context.c). The engine counts every rejection, wire-level ones too,
+ * through this. */
+void xtq__stats_rejected(xtq_ctx_t *ctx, int err);
 
 struct xtq_ctx {
     int rank;

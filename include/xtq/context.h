@@ -116,6 +116,27 @@ XTQ_API int xtq_progress(xtq_ctx_t *ctx);
 /** The libfabric provider in use ("shm", "tcp", ...). */
 XTQ_API const char *xtq_provider_name(const xtq_ctx_t *ctx);
 
+/**
+ * Slots of xtq_stats_t.rejected_by_reason: every code a target rejects a
+ * command with has one. Runtime codes keep slot (code - XTQ_ENOKERNEL),
+ * 0..15 (XTQ_ENOKERNEL is slot 0, XTQ_EJOBKEY slot 5, ...); errno-valued
+ * codes have the named slots from 16; a code not listed counts in OTHER.
+ * xtq_stats_reject_slot() maps a code to its slot.
+ */
+enum xtq_stats_reject_slot {
+    XTQ_STATS_REJECT_RANGE = 16,   /**< -XTQ_ERANGE: grid or bounded offset + extent */
+    XTQ_STATS_REJECT_BADMSG = 17,  /**< -XTQ_EBADMSG: malformed message */
+    XTQ_STATS_REJECT_MSGSIZE = 18, /**< -XTQ_EMSGSIZE: larger than this target takes */
+    XTQ_STATS_REJECT_NOMEM = 19,   /**< -XTQ_ENOMEM: no memory for the task */
+    XTQ_STATS_REJECT_PROTO = 20,   /**< -XTQ_EPROTO: flags or reserved fields set */
+    XTQ_STATS_REJECT_INVAL = 21,   /**< -XTQ_EINVAL */
+    XTQ_STATS_REJECT_OTHER = 31,   /**< any code without a slot of its own */
+    XTQ_STATS_REJECT_SLOTS = 32,   /**< entries of rejected_by_reason */
+};
+
+/** The rejected_by_reason slot that counts error code `err` (either sign). */
+XTQ_API unsigned xtq_stats_reject_slot(int err);
+
 /** Counters of the target engine and initiator side. */
 typedef struct xtq_stats {
     uint64_t puts_issued;       /**< xtq_put calls that were accepted */
@@ -127,8 +148,8 @@ typedef struct xtq_stats {
     uint64_t msgs_rejected;     /**< commands dropped by validation (all reasons) */
     uint64_t acks_sent;         /**< acknowledgements (success or error) sent */
     uint64_t queue_full_events; /**< times an enqueue found its queue full */
-    /** Rejections per reason, indexed by (error code - XTQ_ENOKERNEL). */
-    uint64_t rejected_by_reason[16];
+    /** Rejections per reason, at xtq_stats_reject_slot(code). */
+    uint64_t rejected_by_reason[XTQ_STATS_REJECT_SLOTS];
 } xtq_stats_t;
 
 /** Snapshot the counters. */

@@ -370,11 +370,11 @@ static void bad_case(enum bad_kind kind, int expect_err)
     CHECK_OK(xtq_get_stats(ctx, &st));
     if (S.rank == target) {
         CHECK_EQ(st.msgs_rejected, 1);
-        CHECK_EQ(st.rejected_by_reason[-expect_err - XTQ_ENOKERNEL], 1);
+        CHECK_EQ(st.rejected_by_reason[xtq_stats_reject_slot(expect_err)], 1);
         CHECK_EQ(st.tasks_completed, 1);
         printf("rank %d: rejected_by_reason[%s] = %llu, tasks completed %llu\n", S.rank,
                xtq_errname(expect_err),
-               (unsigned long long)st.rejected_by_reason[-expect_err - XTQ_ENOKERNEL],
+               (unsigned long long)st.rejected_by_reason[xtq_stats_reject_slot(expect_err)],
                (unsigned long long)st.tasks_completed);
     } else {
         CHECK_EQ(st.msgs_rejected, 0);
