@@ -196,6 +196,7 @@ int xtq_kernel_create_cpu(xtq_agent_t *agent, xtq_cpu_kernel_fn fn, uint32_t ker
     o->base.kernel.object = (uint64_t)(uintptr_t)o;
     o->base.kernel.kernarg_size = kernarg_size;
     o->base.kernel.flags = 0;
+    atomic_init(&o->base.kernel.refs, 0); /* the pool reuses destroyed objects */
     o->fn.kernel = fn;
     o->user_data = user_data;
     atomic_store_explicit(&o->magic, CPU_KERNEL_MAGIC, memory_order_release);
@@ -219,6 +220,7 @@ int xtq_function_create_cpu(xtq_agent_t *agent, xtq_cpu_function_fn fn, void *us
     }
     o->base.function.agent = agent;
     o->base.function.object = (uint64_t)(uintptr_t)o;
+    atomic_init(&o->base.function.refs, 0);
     o->fn.function = fn;
     o->user_data = user_data;
     atomic_store_explicit(&o->magic, CPU_FUNCTION_MAGIC, memory_order_release);

@@ -137,6 +137,46 @@ uint64_t xtq__spin_ns(enum xtq__param_id id, unsigned local_ranks, int64_t roomy
  * bounded naps instead of indefinitely. */
 enum { XTQ__SIGNAL_DEVICE = 1u << 0, XTQ__SIGNAL_EXTERNAL_MEM = 1u << 1 };
 
+/* ---- references --------------------------------------------------------
+ * Kernels, functions and signals count what names them: each registration
+ * (lookup-table entry) and each task the engine enqueued until it retires.
+ * Destroy refuses (-XTQ_EBUSY) while any is left, and marks the object
+ * dead so that nothing registers it again (issue 10, bug 2). */
+#define XTQ__REFS_DEAD (1u << 31)
+
+/* Take a reference: 0, or -XTQ_EINVAL if the object was destroyed. */
+static inline int xtq__refs_get(_Atomic uint32_t *refs)
+{
+    uint32_t v = atomic_load_explicit(refs, memory_order_relaxed);
+    do {
+        if (v & XTQ__REFS_DEAD)
+            return -XTQ_EINVAL;
+    } while (!atomic_compare_exchange_weak_explicit(refs, &v, v + 1, memory_order_acq_rel,
+                                                    memory_order_relaxed));
+    return 0;
+}
+
+static inline void xtq__refs_put(_Atomic uint32_t *refs)
+{
+    atomic_fetch_sub_explicit(refs, 1, memory_order_release);
+}
+
+/* Destroy's check: 0 (no reference left; now dead) or -XTQ_EBUSY. */
+static inline int xtq__refs_kill(_Atomic uint32_t *refs)
+{
+    uint32_t zero = 0;
+    return atomic_compare_exchange_strong_explicit(refs, &zero, XTQ__REFS_DEAD,
+                                                   memory_order_acq_rel, memory_order_acquire)
+               ? 0
+               : -XTQ_EBUSY;
+}
+
+/* Undo xtq__refs_kill() when the destroy itself failed. */
+static inline void xtq__refs_revive(_Atomic uint32_t *refs)
+{
+    atomic_store_explicit(refs, 0, memory_order_release);
+}
+
 struct xtq_signal {
     _Atomic int64_t value;
     _Atomic uint32_t seq;
@@ -146,7 +186,8 @@ struct xtq_signal {
     /* Host-side changes in progress: destroy waits for it to drain, so a
      * waiter may destroy the signal as soon as it sees the new value. */
     _Atomic uint32_t busy;
-    uint8_t pad_[36];
+    _Atomic uint32_t refs; /* registrations and queued tasks naming it */
+    uint8_t pad_[32];
 };
 XTQ_STATIC_ASSERT(sizeof(struct xtq_signal) == 64, "signal is one cache line");
 #define XTQ__SIGNAL_MAGIC 0x5851534eu
@@ -164,11 +205,13 @@ struct xtq_kernel {
     uint64_t object; /* what kernel_object holds after the rewrite */
     uint32_t kernarg_size;
     uint32_t flags;
+    _Atomic uint32_t refs; /* registrations and queued tasks; zero at creation */
 };
 
 struct xtq_function {
     xtq_agent_t *agent;
     uint64_t object; /* what reserved2 holds after the rewrite */
+    _Atomic uint32_t refs; /* registrations and queued tasks; zero at creation */
 };
 
 /* ---- queues ----------------------------------------------------------

@@ -7,9 +7,22 @@
 
 int xtq_kernel_destroy(xtq_kernel_t *kernel)
 {
+    int rc;
+
     if (kernel == NULL || kernel->agent == NULL)
         return -XTQ_EINVAL;
-    return kernel->agent->ops->kernel_destroy(kernel);
+    /* Registered, or named by a queued task: freeing it now would let its
+     * pool slot be reused under the table entry or the task. */
+    rc = xtq__refs_kill(&kernel->refs);
+    if (rc) {
+        xtq_dbg(CORE, "kernel %p destroy refused: %u registrations or tasks name it",
+                (void *)kernel, atomic_load(&kernel->refs) & ~XTQ__REFS_DEAD);
+        return rc;
+    }
+    rc = kernel->agent->ops->kernel_destroy(kernel);
+    if (rc)
+        xtq__refs_revive(&kernel->refs);
+    return rc;
 }
 
 uint64_t xtq_kernel_object(const xtq_kernel_t *kernel)
@@ -29,9 +42,20 @@ xtq_agent_t *xtq_kernel_agent(const xtq_kernel_t *kernel)
 
 int xtq_function_destroy(xtq_function_t *function)
 {
+    int rc;
+
     if (function == NULL || function->agent == NULL)
         return -XTQ_EINVAL;
-    return function->agent->ops->function_destroy(function);
+    rc = xtq__refs_kill(&function->refs);
+    if (rc) {
+        xtq_dbg(CORE, "function %p destroy refused: %u registrations or tasks name it",
+                (void *)function, atomic_load(&function->refs) & ~XTQ__REFS_DEAD);
+        return rc;
+    }
+    rc = function->agent->ops->function_destroy(function);
+    if (rc)
+        xtq__refs_revive(&function->refs);
+    return rc;
 }
 
 uint64_t xtq_function_object(const xtq_function_t *function)

@@ -27,6 +27,7 @@ static void signal_init(struct xtq_signal *sig, int64_t initial, uint32_t flags)
     atomic_init(&sig->seq, 0);
     atomic_init(&sig->waiters, 0);
     atomic_init(&sig->busy, 0);
+    atomic_init(&sig->refs, 0);
     sig->flags = flags;
     sig->magic = XTQ__SIGNAL_MAGIC;
 }
@@ -82,6 +83,10 @@ int xtq_signal_destroy(xtq_signal_t *signal)
 {
     if (signal == NULL || signal->magic != XTQ__SIGNAL_MAGIC)
         return -XTQ_EINVAL;
+    /* Registered as a completion signal, or named by a queued task: an
+     * agent would decrement freed memory. */
+    if (xtq__refs_kill(&signal->refs) != 0)
+        return -XTQ_EBUSY;
     /* A store/add whose value a waiter already saw may still be waking. */
     for (unsigned i = 0; atomic_load_explicit(&signal->busy, memory_order_acquire) != 0; i++) {
         if (i < 1000)

@@ -114,6 +114,15 @@ XTQ_API int xtq_register_queue(xtq_ctx_t *ctx, uint32_t index, xtq_queue_t *queu
  * Remove a registration. Commands that name the index afterwards fail with
  * -XTQ_ENOKERNEL / -XTQ_ENOFUNC / -XTQ_ENOQUEUE at their initiator.
  * Returns -XTQ_ENOENT if nothing is registered there.
+ *
+ * Unregistration does not wait for tasks already enqueued: they run
+ * against the old entry. Objects stay safe to use until they are
+ * destroyed, and destroy refuses (-XTQ_EBUSY) while a registration or a
+ * queued or running task still names the kernel, function or completion
+ * signal; a queue registered anywhere cannot be destroyed either. So:
+ * unregister, wait for the tasks in flight (a completion signal, the puts'
+ * remote completions), then destroy; a destroy that returns -XTQ_EBUSY
+ * changed nothing and may be retried.
  */
 XTQ_API int xtq_unregister_kernel(xtq_ctx_t *ctx, uint32_t index);
 XTQ_API int xtq_unregister_function(xtq_ctx_t *ctx, uint32_t index);

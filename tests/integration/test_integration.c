@@ -578,3 +578,41 @@ XTQ_TEST(window_nonblocking)
     CHECK_OK(xtq_signal_destroy(S.done));
     CHECK_OK(xtq_finalize(ctx));
 }
+
+/* Registered objects cannot be destroyed (issue 10, bug 2): -XTQ_EBUSY
+ * changes nothing, and the objects still serve a put afterwards; after
+ * unregistration they can be destroyed. Alone (a put to ourselves). */
+XTQ_TEST(destroy_busy)
+{
+    xtq_ctx_t *ctx = init_ctx();
+    struct target_objs t;
+    S.rank = xtq_rank(ctx);
+    S.size = xtq_size(ctx);
+    S.nputs = 1;
+    S.count = calloc((size_t)S.size, sizeof(*S.count));
+    CHECK(S.count);
+    setup_target(ctx, &t, 1);
+    CHECK_ERR(xtq_kernel_destroy(t.kernel), -XTQ_EBUSY);
+    CHECK_ERR(xtq_function_destroy(t.function), -XTQ_EBUSY);
+    CHECK_ERR(xtq_signal_destroy(S.done), -XTQ_EBUSY);
+    CHECK_ERR(xtq_queue_destroy(t.queue), -XTQ_EBUSY);
+
+    /* Still registered and working: one kernel task, to ourselves. */
+    uint8_t cmd[256];
+    size_t cmd_len;
+    struct kargs ka;
+    xtq_completion_t c;
+    memset(&ka, 0, sizeof(ka));
+    ka.src = (uint32_t)S.rank;
+    ka.magic = ARG_MAGIC ^ ((uint64_t)ka.src << 32);
+    CHECK_OK(xtq_cmd_kernel(cmd, sizeof(cmd), KERNEL_INDEX, QUEUE_INDEX, NULL, &ka, sizeof(ka),
+                            &cmd_len));
+    CHECK_OK(xtq_put(ctx, S.rank, cmd, cmd_len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &c));
+    CHECK_OK(xtq_completion_wait(ctx, &c, 60ll * 1000000000));
+    wait_signal_zero(ctx, S.done);
+    CHECK_EQ(atomic_load(&S.count[S.rank]), 1);
+    CHECK_EQ(atomic_load(&S.errors), 0);
+    teardown_target(ctx, &t);
+    CHECK_OK(xtq_finalize(ctx));
+    free(S.count);
+}

@@ -2,7 +2,8 @@
  * The CPU agent: kernel dispatch geometry, function dispatch, barrier-AND
  * and barrier-OR, the barrier bit, completion signals, retire callbacks,
  * bad packets, a 100k-packet stress through a small queue, idle CPU use,
- * and agent enumeration. Threads meet on signals, never on sleeps.
+ * agent enumeration, destroy refused while objects are named (registered
+ * or by queued tasks), and task results and failures. Threads meet on signals, never on sleeps.
  */
 #include "internal.h"
 
@@ -11,6 +12,7 @@
 
 #include "cpu_agent.h"
 #include "queue_int.h"
+#include "registry/registry.h"
 #include "xtq_test.h"
 
 static xtq_agent_t *open_agent(unsigned workers)
@@ -673,5 +675,112 @@ XTQ_TEST(kernel_create_checks)
     CHECK_OK(xtq_kernel_destroy(k));
     CHECK_OK(xtq_function_create_cpu(a, nop_fn, NULL, &f));
     CHECK_OK(xtq_function_destroy(f));
+    close_agent(a);
+}
+
+/* ---- destroy while named (issue 10, bug 2) -------------------------------------- */
+
+/* Registered objects cannot be destroyed: the table entry would point at a
+ * freed object, and the pool would hand its slot to the next kernel. */
+XTQ_TEST(destroy_refused_while_registered)
+{
+    xtq_agent_t *a = open_agent(1);
+    struct xtq__registry *reg;
+    xtq_kernel_t *k;
+    xtq_function_t *f;
+    xtq_signal_t *sig;
+
+    CHECK_OK(xtq__registry_create(8, &reg));
+    CHECK_OK(xtq_kernel_create_cpu(a, grid_kernel, 16, NULL, &k));
+    CHECK_OK(xtq_function_create_cpu(a, nop_fn, NULL, &f));
+    CHECK_OK(xtq_signal_create(0, &sig));
+    CHECK_OK(xtq__registry_set_kernel(reg, 1, k, NULL, sig));
+    CHECK_OK(xtq__registry_set_kernel(reg, 2, k, NULL, NULL));
+    CHECK_OK(xtq__registry_set_function(reg, 3, f, NULL));
+    CHECK_ERR(xtq_kernel_destroy(k), -XTQ_EBUSY);
+    CHECK_ERR(xtq_function_destroy(f), -XTQ_EBUSY);
+    CHECK_ERR(xtq_signal_destroy(sig), -XTQ_EBUSY);
+    /* Refusals changed nothing: the objects still work. */
+    CHECK_EQ(xtq_kernel_kernarg_size(k), 16);
+    xtq_signal_store(sig, 5);
+    CHECK_EQ(xtq_signal_load(sig), 5);
+    /* One registration left still holds the kernel; not the signal. */
+    CHECK_OK(xtq__registry_clear_kernel(reg, 1));
+    CHECK_ERR(xtq_kernel_destroy(k), -XTQ_EBUSY);
+    CHECK_OK(xtq_signal_destroy(sig));
+    CHECK_OK(xtq__registry_clear_kernel(reg, 2));
+    CHECK_OK(xtq__registry_clear_function(reg, 3));
+    CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_function_destroy(f));
+
+    /* Destroying the tables (finalize) releases what they still named. */
+    CHECK_OK(xtq_kernel_create_cpu(a, grid_kernel, 16, NULL, &k));
+    CHECK_OK(xtq_signal_create(0, &sig));
+    CHECK_OK(xtq__registry_set_kernel(reg, 1, k, NULL, sig));
+    CHECK_ERR(xtq_kernel_destroy(k), -XTQ_EBUSY);
+    xtq__registry_destroy(reg);
+    CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_signal_destroy(sig));
+    close_agent(a);
+}
+
+/* A task the engine enqueued holds its kernel, function and signal from
+ * enqueue (task_begin) to retire (task_end), past unregistration. */
+XTQ_TEST(destroy_refused_while_tasks_queued)
+{
+    xtq_agent_t *a = open_agent(1);
+    struct xtq__registry *reg;
+    struct xtq__task_refs kt, ft;
+    xtq_kernel_t *k, *k2;
+    xtq_function_t *f;
+    xtq_signal_t *sig;
+    xtq_aql_packet_t kp, fp;
+
+    CHECK_OK(xtq__registry_create(8, &reg));
+    CHECK_OK(xtq_kernel_create_cpu(a, grid_kernel, 16, NULL, &k));
+    CHECK_OK(xtq_function_create_cpu(a, nop_fn, NULL, &f));
+    CHECK_OK(xtq_signal_create(1, &sig));
+    CHECK_OK(xtq__registry_set_kernel(reg, 4, k, NULL, sig));
+    CHECK_OK(xtq__registry_set_function(reg, 6, f, NULL));
+    /* Packets as they arrive: indices, not pointers. */
+    memset(&kp, 0, sizeof(kp));
+    kp.kernel.header = xtq_aql_header(XTQ_PACKET_TYPE_KERNEL_DISPATCH, 0, XTQ_FENCE_SCOPE_SYSTEM,
+                                      XTQ_FENCE_SCOPE_SYSTEM);
+    kp.kernel.kernel_object = 4;
+    memset(&fp, 0, sizeof(fp));
+    fp.agent.header = xtq_aql_header(XTQ_PACKET_TYPE_AGENT_DISPATCH, 0, XTQ_FENCE_SCOPE_SYSTEM,
+                                     XTQ_FENCE_SCOPE_SYSTEM);
+    fp.agent.type = 6;
+    pthread_rwlock_rdlock(&reg->lock);
+    xtq__registry_task_begin(reg, &kp, &kt);
+    xtq__registry_task_begin(reg, &fp, &ft);
+    pthread_rwlock_unlock(&reg->lock);
+    CHECK(kt.kernel == k && kt.signal == sig && kt.function == NULL);
+    CHECK(ft.function == f && ft.kernel == NULL && ft.signal == NULL);
+
+    CHECK_OK(xtq__registry_clear_kernel(reg, 4));
+    CHECK_OK(xtq__registry_clear_function(reg, 6));
+    /* Unregistered, but the tasks are still queued. */
+    CHECK_ERR(xtq_kernel_destroy(k), -XTQ_EBUSY);
+    CHECK_ERR(xtq_signal_destroy(sig), -XTQ_EBUSY);
+    CHECK_ERR(xtq_function_destroy(f), -XTQ_EBUSY);
+    /* The pool slot is not handed out meanwhile. */
+    CHECK_OK(xtq_kernel_create_cpu(a, grid_kernel, 16, NULL, &k2));
+    CHECK(k2 != k);
+    /* The kernel task retires: its kernel and signal are free to go. */
+    xtq__registry_task_end(&kt);
+    CHECK(kt.kernel == NULL);
+    CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_signal_destroy(sig));
+    CHECK_ERR(xtq_function_destroy(f), -XTQ_EBUSY);
+    xtq__registry_task_end(&ft);
+    CHECK_OK(xtq_function_destroy(f));
+    /* A new kernel in the recycled slot starts with no references. */
+    CHECK_OK(xtq_kernel_create_cpu(a, grid_kernel, 16, NULL, &k));
+    CHECK_OK(xtq__registry_set_kernel(reg, 4, k, NULL, NULL));
+    CHECK_OK(xtq__registry_clear_kernel(reg, 4));
+    CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_kernel_destroy(k2));
+    xtq__registry_destroy(reg);
     close_agent(a);
 }

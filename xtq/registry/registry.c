@@ -54,15 +54,35 @@ fail:
     return rc;
 }
 
+/* Drop an entry's references (caller holds the write lock). */
+static void kernel_entry_clear(struct xtq__kernel_entry *e)
+{
+    xtq__refs_put(&e->kernel->refs);
+    if (e->completion_signal)
+        xtq__refs_put(&e->completion_signal->refs);
+    memset(e, 0, sizeof(*e));
+}
+
+static void function_entry_clear(struct xtq__function_entry *e)
+{
+    xtq__refs_put(&e->function->refs);
+    memset(e, 0, sizeof(*e));
+}
+
 void xtq__registry_destroy(struct xtq__registry *reg)
 {
     if (!reg)
         return;
-    /* Drop the queue references the tables still hold. */
-    for (uint32_t i = 0; i < reg->size; i++)
+    /* Drop the references the tables still hold. */
+    for (uint32_t i = 0; i < reg->size; i++) {
         if (reg->queues[i].queue)
             atomic_fetch_sub_explicit(&reg->queues[i].queue->registrations, 1,
                                       memory_order_relaxed);
+        if (reg->kernels[i].kernel)
+            kernel_entry_clear(&reg->kernels[i]);
+        if (reg->functions[i].function)
+            function_entry_clear(&reg->functions[i]);
+    }
     pthread_rwlock_destroy(&reg->lock);
     free(reg->queues);
     free(reg->functions);
@@ -173,6 +193,14 @@ int xtq__registry_set_kernel_attr(struct xtq__registry *reg, uint32_t index,
         rc = -XTQ_EEXIST;
         goto out;
     }
+    /* The entry holds the kernel and its signal until it is cleared. */
+    rc = xtq__refs_get(&kernel->refs);
+    if (rc)
+        goto out;
+    if (r.signal && (rc = xtq__refs_get(&r.signal->refs)) != 0) {
+        xtq__refs_put(&kernel->refs);
+        goto out;
+    }
     e->kernel = kernel;
     e->kernel_object = kernel->object;
     e->kernarg_size = kernel->kernarg_size;
@@ -213,6 +241,9 @@ int xtq__registry_set_function_attr(struct xtq__registry *reg, uint32_t index,
         rc = -XTQ_EEXIST;
         goto out;
     }
+    rc = xtq__refs_get(&function->refs);
+    if (rc)
+        goto out;
     e->function = function;
     e->function_object = function->object;
     e->kind = function->agent->kind;
@@ -279,7 +310,7 @@ int xtq__registry_clear_kernel(struct xtq__registry *reg, uint32_t index)
     if (!reg->kernels[index].kernel)
         rc = -XTQ_ENOENT;
     else
-        memset(&reg->kernels[index], 0, sizeof(reg->kernels[index]));
+        kernel_entry_clear(&reg->kernels[index]);
     pthread_rwlock_unlock(&reg->lock);
     return rc;
 }
@@ -296,7 +327,7 @@ int xtq__registry_clear_function(struct xtq__registry *reg, uint32_t index)
     if (!reg->functions[index].function)
         rc = -XTQ_ENOENT;
     else
-        memset(&reg->functions[index], 0, sizeof(reg->functions[index]));
+        function_entry_clear(&reg->functions[index]);
     pthread_rwlock_unlock(&reg->lock);
     return rc;
 }
@@ -320,4 +351,40 @@ int xtq__registry_clear_queue(struct xtq__registry *reg, uint32_t index)
     }
     pthread_rwlock_unlock(&reg->lock);
     return rc;
+}
+
+void xtq__registry_task_begin(const struct xtq__registry *reg, const xtq_aql_packet_t *arrived,
+                              struct xtq__task_refs *refs)
+{
+    memset(refs, 0, sizeof(*refs));
+    /* Registered (the entry holds a reference), so none of these is dead:
+     * destroy needs the entry cleared, which waits for our read lock. */
+    switch (xtq_aql_header_type(arrived->header)) {
+    case XTQ_PACKET_TYPE_KERNEL_DISPATCH: {
+        const struct xtq__kernel_entry *e = &reg->kernels[arrived->kernel.kernel_object];
+        refs->kernel = e->kernel;
+        refs->signal = e->completion_signal;
+        atomic_fetch_add_explicit(&refs->kernel->refs, 1, memory_order_relaxed);
+        if (refs->signal)
+            atomic_fetch_add_explicit(&refs->signal->refs, 1, memory_order_relaxed);
+        break;
+    }
+    case XTQ_PACKET_TYPE_AGENT_DISPATCH:
+        refs->function = reg->functions[arrived->agent.type].function;
+        atomic_fetch_add_explicit(&refs->function->refs, 1, memory_order_relaxed);
+        break;
+    default:
+        break;
+    }
+}
+
+void xtq__registry_task_end(struct xtq__task_refs *refs)
+{
+    if (refs->kernel)
+        xtq__refs_put(&refs->kernel->refs);
+    if (refs->function)
+        xtq__refs_put(&refs->function->refs);
+    if (refs->signal)
+        xtq__refs_put(&refs->signal->refs);
+    memset(refs, 0, sizeof(*refs));
 }

@@ -83,4 +83,24 @@ int xtq__registry_clear_queue(struct xtq__registry *reg, uint32_t index);
 int xtq__rewrite(const struct xtq__registry *reg, xtq_aql_packet_t *packet, void *kernarg,
                  uint32_t kernarg_len, void *payload, uint64_t payload_len, xtq_queue_t **queue);
 
+/*
+ * What a task the engine enqueued holds until it retires, so that its
+ * kernel, function and completion signal cannot be destroyed under it
+ * (xtq_*_destroy returns -XTQ_EBUSY meanwhile; issue 10, bug 2).
+ * The engine calls task_begin under the registry's read lock, after
+ * xtq__rewrite() accepted the packet and before it is published, with the
+ * packet as it arrived (the indices, not the rewritten pointers); and
+ * task_end when the agent retires the task (any status), before freeing
+ * it. A task rejected before task_begin needs neither.
+ */
+struct xtq__task_refs {
+    xtq_kernel_t *kernel;
+    xtq_function_t *function;
+    xtq_signal_t *signal;
+};
+
+void xtq__registry_task_begin(const struct xtq__registry *reg, const xtq_aql_packet_t *arrived,
+                              struct xtq__task_refs *refs);
+void xtq__registry_task_end(struct xtq__task_refs *refs);
+
 #endif /* XTQ_REGISTRY_INT_H */
