@@ -214,6 +214,18 @@ struct xtq_function {
     _Atomic uint32_t refs; /* registrations and queued tasks; zero at creation */
 };
 
+/* ---- the running CPU task (kernel.c) ----------------------------------
+ * A CPU agent's worker enters this around each kernel (all its work-groups)
+ * or function it runs, so that the task can reach its result buffer
+ * (xtq_task_result) and fail itself (xtq_task_fail). Thread-local. */
+struct xtq__task_state {
+    void *result;
+    size_t result_len;
+    int status; /* the first xtq_task_fail(), else 0 */
+};
+void xtq__task_enter(struct xtq__task_state *st);
+void xtq__task_leave(void);
+
 /* ---- queues ----------------------------------------------------------
  * Indices and the ring live where the agent's consumer can read them
  * (host memory for the CPU agent, pinned/mapped memory for a GPU). */
@@ -225,9 +237,16 @@ struct xtq__queue_indices {
 };
 
 /* Called by the agent when a packet that carried a cookie has finished
- * (status 0, or a negative XTQ error if the agent could not run it).
+ * (status 0, a negative XTQ error if the agent could not run it, or the
+ * status the task failed itself with: xtq_task_fail()).
  * Runs on the agent's thread: must be short and thread-safe. */
 typedef void (*xtq__retire_fn)(void *cookie, int status);
+
+/* Asked by the agent when it takes a packet that carried a cookie: the
+ * zero-filled buffer (and its length) the task may fill for its initiator
+ * (a fetching put; xtq_task_result()), or NULL. The producer owns the
+ * cookie's layout and the buffer, which must stay valid until retire. */
+typedef void *(*xtq__result_fn)(void *cookie, size_t *len);
 
 struct xtq_queue {
     xtq_aql_packet_t *ring;
@@ -241,6 +260,9 @@ struct xtq_queue {
      * retire(cookie, status) when the packet has finished. NULL: nothing. */
     void **cookies;
     xtq__retire_fn retire;
+    /* Optional (NULL: no task has a result buffer); set with retire, by
+     * the same producer, under the same rules. */
+    xtq__result_fn result;
     _Atomic uint32_t registrations; /* lookup-table entries naming it */
     uint32_t id;
     /* Where producers and the agent find the indices. xtq_queue_create()

@@ -1,7 +1,8 @@
 /*
  * Kernel and function objects: the generic accessors. Each agent kind
  * creates its own objects (xtq_kernel_create_cpu lives with the CPU agent)
- * and frees them through its operations table.
+ * and frees them through its operations table. Also the running CPU
+ * task's result buffer and status (xtq_task_result / xtq_task_fail).
  */
 #include "internal.h"
 
@@ -61,4 +62,38 @@ int xtq_function_destroy(xtq_function_t *function)
 uint64_t xtq_function_object(const xtq_function_t *function)
 {
     return function->object;
+}
+
+/* The task this thread runs (CPU agent workers), or NULL. */
+static __thread struct xtq__task_state *current_task;
+
+void xtq__task_enter(struct xtq__task_state *st)
+{
+    current_task = st;
+}
+
+void xtq__task_leave(void)
+{
+    current_task = NULL;
+}
+
+void *xtq_task_result(size_t *len)
+{
+    struct xtq__task_state *st = current_task;
+    void *buf = st && st->result_len ? st->result : NULL;
+
+    if (len)
+        *len = buf ? st->result_len : 0;
+    return buf;
+}
+
+void xtq_task_fail(int status)
+{
+    struct xtq__task_state *st = current_task;
+
+    if (!st || status == 0)
+        return;
+    /* Either sign, as xtq_strerror takes it; the first failure wins. */
+    if (st->status == 0)
+        st->status = status < 0 ? status : -status;
 }

@@ -87,9 +87,10 @@ XTQ_API uint64_t xtq_function_object(const xtq_function_t *function);
 XTQ_API void *xtq_task_result(size_t *len);
 
 /**
- * Inside a CPU task: fail it with `status` (a negative XTQ_E* code, such as
- * -XTQ_ERANGE for arguments that point outside the task's bound). The
- * initiator's completion carries the first status reported; the task's
+ * Inside a CPU task: fail it with `status` (an XTQ_E* code, such as
+ * -XTQ_ERANGE for arguments that point outside the task's bound; either
+ * sign, 0 is no failure). The initiator's completion carries the first
+ * status reported; the task's remaining work-groups still run, and its
  * completion signal is still decremented. Outside a task: no effect.
  */
 XTQ_API void xtq_task_fail(int status);
