@@ -214,6 +214,13 @@ struct xtq_function {
     _Atomic uint32_t refs; /* registrations and queued tasks; zero at creation */
 };
 
+/* ---- completion counters (counter.c) ----------------------------------
+ * The engine's side of xtq_counter_t: a put that names a counter attaches
+ * when it is issued and completes into it once, when it is DONE (after the
+ * completion object, if any, is final). */
+void xtq__counter_attach(xtq_counter_t *counter);
+void xtq__counter_complete(xtq_counter_t *counter, int status);
+
 /* ---- the running CPU task (kernel.c) ----------------------------------
  * A CPU agent's worker enters this around each kernel (all its work-groups)
  * or function it runs, so that the task can reach its result buffer
