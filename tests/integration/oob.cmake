@@ -28,11 +28,18 @@ endif()
 if(XTQ_SANITIZE STREQUAL "address")
   foreach(t integration.oob.fork_thread integration.oob.fork_manual
             integration.oob.two_jobs_one_key integration.oob.init_attr_mask
-            integration.oob.fork_manual.tcp integration.oob_mpi.shm.np4
-            integration.oob_mpi.tcp.np4 integration.oob_mpi_manual.shm.np2)
+            integration.oob.fork_manual.tcp)
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
+                 "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
+  endforeach()
+  # Open MPI leaks at exit from MCA components it has already unloaded
+  # (frames "<unknown module>": no suppression can name them). The MPI
+  # cases keep ASan's other checks; libxtq's OOB path is leak-checked by
+  # the forked cases above.
+  foreach(t integration.oob_mpi.shm.np4 integration.oob_mpi.tcp.np4
+            integration.oob_mpi_manual.shm.np2)
     if(TEST ${t})
-      set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
-                   "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
+      set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
     endif()
   endforeach()
 endif()
