@@ -57,20 +57,27 @@ XTQ__MPI_WEAK_API(XTQ__MPI_WEAK_DECL_)
 
 /* Waitall / Testall without statuses. GCC 12 reads MPI_STATUSES_IGNORE,
  * a null pointer, as a zero-sized array the call writes into. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define XMPI_NO_STRINGOP_BEGIN                                                             \
+    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wstringop-overflow\"")
+#define XMPI_NO_STRINGOP_END _Pragma("GCC diagnostic pop")
+#else
+#define XMPI_NO_STRINGOP_BEGIN
+#define XMPI_NO_STRINGOP_END
+#endif
+
 static inline int xtq__mpi_waitall(int n, MPI_Request *req)
 {
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstringop-overflow"
+    XMPI_NO_STRINGOP_BEGIN
     return PMPI_Waitall(n, req, MPI_STATUSES_IGNORE);
-#pragma GCC diagnostic pop
+    XMPI_NO_STRINGOP_END
 }
 
 static inline int xtq__mpi_testall(int n, MPI_Request *req, int *flag)
 {
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstringop-overflow"
+    XMPI_NO_STRINGOP_BEGIN
     return PMPI_Testall(n, req, flag, MPI_STATUSES_IGNORE);
-#pragma GCC diagnostic pop
+    XMPI_NO_STRINGOP_END
 }
 
 /* ---- logging (XTQ_LOG_LEVEL, XTQ_LOG_SUBSYS containing "mpi") ---------- */
