@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # MPI accumulate latency and overlap: the MPI's own one-sided layer against
-# libxtq_mpi, in one script, same binary, same machine.
+# libxtq_mpi, in one script, same binary, same machine. GPU windows
+# (WINDOWS=device, CUDA builds) compare against the host-staged round trip.
 #
 #   mpi-ext/bench/run.sh                      # Open MPI and MPICH, host windows
 #   MPIS=openmpi WINDOWS="create device" mpi-ext/bench/run.sh   # GPU machine
@@ -14,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
-BUILD_DIR=${BUILD_DIR:-build}
+BUILD_DIR=$(cd "${BUILD_DIR:-build}" && pwd)
 MACHINE=${MACHINE:-$(hostname -s)}
 OUT=${OUT:-bench/results/$MACHINE/mpi}
 MPIS=${MPIS:-"openmpi mpich"}
@@ -39,14 +40,14 @@ run() {
     local exe lib
     if [ "$mpi" = openmpi ]; then
         exe=$BUILD_DIR/mpi-ext/xtq_mpi_acc_latency
-        lib=$ROOT/$BUILD_DIR/mpi-ext/libxtq_mpi.so
+        lib=$BUILD_DIR/mpi-ext/libxtq_mpi.so
         local env=(-x XTQ_MPI_STATS=1)
         [ "$layer" = yes ] && env+=(-x "LD_PRELOAD=$lib")
         [ -n "${ACC_ALLOCATE_XTQ:-}" ] && env+=(-x ACC_ALLOCATE_XTQ=1)
         mpirun --oversubscribe --bind-to none -np 2 ${NP_FLAGS:-} "${env[@]}" "$exe" "$@"
     else
         exe=$BUILD_DIR/mpi-ext/xtq_mpi_acc_latency_mpich
-        lib=$ROOT/$BUILD_DIR/mpi-ext/libxtq_mpi_mpich.so
+        lib=$BUILD_DIR/mpi-ext/libxtq_mpi_mpich.so
         local env=(-genv XTQ_MPI_STATS 1)
         [ "$layer" = yes ] && env+=(-genv LD_PRELOAD "$lib")
         [ -n "${ACC_ALLOCATE_XTQ:-}" ] && env+=(-genv ACC_ALLOCATE_XTQ 1)
@@ -58,9 +59,14 @@ for mpi in $MPIS; do
     for window in $WINDOWS; do
         for layer in no yes; do
             echo "== $mpi, $window window, layer $layer" | tee -a "$OUT/acc_latency.txt"
+            what=(latency --window "$window" --max "$MAX" --iters "$ITERS" --modes "$MODES")
+            # GPU memory: the MPI's own one-sided calls cannot reach it; the
+            # baseline is the host-staged round trip (send, D2H, add, H2D).
+            if [ "$window" = device ] && [ "$layer" = no ]; then
+                what=(staged --max "$MAX" --iters "$ITERS")
+            fi
             ACC_ALLOCATE_XTQ=$([ "$window" = allocate ] && [ "$layer" = yes ] && echo 1 || true) \
-                run "$mpi" "$layer" latency --window "$window" --max "$MAX" --iters "$ITERS" \
-                --modes "$MODES" 2>&1 | tee -a "$OUT/acc_latency.txt" |
+                run "$mpi" "$layer" "${what[@]}" 2>&1 | tee -a "$OUT/acc_latency.txt" |
                 sed -n 's/^csv,latency,//p' >>"$OUT/acc_latency.csv"
         done
     done
@@ -128,9 +134,10 @@ cat >"$OUT/README.md" <<EOF
 # MPI accumulate latency and overlap: $MACHINE
 
 - machine: $(uname -srm), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
-- commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- mpi-ext xtq hsa-glue || echo ' (with local changes)')
+- commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}$(git diff --quiet HEAD -- mpi-ext xtq hsa-glue 2>/dev/null || echo ' (with local changes)')
 - command: \`MPIS="$MPIS" WINDOWS="$WINDOWS" MODES=$MODES MAX=$MAX ITERS=$ITERS OVERLAP_MS=$OVERLAP_MS OVERLAP_BYTES="$OVERLAP_BYTES" mpi-ext/bench/run.sh\`
 - MPIs: $(mpirun --version 2>/dev/null | head -1); $(mpichversion 2>/dev/null | head -1 | tr -s '\t ' ' ')
+- GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
 - files: acc_latency.txt/.csv (every row), ratios.txt (the MPI's own median over the layer's),
   overlap.txt/.csv, acc_latency.png (lock mode)
 
