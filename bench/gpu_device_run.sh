@@ -9,6 +9,11 @@
 #  5. CPU agent on 16 cores (issue 4): round trip x3, stage breakdown,
 #     message rate
 #  6. ctest unit + integration on 16 cores
+#  7. mpi (not in the default): the MPI layer's tests (ctest -L mpi: Open
+#     MPI 4.1.6 fails MPI_Win_create here, so windows are shells with
+#     put/get over XTQ) and its accumulate benchmark, host windows on the
+#     CPU agent and GPU windows on the CUDA agent against the host-staged
+#     round trip (mpi-ext/bench/run.sh): STAGES="build mpi"
 # STAGES (default "build gpu san gpurtt gpubench cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -143,4 +148,17 @@ if want ctest; then
   echo "rc=$?"; grep -E "tests passed|\*\*\*Failed|\*\*\*Timeout" $W/ctest_all.txt | head -20
   pack
 fi
+if want mpi; then
+  stage "MPI layer: ctest -L mpi"
+  mkdir -p $W/mpi
+  (cd $B && timeout 200 ctest -L mpi --output-on-failure --timeout 90) >$W/mpi/ctest.txt 2>&1
+  echo "rc=$?"; grep -E "Test +#|tests passed|FAIL|SKIP" $W/mpi/ctest.txt | head -60; pack
+  stage "MPI layer: accumulate latency (host and GPU windows), overlap"
+  BUILD_DIR=$B OUT=$W/mpi MACHINE=h100-16c COMMIT=$COMMIT MPIS=openmpi WINDOWS="create device" \
+    MODES=lock,flush ITERS=100 OVERLAP_MS=400 timeout 270 bash "$ROOT/mpi-ext/bench/run.sh" \
+    >$W/mpi/run.txt 2>&1
+  echo "rc=$?"; cat $W/mpi/ratios.txt 2>/dev/null; grep -vh "^csv" $W/mpi/overlap.txt 2>/dev/null
+  grep -h "xtq-mpi" $W/mpi/acc_latency.txt 2>/dev/null | sort | uniq -c | head -20; pack
+fi
+
 stage done
