@@ -36,7 +36,7 @@ struct op {
     bool wait;         /* request forms of fetching kinds: wait for results */
     struct xtq__mpi_pending *pend;
     uint64_t pend_bytes;
-    xtq_completion_t *comps;
+    xtq_completion_t **comps; /* each its own allocation: the engine holds them */
     size_t ncomps, capcomps;
 };
 
@@ -128,16 +128,20 @@ void xtq__mpi_pending_done(struct xtq__mpi_win *w, int target)
 
 static xtq_completion_t *new_comp(struct op *o)
 {
+    xtq_completion_t *c;
+
     if (o->ncomps == o->capcomps) {
         size_t cap = o->capcomps ? o->capcomps * 2 : 4;
-        xtq_completion_t *nc = realloc(o->comps, cap * sizeof(*nc));
+        xtq_completion_t **nc = realloc(o->comps, cap * sizeof(*nc));
         if (!nc)
             return NULL;
         o->comps = nc;
         o->capcomps = cap;
     }
-    memset(&o->comps[o->ncomps], 0, sizeof(o->comps[0]));
-    return &o->comps[o->ncomps++];
+    c = calloc(1, sizeof(*c));
+    if (c)
+        o->comps[o->ncomps++] = c;
+    return c;
 }
 
 int xtq__mpi_wait(xtq_completion_t *comp)
@@ -152,9 +156,9 @@ static int build_cmd(struct xtq__mpi_win *w, const struct xtq__mpi_peer *p, uint
     xtq_dispatch_geometry_t g = {1, {1, 1, 1}, {1, 1, 1}};
     int rc;
 
-    /* The CUDA task runs one work-item per element. */
+    /* The CUDA task's work-items stride over the elements. */
     if (p->gpu && kindex != 0) {
-        g.grid[0] = (uint32_t)args->count;
+        g.grid[0] = args->count < (1u << 16) ? (uint32_t)args->count : (1u << 16);
         g.workgroup[0] = 256;
     }
     rc = xtq_cmd_kernel(cmd, XTQ_AQL_PACKET_SIZE + sizeof(*args), kindex, p->queue, &g, args,
@@ -258,7 +262,7 @@ static int send_chunk(struct op *o, uint64_t offset, uint64_t extent,
     rc = xtq_putv(xtq__mpi.ctx, p->xrank, cmd, cmd_len, iov, niov, &param);
     if (rc) {
         if (o->wait)
-            o->ncomps--;
+            free(o->comps[--o->ncomps]);
         goto fail;
     }
     xtq__mpi_wcount(w, XTQ__MPI_S_XTQ_PUTS, 1);
@@ -371,9 +375,10 @@ static int conclude(struct op *o, int rc)
 
     if (o->wait) {
         for (size_t i = 0; i < o->ncomps; i++) {
-            int st = xtq__mpi_wait(&o->comps[i]);
+            int st = xtq__mpi_wait(o->comps[i]);
             if (st && !rc)
                 rc = st;
+            free(o->comps[i]);
         }
         while (o->pend) {
             struct xtq__mpi_pending *n = o->pend->next;
@@ -514,6 +519,17 @@ static int run(struct op *o, MPI_Request *req)
     return req ? done_request(req) : MPI_SUCCESS;
 }
 
+/* What the CUDA task runs: accumulates and puts of the types that have a
+ * GPU type (no long double). Results from the CUDA agent need a result
+ * buffer the API contract does not give CUDA tasks yet. */
+static bool gpu_supported(const struct op *o)
+{
+    if (o->kind != XTQ__MPI_ACC && o->kind != XTQ__MPI_PUT)
+        return false;
+    return o->dt != XTQ_DT_LONG_DOUBLE && o->dt != XTQ_DT_C_LONG_DOUBLE_COMPLEX &&
+           o->dt != XTQ_DT_LONG_DOUBLE_INT;
+}
+
 static int proc_null(MPI_Request *req)
 {
     return req ? done_request(req) : MPI_SUCCESS;
@@ -542,6 +558,12 @@ static int accumulate(const void *obuf, int ocount, MPI_Datatype otype, void *rb
     if (o.nbytes == 0) {
         op_release(&o);
         return proc_null(req);
+    }
+    if (w->peer[target].gpu && !gpu_supported(&o)) {
+        op_release(&o);
+        xmpi_warn_once("fetching operations, MPI_Get and long double types are not supported "
+                       "on windows in GPU memory yet (docs/mpi.md)");
+        return xtq__mpi_win_error(w, MPI_ERR_UNSUPPORTED_OPERATION);
     }
     xtq__mpi_wcount(w,
                     kind == XTQ__MPI_ACC   ? XTQ__MPI_S_ACC

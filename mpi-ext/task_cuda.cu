@@ -6,13 +6,14 @@
  *
  * One dispatch per command; its work-items stride over the target blocks
  * (task.h), one element each step. Elements are updated with the GPU's
- * atomics where one exists (add, min/max, and/or/xor, exchange) and with
- * a compare-and-swap loop on the aligned 32- or 64-bit word otherwise, so
- * an element is never half updated; 16-byte elements (complex double,
- * double_int, long_int) are updated in two halves, atomic per half. The
- * processor runs one dispatch at a time, so commands from several origins
- * never interleave on the GPU. The payload is read where it landed,
- * byte-wise when it is not aligned.
+ * atomics where one exists (add, and/or/xor) and with a compare-and-swap
+ * loop on the aligned 32- or 64-bit word otherwise, so an element of up
+ * to 8 bytes is never half updated. Complex SUM adds each part
+ * atomically; the other 16-byte updates (complex double PROD and
+ * REPLACE, double_int, long_int) are plain loads and stores: each element
+ * has one work-item and the processor runs one dispatch at a time, so no
+ * other command interleaves with them. The payload is read where it
+ * landed, byte-wise when it is not aligned.
  *
  * Fetching kinds (get_accumulate, fetch_and_op, compare_and_swap, get)
  * need a result buffer on the CUDA agent that the API contract does not

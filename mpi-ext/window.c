@@ -186,35 +186,57 @@ static int shell_window(MPI_Comm comm, MPI_Win *win)
 
 /* ---- registration ----------------------------------------------------------------------- */
 
-/* A kernel index free on every rank of the window (index 0 is the sync
- * task's). Collective. */
-static int choose_index(MPI_Comm comm, uint32_t *index)
-{
-    uint32_t n = xtq__mpi.table_size;
-    uint8_t *all = calloc(n, 1);
-    int rc = -XTQ_ENOSPC;
-
-    if (!all)
-        return -XTQ_ENOMEM;
-    pthread_mutex_lock(&xtq__mpi.index_lock);
-    PMPI_Allreduce(xtq__mpi.index_used, all, (int)n, MPI_BYTE, MPI_BOR, comm);
-    for (uint32_t i = 1; i < n; i++)
-        if (!all[i]) {
-            xtq__mpi.index_used[i] = 1;
-            *index = i;
-            rc = 0;
-            break;
-        }
-    pthread_mutex_unlock(&xtq__mpi.index_lock);
-    free(all);
-    return rc;
-}
-
 static void release_index(uint32_t index)
 {
     pthread_mutex_lock(&xtq__mpi.index_lock);
     xtq__mpi.index_used[index] = 0;
     pthread_mutex_unlock(&xtq__mpi.index_lock);
+}
+
+/* A kernel index free on every rank of the window (index 0 is the sync
+ * task's). Collective. The lock is not held across the allreduce (windows
+ * created by several threads at once would deadlock): an index another
+ * thread took meanwhile makes every rank try again. */
+static int choose_index(MPI_Comm comm, uint32_t *index)
+{
+    uint32_t n = xtq__mpi.table_size;
+    uint8_t *mine = malloc(n), *all = malloc(n);
+    int rc = -XTQ_ENOSPC;
+
+    if (!mine || !all) {
+        free(mine);
+        free(all);
+        return -XTQ_ENOMEM;
+    }
+    for (;;) {
+        uint32_t pick = 0;
+        bool got = false;
+        pthread_mutex_lock(&xtq__mpi.index_lock);
+        memcpy(mine, xtq__mpi.index_used, n);
+        pthread_mutex_unlock(&xtq__mpi.index_lock);
+        PMPI_Allreduce(mine, all, (int)n, MPI_BYTE, MPI_BOR, comm);
+        for (uint32_t i = 1; i < n && !pick; i++)
+            if (!all[i])
+                pick = i;
+        if (!pick)
+            break; /* the same answer on every rank */
+        pthread_mutex_lock(&xtq__mpi.index_lock);
+        if (!xtq__mpi.index_used[pick]) {
+            xtq__mpi.index_used[pick] = 1;
+            got = true;
+        }
+        pthread_mutex_unlock(&xtq__mpi.index_lock);
+        if (all_true(comm, got)) {
+            *index = pick;
+            rc = 0;
+            break;
+        }
+        if (got)
+            release_index(pick);
+    }
+    free(mine);
+    free(all);
+    return rc;
 }
 
 /* Register this rank's memory: the window's kernel, bounded by its size. */
@@ -223,7 +245,6 @@ static int register_window(struct xtq__mpi_win *w)
     xtq_register_attr_t attr;
     int rc;
 
-    xtq__mpi_target_init(&w->tgt, w->base, (uint64_t)w->win_size);
     if (w->gpu)
         rc = xtq__mpi_cuda_kernel(xtq__mpi.cuda, &w->kernel);
     else
@@ -275,6 +296,7 @@ static int setup_accelerated(struct xtq__mpi_win *w, MPI_Comm comm)
     struct peer_wire mine, *all = NULL;
     int rc = 0;
 
+    xtq__mpi_target_init(&w->tgt, w->base, (uint64_t)w->win_size);
     PMPI_Comm_dup(comm, &w->comm);
     PMPI_Comm_rank(w->comm, &w->rank);
     PMPI_Comm_size(w->comm, &w->size);
