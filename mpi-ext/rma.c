@@ -159,7 +159,7 @@ static int build_cmd(struct xtq__mpi_win *w, const struct xtq__mpi_peer *p, uint
     /* The CUDA task's work-items stride over the elements. */
     if (p->gpu && kindex != 0) {
         g.grid[0] = args->count < (1u << 16) ? (uint32_t)args->count : (1u << 16);
-        g.workgroup[0] = 256;
+        g.workgroup[0] = g.grid[0] < 256 ? (uint16_t)g.grid[0] : 256; /* HSA: <= grid */
     }
     rc = xtq_cmd_kernel(cmd, XTQ_AQL_PACKET_SIZE + sizeof(*args), kindex, p->queue, &g, args,
                         sizeof(*args), cmd_len);

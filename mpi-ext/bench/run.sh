@@ -97,38 +97,8 @@ awk -F, 'NR > 1 {
     }
 }' "$OUT/acc_latency.csv" | tee "$OUT/ratios.txt"
 
-# Figure: latency against size, one panel per MPI, lock mode, both paths.
-if command -v gnuplot >/dev/null; then
-    for mpi in $MPIS; do
-        for window in $WINDOWS; do
-            for layer_row in 1 2; do
-                awk -F, -v m="$mpi" -v w="$window" -v r="$layer_row" '
-                    NR > 1 && $1 == m && $2 == w && $3 == "lock" {
-                        c[$5]++; if (c[$5] == r) print $5, $7 }' "$OUT/acc_latency.csv" \
-                    >"$OUT/.plot.$mpi.$window.$layer_row"
-            done
-        done
-    done
-    {
-        echo "set terminal pngcairo size 1000,600"
-        echo "set output '$OUT/acc_latency.png'"
-        echo "set logscale xy; set grid"
-        echo "set xlabel 'bytes (MPI_DOUBLE, MPI_SUM)'; set ylabel 'lock/acc/unlock median (us)'"
-        echo "set title 'MPI_Accumulate latency, $MACHINE: the MPI own path vs libxtq_mpi'"
-        echo "set key left top"
-        printf "plot "
-        sep=""
-        for mpi in $MPIS; do
-            for window in $WINDOWS; do
-                printf "%s'%s' u 1:2 w lp t '%s %s: MPI own'" "$sep" "$OUT/.plot.$mpi.$window.1" "$mpi" "$window"
-                sep=", "
-                printf "%s'%s' u 1:2 w lp t '%s %s: libxtq_mpi'" "$sep" "$OUT/.plot.$mpi.$window.2" "$mpi" "$window"
-            done
-        done
-        echo
-    } >"$OUT/.plot.gp"
-    gnuplot "$OUT/.plot.gp" && rm -f "$OUT"/.plot.*
-fi
+# Figure: latency against size, lock mode, both paths.
+MACHINE=$MACHINE bash "$ROOT/mpi-ext/bench/plot.sh" "$OUT"
 
 cat >"$OUT/README.md" <<EOF
 # MPI accumulate latency and overlap: $MACHINE
@@ -136,6 +106,7 @@ cat >"$OUT/README.md" <<EOF
 - machine: $(uname -srm), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
 - commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}$(git diff --quiet HEAD -- mpi-ext xtq hsa-glue 2>/dev/null || echo ' (with local changes)')
 - command: \`MPIS="$MPIS" WINDOWS="$WINDOWS" MODES=$MODES MAX=$MAX ITERS=$ITERS OVERLAP_MS=$OVERLAP_MS OVERLAP_BYTES="$OVERLAP_BYTES" mpi-ext/bench/run.sh\`
+- load average at the end (1, 5, 15 min): $(cut -d' ' -f1-3 /proc/loadavg), on $(nproc) cores
 - MPIs: $(mpirun --version 2>/dev/null | head -1); $(mpichversion 2>/dev/null | head -1 | tr -s '\t ' ' ')
 - GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
 - files: acc_latency.txt/.csv (every row), ratios.txt (the MPI's own median over the layer's),
