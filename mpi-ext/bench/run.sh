@@ -108,7 +108,7 @@ cat >"$OUT/README.md" <<EOF
 - command: \`MPIS="$MPIS" WINDOWS="$WINDOWS" MODES=$MODES MAX=$MAX ITERS=$ITERS OVERLAP_MS=$OVERLAP_MS OVERLAP_BYTES="$OVERLAP_BYTES" mpi-ext/bench/run.sh\`
 - load average at the end (1, 5, 15 min): $(cut -d' ' -f1-3 /proc/loadavg), on $(nproc) cores
 - MPIs: $(mpirun --version 2>/dev/null | head -1); $(mpichversion 2>/dev/null | head -1 | tr -s '\t ' ' ')
-- GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
+- GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep . || echo none)
 - files: acc_latency.txt/.csv (every row), ratios.txt (the MPI's own median over the layer's),
   overlap.txt/.csv, acc_latency.png (lock mode)
 
