@@ -212,16 +212,29 @@ XMPI_EXPORT int MPI_Win_lock_all(int assert, MPI_Win win)
             free(granted);
             return xtq__mpi_win_error(w, MPI_ERR_NO_MEM);
         }
-        for (int r = 0; r < w->size && rc == 0; r++)
-            rc = xtq__mpi_sync_op(w, r, XTQ__MPI_LOCK, XTQ__MPI_LOCK_SHARED, &granted[r], &comp[r]);
-        for (int r = 0; r < w->size; r++) {
+        int issued = 0;
+        for (; issued < w->size && rc == 0; issued++)
+            rc = xtq__mpi_sync_op(w, issued, XTQ__MPI_LOCK, XTQ__MPI_LOCK_SHARED, &granted[issued],
+                                  &comp[issued]);
+        if (rc)
+            issued--; /* the last one was not sent: wait only for those that were */
+        for (int r = 0; r < issued; r++) {
             int st = xtq__mpi_wait(&comp[r]);
             if (st && !rc)
                 rc = st;
         }
         for (int r = 0; r < w->size && rc == 0; r++)
-            if (!granted[r])
+            if (!granted[r]) {
                 rc = lock_take(w, r, XTQ__MPI_LOCK_SHARED);
+                granted[r] = rc == 0;
+            }
+        if (rc) {
+            /* Give back what was taken: the epoch did not open. */
+            for (int r = 0; r < w->size; r++)
+                if (granted[r])
+                    xtq__mpi_sync_op(w, r, XTQ__MPI_UNLOCK, XTQ__MPI_LOCK_SHARED, NULL, NULL);
+            xtq_flush(xtq__mpi.ctx, XTQ_TARGET_ALL, XTQ_TIMEOUT_INFINITE);
+        }
         free(comp);
         free(granted);
         if (rc)
