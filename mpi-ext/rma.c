@@ -64,38 +64,44 @@ static void add_span(void *arg, int64_t off, uint64_t len)
     s->n++;
 }
 
-static int add_pending(struct op *o, void *mem, size_t memlen, void *rbuf, size_t roff,
-                       uint64_t rfrom, uint64_t rlen)
-{
-    struct xtq__mpi_pending *p;
+/* Every put's command, prefix, packed operand and bounce result. */
+#define CMD_SPACE (XTQ_AQL_PACKET_SIZE + sizeof(struct xtq__mpi_args))
+_Static_assert(CMD_SPACE % 16 == 0, "what follows the command stays 16-byte aligned");
 
-    if (!mem)
-        return 0;
-    o->pend_bytes += memlen;
-    p = calloc(1, sizeof(*p));
+struct xtq__mpi_pending *xtq__mpi_pending_new(int target, size_t len)
+{
+    struct xtq__mpi_pending *p = malloc(sizeof(*p) + len);
     if (!p)
-        return -XTQ_ENOMEM;
-    p->target = o->target;
-    p->mem = mem;
-    if (rbuf) {
-        p->rl = o->rl;
-        atomic_fetch_add_explicit(&o->rl->refs, 1, memory_order_relaxed);
-        p->rbuf = rbuf;
-        p->roff = roff;
-        p->rfrom = rfrom;
-        p->rlen = rlen;
-    }
+        return NULL;
+    memset(p, 0, sizeof(*p));
+    p->target = target;
+    p->len = len;
+    return p;
+}
+
+void xtq__mpi_pending_add(struct xtq__mpi_win *w, struct xtq__mpi_pending *p)
+{
+    pthread_mutex_lock(&w->lock);
+    p->next = w->pending;
+    w->pending = p;
+    w->pending_bytes += p->len;
+    pthread_mutex_unlock(&w->lock);
+}
+
+static void add_pending(struct op *o, struct xtq__mpi_pending *p)
+{
+    o->pend_bytes += p->len;
+    if (p->rbuf)
+        atomic_fetch_add_explicit(&p->rl->refs, 1, memory_order_relaxed);
     p->next = o->pend;
     o->pend = p;
-    return 0;
 }
 
 static void finish_pending(struct xtq__mpi_pending *p, bool unpack)
 {
     if (unpack && p->rbuf)
-        xtq__mpi_scatter(p->rbuf, p->rl, p->rfrom, p->rlen, (uint8_t *)p->mem + p->roff);
+        xtq__mpi_scatter(p->rbuf, p->rl, p->rfrom, p->rlen, p->data + p->roff);
     xtq__mpi_layout_put(p->rl);
-    free(p->mem);
     free(p);
 }
 
@@ -112,12 +118,11 @@ void xtq__mpi_pending_done(struct xtq__mpi_win *w, int target)
             *pp = p->next;
             p->next = done;
             done = p;
+            w->pending_bytes -= p->len < w->pending_bytes ? p->len : w->pending_bytes;
         } else {
             pp = &p->next;
         }
     }
-    if (target < 0)
-        w->pending_bytes = 0;
     pthread_mutex_unlock(&w->lock);
     while (done) {
         struct xtq__mpi_pending *n = done->next;
@@ -150,7 +155,7 @@ int xtq__mpi_wait(xtq_completion_t *comp)
 }
 
 /* Command for the window's kernel at the target's queue for this origin. */
-static int build_cmd(struct xtq__mpi_win *w, const struct xtq__mpi_peer *p, uint32_t kindex,
+static int build_cmd(const struct xtq__mpi_peer *p, uint32_t kindex,
                      const struct xtq__mpi_args *args, bool barrier, uint8_t *cmd, size_t *cmd_len)
 {
     xtq_dispatch_geometry_t g = {1, {1, 1, 1}, {1, 1, 1}};
@@ -181,42 +186,36 @@ static int send_chunk(struct op *o, uint64_t offset, uint64_t extent,
 {
     struct xtq__mpi_win *w = o->w;
     const struct xtq__mpi_peer *p = &w->peer[o->target];
-    uint8_t cmd[XTQ_AQL_PACKET_SIZE + sizeof(struct xtq__mpi_args)];
+    struct xtq__mpi_pending *pe;
     struct xtq__mpi_args args;
     struct iovec iov[3];
-    size_t niov = 0, cmd_len, prefix = nb * sizeof(struct xtq__mpi_block), memlen = prefix;
+    size_t niov = 0, cmd_len, prefix = nb * sizeof(struct xtq__mpi_block), memlen;
     bool has_operand = o->obuf && o->kind != XTQ__MPI_GET;
     bool pack = has_operand && (!o->ol->contiguous || o->copy_operand);
     bool fetch = o->kind == XTQ__MPI_GET_ACC || o->kind == XTQ__MPI_CAS || o->kind == XTQ__MPI_GET;
     bool bounce = fetch && (!o->rl->contiguous);
-    size_t roff = 0;
-    uint8_t *mem = NULL;
+    size_t poff = CMD_SPACE, doff = CMD_SPACE + prefix, roff = doff + (pack ? len : 0);
+    uint8_t *mem;
     xtq_put_param_t param;
     int rc;
 
-    if (pack)
-        memlen += len;
-    if (bounce) {
-        roff = memlen;
-        memlen += len;
-    }
-    if (memlen) {
-        mem = malloc(memlen);
-        if (!mem)
-            return -XTQ_ENOMEM;
-        for (size_t i = 0; i < nb; i++) {
-            struct xtq__mpi_block b = {blk[i].offset, blk[i].count / o->es};
-            memcpy(mem + i * sizeof(b), &b, sizeof(b));
-        }
+    memlen = roff + (bounce ? len : 0);
+    pe = xtq__mpi_pending_new(o->target, memlen);
+    if (!pe)
+        return -XTQ_ENOMEM;
+    mem = pe->data;
+    for (size_t i = 0; i < nb; i++) {
+        struct xtq__mpi_block b = {blk[i].offset, blk[i].count / o->es};
+        memcpy(mem + poff + i * sizeof(b), &b, sizeof(b));
     }
     if (prefix) {
-        iov[niov].iov_base = mem;
+        iov[niov].iov_base = mem + poff;
         iov[niov++].iov_len = prefix;
     }
     if (has_operand) {
         if (pack) {
-            xtq__mpi_gather(o->obuf, o->ol, from, len, mem + prefix);
-            iov[niov].iov_base = mem + prefix;
+            xtq__mpi_gather(o->obuf, o->ol, from, len, mem + doff);
+            iov[niov].iov_base = mem + doff;
         } else {
             iov[niov].iov_base = (uint8_t *)(uintptr_t)o->obuf + from;
         }
@@ -237,8 +236,8 @@ static int send_chunk(struct op *o, uint64_t offset, uint64_t extent,
     args.dtype = (uint8_t)o->dt;
     args.origin = (uint32_t)w->rank;
     args.magic = XTQ__MPI_MAGIC;
-    rc = build_cmd(w, p, w->kindex, &args,
-                   w->ordered && o->kind != XTQ__MPI_PUT && o->kind != XTQ__MPI_GET, cmd, &cmd_len);
+    rc = build_cmd(p, w->kindex, &args,
+                   w->ordered && o->kind != XTQ__MPI_PUT && o->kind != XTQ__MPI_GET, mem, &cmd_len);
     if (rc)
         goto fail;
 
@@ -259,7 +258,7 @@ static int send_chunk(struct op *o, uint64_t offset, uint64_t extent,
         }
         param.field_mask |= XTQ_PUT_PARAM_FIELD_COMPLETION;
     }
-    rc = xtq_putv(xtq__mpi.ctx, p->xrank, cmd, cmd_len, iov, niov, &param);
+    rc = xtq_putv(xtq__mpi.ctx, p->xrank, mem, cmd_len, iov, niov, &param);
     if (rc) {
         if (o->wait)
             free(o->comps[--o->ncomps]);
@@ -267,9 +266,17 @@ static int send_chunk(struct op *o, uint64_t offset, uint64_t extent,
     }
     xtq__mpi_wcount(w, XTQ__MPI_S_XTQ_PUTS, 1);
     xtq__mpi_wcount(w, XTQ__MPI_S_BYTES, has_operand ? len : 0);
-    return add_pending(o, mem, memlen, bounce ? o->rbuf : NULL, roff, from, len);
+    if (bounce) {
+        pe->rl = o->rl;
+        pe->rbuf = o->rbuf;
+        pe->roff = roff;
+        pe->rfrom = from;
+        pe->rlen = len;
+    }
+    add_pending(o, pe);
+    return 0;
 fail:
-    free(mem);
+    free(pe);
     return rc;
 }
 
@@ -783,7 +790,7 @@ int xtq__mpi_sync_op(struct xtq__mpi_win *w, int target, int kind, int type, uin
                      xtq_completion_t *comp)
 {
     struct xtq__mpi_peer cpu_peer = w->peer[target];
-    uint8_t cmd[XTQ_AQL_PACKET_SIZE + sizeof(struct xtq__mpi_args)];
+    struct xtq__mpi_pending *pe;
     struct xtq__mpi_args args;
     xtq_put_param_t param;
     size_t cmd_len;
@@ -791,18 +798,23 @@ int xtq__mpi_sync_op(struct xtq__mpi_win *w, int target, int kind, int type, uin
 
     /* Locks live on the host: the sync task runs on the CPU agent, in the
      * queue this origin's CPU accumulates use (the barrier bit then keeps
-     * an unlock behind them). */
+     * an unlock behind them). The command lives until the put is done. */
     cpu_peer.gpu = 0;
     cpu_peer.queue = (uint32_t)xtq__mpi.xrank % xtq__mpi.nq;
+    pe = xtq__mpi_pending_new(target, CMD_SPACE);
+    if (!pe)
+        return -XTQ_ENOMEM;
     memset(&args, 0, sizeof(args));
     args.count = w->kindex; /* which window */
     args.kind = (uint16_t)kind;
     args.op = (uint8_t)type;
     args.origin = (uint32_t)w->rank;
     args.magic = XTQ__MPI_MAGIC;
-    rc = build_cmd(w, &cpu_peer, 0, &args, kind == XTQ__MPI_UNLOCK, cmd, &cmd_len);
-    if (rc)
+    rc = build_cmd(&cpu_peer, 0, &args, kind == XTQ__MPI_UNLOCK, pe->data, &cmd_len);
+    if (rc) {
+        free(pe);
         return rc;
+    }
     memset(&param, 0, sizeof(param));
     param.field_mask = XTQ_PUT_PARAM_FIELD_FLAGS;
     param.flags = XTQ_PUT_REMOTE_COMPLETION;
@@ -819,5 +831,11 @@ int xtq__mpi_sync_op(struct xtq__mpi_win *w, int target, int kind, int type, uin
         param.result = granted;
         param.result_len = sizeof(*granted);
     }
-    return xtq_putv(xtq__mpi.ctx, cpu_peer.xrank, cmd, cmd_len, NULL, 0, &param);
+    rc = xtq_putv(xtq__mpi.ctx, cpu_peer.xrank, pe->data, cmd_len, NULL, 0, &param);
+    if (rc) {
+        free(pe);
+        return rc;
+    }
+    xtq__mpi_pending_add(w, pe);
+    return 0;
 }

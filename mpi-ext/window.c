@@ -358,7 +358,6 @@ static void teardown(struct xtq__mpi_win *w)
     for (struct xtq__mpi_pending *p = w->pending, *n; p; p = n) {
         n = p->next;
         xtq__mpi_layout_put(p->rl);
-        free(p->mem);
         free(p);
     }
     w->pending = NULL;

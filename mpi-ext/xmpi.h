@@ -58,7 +58,7 @@ XTQ__MPI_WEAK_API(XTQ__MPI_WEAK_DECL_)
 /* Waitall / Testall without statuses. GCC 12 reads MPI_STATUSES_IGNORE,
  * a null pointer, as a zero-sized array the call writes into. */
 #if defined(__GNUC__) && !defined(__clang__)
-#define XMPI_NO_STRINGOP_BEGIN                                                             \
+#define XMPI_NO_STRINGOP_BEGIN                                                                     \
     _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wstringop-overflow\"")
 #define XMPI_NO_STRINGOP_END _Pragma("GCC diagnostic pop")
 #else
@@ -251,17 +251,27 @@ struct xtq__mpi_peer {
     uint8_t mpi_dirty; /* MPI put/get to it since its last completion */
 };
 
-/* Memory that must outlive a put until it is DONE, and results to unpack
- * into a derived datatype then. */
+struct xtq__mpi_win;
+
+/* What must outlive a put until it is DONE, in one allocation: the command
+ * (libxtq gathers it with the payload and does not copy it), the target
+ * layout prefix, a packed operand, a bounce buffer for results that are
+ * unpacked into a derived datatype then. */
 struct xtq__mpi_pending {
     struct xtq__mpi_pending *next;
     int target;                 /* rank in the window */
-    void *mem;                  /* freed when done */
+    size_t len;                 /* bytes of data[] */
     struct xtq__mpi_layout *rl; /* unpack: result layout, or NULL */
     void *rbuf;                 /* ... into this buffer */
-    uint64_t rfrom, rlen;       /* ... these data bytes, from mem + roff */
+    uint64_t rfrom, rlen;       /* ... these data bytes, from data + roff */
     size_t roff;
+    _Alignas(16) uint8_t data[];
 };
+
+/* A pending record with `len` bytes of data (zeroed header), or NULL. */
+struct xtq__mpi_pending *xtq__mpi_pending_new(int target, size_t len);
+/* Put it on the window's list (freed after the next completion). */
+void xtq__mpi_pending_add(struct xtq__mpi_win *w, struct xtq__mpi_pending *p);
 
 struct xtq__mpi_win {
     MPI_Win win; /* the program's handle */
