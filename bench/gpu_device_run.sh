@@ -17,6 +17,11 @@
 #     1 and 4 CPU ranks per shim back-end, the shim's device-buffer test,
 #     and the PyTorch DDP hook against NCCL/gloo. Fashion-MNIST is carried
 #     under .carry/fashion-mnist (TRAIN_DATA overrides).
+#  9. mpi (not in the default): the MPI layer's tests (ctest -L mpi: Open
+#     MPI 4.1.6 fails MPI_Win_create here, so windows are shells with
+#     put/get over XTQ) and its accumulate benchmark, host windows on the
+#     CPU agent and GPU windows on the CUDA agent against the host-staged
+#     round trip (mpi-ext/bench/run.sh): STAGES="build mpi"
 # STAGES (default "build gpu san gpurtt gpubench cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -221,6 +226,18 @@ if want train; then
     fi
   fi
   pack
+fi
+if want mpi; then
+  stage "MPI layer: ctest -L mpi"
+  mkdir -p $W/mpi
+  (cd $B && timeout 200 ctest -L mpi --output-on-failure --timeout 90) >$W/mpi/ctest.txt 2>&1
+  echo "rc=$?"; grep -E "Test +#|tests passed|FAIL|SKIP" $W/mpi/ctest.txt | head -60; pack
+  stage "MPI layer: accumulate latency (host and GPU windows), overlap"
+  BUILD_DIR=$B OUT=$W/mpi MACHINE=h100-16c COMMIT=$COMMIT MPIS=openmpi WINDOWS="create device" \
+    MODES=lock,flush ITERS=100 OVERLAP_MS=400 timeout 270 bash "$ROOT/mpi-ext/bench/run.sh" \
+    >$W/mpi/run.txt 2>&1
+  echo "rc=$?"; cat $W/mpi/ratios.txt 2>/dev/null; grep -vh "^csv" $W/mpi/overlap.txt 2>/dev/null
+  grep -h "xtq-mpi" $W/mpi/acc_latency.txt 2>/dev/null | sort | uniq -c | head -20; pack
 fi
 
 stage done
