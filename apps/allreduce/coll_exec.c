@@ -37,7 +37,6 @@ void coll_exec_reset(struct coll_exec *e)
         atomic_store_explicit(&e->rstate[r], s->ops[s->recv_op[r]].ndeps, memory_order_relaxed);
         e->rstash[r] = NULL;
     }
-    atomic_store_explicit(&e->stash_used, 0, memory_order_relaxed);
     atomic_store_explicit(&e->error, 0, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
 }

@@ -57,7 +57,8 @@ struct coll_exec {
 int coll_exec_alloc(struct coll_exec *e, const struct coll_sched *s);
 void coll_exec_free(struct coll_exec *e);
 
-/* Arm for a new instance: every receive waits for its dependencies. */
+/* Arm for a new instance: every receive waits for its dependencies. The
+ * stash is left alone: messages kept before the post are in it. */
 void coll_exec_reset(struct coll_exec *e);
 
 /* Room in the stash for `bytes`, or NULL (the stash is full: an error). */

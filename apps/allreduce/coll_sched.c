@@ -51,7 +51,7 @@ const char *xtq_coll_alg_name(enum xtq_coll_alg alg)
 const char *coll_phase_name(unsigned phase)
 {
     static const char *const names[] = {"credit",    "fold",   "exchange", "reduce-scatter",
-                                        "allgather", "gather", "unfold"};
+                                        "allgather", "gather", "unfold",   "release"};
     return phase < sizeof(names) / sizeof(names[0]) ? names[phase] : "?";
 }
 
@@ -102,7 +102,7 @@ static struct coll_op *emit(struct gen *g, unsigned type, int peer, unsigned buf
     op->buf = (uint8_t)buf;
     op->off = off;
     op->cnt = cnt;
-    op->phase = (uint16_t)phase;
+    op->phase = (uint8_t)phase;
     op->step = (uint16_t)step;
     if (coll_op_is_recv(type)) {
         op->seq = g->nrecv_from[peer]++;
@@ -319,14 +319,32 @@ static void gen_rabenseifner(struct gen *g)
         return;
     }
 
-    /* Reduce: each participant's block straight to the root. */
+    /* Reduce: each participant's block straight to the root. A folded
+     * rank that is not the root would be done once its vector is sent,
+     * before the others have even posted: its partner releases it after
+     * the reduce-scatter, so that every rank's completion still needs every
+     * rank's post (what lets slots be reused without credits, coll.c). */
     if (r != p->root) {
         if (newrank != -1) {
             uint64_t off, cnt;
             range_of(count, pof2, lo, hi, &off, &cnt);
             send_range(g, p->root, COLL_BUF_WORK, off, cnt, COLL_PHASE_GATHER, step);
+            if (r < 2 * rem && r - 1 != p->root) {
+                struct coll_op *op =
+                    emit(g, COLL_OP_SEND, r - 1, COLL_BUF_WORK, 0, 0, COLL_PHASE_RELEASE, step);
+                if (op)
+                    op->after_all = 1;
+            }
+        } else {
+            recv_range(g, COLL_OP_RECV_COPY, r + 1, COLL_BUF_WORK, 0, 0, COLL_PHASE_RELEASE, step);
         }
         return;
+    }
+    if (newrank != -1 && r < 2 * rem && r - 1 != p->root) {
+        struct coll_op *op =
+            emit(g, COLL_OP_SEND, r - 1, COLL_BUF_WORK, 0, 0, COLL_PHASE_RELEASE, step);
+        if (op)
+            op->after_all = 1;
     }
     for (int q = 0; q < n; q++) {
         int qnew = q < 2 * rem ? (q % 2 ? q / 2 : -1) : q - rem, qlo = 0, qhi = pof2;
@@ -517,16 +535,31 @@ static int build_deps(struct coll_sched *s)
         for (int q = 0; q < s->p.nranks; q++)
             credit_from[q] = UINT32_MAX;
     }
-    for (uint32_t i = 0; i < s->nops; i++) {
+    for (uint32_t i = 0, nrecv_before = 0; i < s->nops; i++) {
         struct coll_op *op = &s->ops[i];
         uint64_t lo = op->off, hi = op->off + op->cnt;
 
+        if (i > 0 && coll_op_is_recv(s->ops[i - 1].type))
+            nrecv_before++;
         op->dep_first = s->ndeps;
         op->ndeps = 0;
         switch (op->type) {
         case COLL_OP_SEND:
             if (deps_of_range(s, op, &map[op->buf], lo, hi))
                 goto out;
+            /* An empty piece carries no data to depend on, but the order
+             * still matters: every rank's completion must need every
+             * rank's post (coll.c reuses slots on that). It follows all
+             * the receives before it. */
+            if (op->after_all || op->cnt == 0) {
+                s->ndeps = op->dep_first;
+                op->ndeps = 0;
+                for (uint32_t r = 0; r < nrecv_before; r++) {
+                    if (add_dep(s, r))
+                        goto out;
+                    op->ndeps++;
+                }
+            }
             if (credit_from && credit_from[op->peer] != UINT32_MAX) {
                 if (add_dep(s, credit_from[op->peer]))
                     goto out;

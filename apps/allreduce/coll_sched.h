@@ -47,12 +47,13 @@ static inline int coll_op_is_recv(unsigned type)
 
 /* Dependencies are indices of this rank's receives ("recv index"). */
 struct coll_op {
-    uint8_t type;     /* enum coll_op_type */
-    uint8_t buf;      /* enum coll_buf: source of a send, destination of a receive */
-    uint8_t abuf;     /* RECV_REDUCE_TO: the local operand */
-    uint8_t in_first; /* RECV_REDUCE_TO: the incoming operand goes first (peer < rank) */
-    uint16_t step;    /* algorithm step (for messages and traces) */
-    uint16_t phase;   /* enum coll_phase */
+    uint8_t type;      /* enum coll_op_type */
+    uint8_t buf;       /* enum coll_buf: source of a send, destination of a receive */
+    uint8_t abuf;      /* RECV_REDUCE_TO: the local operand */
+    uint8_t in_first;  /* RECV_REDUCE_TO: the incoming operand goes first (peer < rank) */
+    uint16_t step;     /* algorithm step (for messages and traces) */
+    uint8_t phase;     /* enum coll_phase */
+    uint8_t after_all; /* a send that waits for every earlier receive */
     int32_t peer;
     uint32_t seq;       /* k: the k-th op of this direction with this peer */
     uint32_t index;     /* among this rank's sends, or among its receives */
@@ -70,6 +71,7 @@ enum coll_phase {
     COLL_PHASE_AG,       /* allgather */
     COLL_PHASE_GATHER,   /* to the root */
     COLL_PHASE_UNFOLD,
+    COLL_PHASE_RELEASE, /* a reduce's folded rank waits for its partner */
 };
 
 /* A local copy done when the instance is posted, before anything else. */

@@ -51,7 +51,8 @@ struct sim_rank {
     uint32_t *send_left;
     uint8_t *send_fired;
     int posted, failed;
-    uint32_t recvs_done;
+    uint32_t recvs_done, sends_delivered;
+    int completed;
     struct early *early;
     uint32_t nearly;
     struct sim *sim;
@@ -298,6 +299,28 @@ static void on_recv_done(struct coll_exec *e, uint32_t ri)
 
 static const struct coll_exec_ops sim_exec_ops = {on_dep_done, on_recv_done};
 
+/* A rank whose receives all ran and whose sends were all delivered has
+ * completed the call. Every other rank must have posted by then: the
+ * runtime reuses a slot two windows later without any credit on that. */
+static void check_completions(struct sim *m)
+{
+    int n = m->c->nranks, unposted = -1;
+    if (m->c->bad_rank >= 0)
+        return;
+    for (int i = 0; i < n; i++)
+        if (!m->r[i].posted)
+            unposted = i;
+    for (int i = 0; i < n; i++) {
+        struct sim_rank *r = &m->r[i];
+        if (r->completed || !r->posted || r->recvs_done != r->s.nrecvs ||
+            r->sends_delivered != r->s.nsends)
+            continue;
+        r->completed = 1;
+        if (unposted >= 0)
+            failf(m, "rank %d completed before rank %d posted", i, unposted);
+    }
+}
+
 /* Same call on both ends? (What the runtime's header check compares.) */
 static int same_call(const struct sim_rank *a, const struct sim_rank *b)
 {
@@ -354,6 +377,7 @@ static void deliver(struct sim *m, size_t k)
     void *data = bytes ? malloc(bytes) : NULL;
 
     m->net[k] = m->net[--m->nnet];
+    from->sends_delivered++;
     /* Read the sender's buffer now: as late as a transport may. */
     if (bytes)
         memcpy(data, (uint8_t *)from->e.buf[op->buf] + op->off * m->esize, bytes);
@@ -495,11 +519,13 @@ void sim_run(const struct sim_case *c, struct sim_result *res)
         uint64_t pick = rnd(&m.rng) % (uint64_t)(m.nnet + (unposted ? 1 : 0));
         if (pick < m.nnet) {
             deliver(&m, (size_t)pick);
+            check_completions(&m);
         } else {
             int which = (int)(rnd(&m.rng) % (uint64_t)unposted);
             for (int i = 0; i < n; i++)
                 if (!m.r[i].posted && which-- == 0) {
                     post(&m, &m.r[i]);
+                    check_completions(&m);
                     break;
                 }
         }
