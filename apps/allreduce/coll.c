@@ -1134,6 +1134,14 @@ int xtq_coll_wait(xtq_coll_req_t *req, int64_t timeout_ns)
         progress_team(t);
         if (req->state == REQ_DONE)
             break;
+        /* Receives done, sends not yet acknowledged: wait on the put itself
+         * (the engine wakes it), not on the team's event. */
+        if (req->state == REQ_ACTIVE && atomic_load(&req->recvs_left) == 0 &&
+            req->send_cursor < req->sched->s.nsends &&
+            atomic_load(&req->issued[req->send_cursor])) {
+            (void)xtq_completion_wait(t->ctx, &req->comp[req->send_cursor], 1000000);
+            continue;
+        }
         int64_t waited = now_ns() - start;
         if (timeout_ns != XTQ_TIMEOUT_INFINITE && waited >= timeout_ns)
             return -XTQ_ETIMEDOUT;
