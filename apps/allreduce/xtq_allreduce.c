@@ -758,8 +758,8 @@ int main(int argc, char **argv)
     ratios();
     if (A.rank == 0 && A.o.csv_path) {
         snprintf(comment, sizeof(comment),
-                 "# xtq_allreduce, %d ranks, machine %s, commit %s, provider %s", A.size, A.machine,
-                 A.commit, xtq_provider_name(A.ctx));
+                 "# xtq_allreduce, %d ranks, machine %s, commit %s, provider %s\n", A.size,
+                 A.machine, A.commit, xtq_provider_name(A.ctx));
         if (bh_table_write_csv(&A.csv, A.o.csv_path, comment))
             fprintf(stderr, "xtq_allreduce: cannot write %s\n", A.o.csv_path);
     }
