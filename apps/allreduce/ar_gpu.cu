@@ -39,6 +39,12 @@ extern "C" const char *ar_gpu_name(void)
     return name;
 }
 
+extern "C" int ar_gpu_count(void)
+{
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
 extern "C" int ar_gpu_open(int local_rank, char *why, size_t len)
 {
     int n = 0;

@@ -19,6 +19,7 @@ extern "C" {
  * with the reason in `why`. */
 int ar_gpu_open(int local_rank, char *why, size_t len);
 const char *ar_gpu_name(void);
+int ar_gpu_count(void); /* devices visible to this process */
 const char *ar_gpu_error(void);
 
 void *ar_gpu_malloc(size_t bytes);

@@ -12,6 +12,10 @@ int ar_gpu_open(int local_rank, char *why, size_t len)
     snprintf(why, len, "%s", why_none);
     return -1;
 }
+int ar_gpu_count(void)
+{
+    return 0;
+}
 const char *ar_gpu_name(void)
 {
     return "none";

@@ -53,7 +53,7 @@ struct app {
     int rank, size, local_rank;
     enum xtq_datatype type;
     enum xtq_op op;
-    int strong;
+    int strong, require_gpu;
     uint64_t budget; /* bytes per (size, placement) measurement */
     xtq_ctx_t *ctx;
     xtq_coll_team_t *team, *gteam;
@@ -600,6 +600,10 @@ static int extra(const char *opt, const char *val, void *arg)
             }
         return -1;
     }
+    if (strcmp(opt, "--require-gpu") == 0) {
+        A.require_gpu = 1;
+        return 1;
+    }
     if (strcmp(opt, "--strong") == 0) {
         A.strong = 1;
         return 1;
@@ -644,6 +648,7 @@ int main(int argc, char **argv)
                       "                  uint64 double: every path; others: xtq paths only)\n"
                       "  --op OP         sum (prod, max, min)\n"
                       "  --strong        strong scaling (Fig. 9c): one size, default 4 MiB\n"
+                      "  --require-gpu   exit 77 (skip) when a GPU path cannot run here\n"
                       "  --budget BYTES  bytes moved per measurement (caps iterations; 512M)\n"
                       "  --commit C --machine M   recorded in the CSV\n") < 0)
         MPI_Abort(MPI_COMM_WORLD, 2);
@@ -695,7 +700,16 @@ int main(int argc, char **argv)
         if (!H.stage_in || !H.stage_out)
             DIE("pinned staging: %s", ar_gpu_error());
         if (A.o.modes & (1u << M_NCCL)) {
+            const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+            int local = ls ? atoi(ls) : 1, ndev = ar_gpu_count();
             A.nccl_ok = ar_nccl_open(A.nccl_why, sizeof(A.nccl_why)) == 0;
+            if (A.nccl_ok && local > ndev) {
+                /* NCCL refuses two ranks on one GPU. */
+                A.nccl_ok = 0;
+                snprintf(A.nccl_why, sizeof(A.nccl_why),
+                         "NCCL needs a GPU per rank (%d ranks share %d GPU(s) on this host)", local,
+                         ndev);
+            }
             int ok_all = 0;
             MPI_Allreduce(&A.nccl_ok, &ok_all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
             if (ok_all) {
@@ -704,8 +718,17 @@ int main(int argc, char **argv)
                 if (A.rank == 0 && ar_nccl_get_unique_id(id))
                     DIE("ncclGetUniqueId: %s", ar_gpu_error());
                 MPI_Bcast(id, n, MPI_BYTE, 0, MPI_COMM_WORLD);
-                if (ar_nccl_init(A.size, id, A.rank))
-                    DIE("ncclCommInitRank: %s", ar_gpu_error());
+                int init_ok = ar_nccl_init(A.size, id, A.rank) == 0, all_ok = 0;
+                if (!init_ok)
+                    snprintf(A.nccl_why, sizeof(A.nccl_why), "%s", ar_gpu_error());
+                MPI_Allreduce(&init_ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+                if (!all_ok) {
+                    if (init_ok)
+                        snprintf(A.nccl_why, sizeof(A.nccl_why),
+                                 "ncclCommInitRank failed on another rank");
+                    ar_nccl_close();
+                    A.nccl_ok = 0;
+                }
                 free(id);
             } else if (A.nccl_ok) {
                 A.nccl_ok = 0;
@@ -718,6 +741,15 @@ int main(int argc, char **argv)
     if (A.gpu_ok && !gpu_all) {
         A.gpu_ok = 0;
         snprintf(A.gpu_why, sizeof(A.gpu_why), "some rank has no usable GPU");
+    }
+    if (A.require_gpu && !gpu_all) {
+        if (A.rank == 0)
+            printf("SKIP: %s\n", A.gpu_why);
+        if (A.team)
+            xtq_coll_team_destroy(A.team);
+        xtq_finalize(A.ctx);
+        MPI_Finalize();
+        return 77;
     }
 
     const char *cols[] = {"mode",      "ranks",   "size",      "count",     "type",  "redop",

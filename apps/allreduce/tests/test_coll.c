@@ -15,9 +15,11 @@
 #include <xtq/coll.h>
 #include <xtq/xtq.h>
 
+#include "ar_gpu.h"
 #include "xtq_test.h"
 
 static xtq_ctx_t *ctx;
+static xtq_coll_team_t *host_team;
 static int rank, size;
 
 static void setup(void)
@@ -339,5 +341,62 @@ XTQ_TEST(mismatch)
     xtq_coll_team_destroy(t);
     free(in);
     free(out);
+    teardown();
+}
+
+/* A CUDA team: device buffers reduced by the CUDA agent, every algorithm,
+ * in place and not, a reduce; skips where there is no GPU. */
+XTQ_TEST(gpu_team)
+{
+    char why[256];
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int gpu = ar_gpu_open(lr ? atoi(lr) : 0, why, sizeof(why)) == 0;
+    setup();
+    int all = 0;
+    /* Every rank must agree before the collective team creation. */
+    CHECK_OK(xtq_coll_team_create(ctx, NULL, &host_team));
+    int64_t g = gpu, gall = 0;
+    CHECK_OK(xtq_coll_allreduce(host_team, &g, &gall, 1, XTQ_DT_INT64, XTQ_OP_MIN));
+    all = (int)gall;
+    if (!all) {
+        CHECK_OK(xtq_coll_team_destroy(host_team));
+        teardown();
+        XTQ_SKIP("%s", gpu ? "a rank has no GPU" : why);
+    }
+    for (unsigned a = 0; a < 3; a++) {
+        xtq_coll_team_attr_t at;
+        xtq_coll_team_t *t;
+        memset(&at, 0, sizeof(at));
+        at.field_mask = XTQ_COLL_TEAM_ATTR_FIELD_MEM | XTQ_COLL_TEAM_ATTR_FIELD_ALG;
+        at.mem = XTQ_COLL_MEM_CUDA;
+        at.alg = algs[a];
+        int rc = xtq_coll_team_create(ctx, &at, &t);
+        if (rc == -XTQ_ENOAGENT || rc == -XTQ_ENOSYS) {
+            CHECK_OK(xtq_coll_team_destroy(host_team));
+            teardown();
+            XTQ_SKIP("no CUDA team: %s", xtq_strerror(rc));
+        }
+        CHECK_OK(rc);
+        uint64_t counts[] = {1, 1000, 300000};
+        for (unsigned k = 0; k < 3; k++)
+            for (int inplace = 0; inplace <= 1; inplace++) {
+                uint64_t count = counts[k];
+                size_t bytes = count * 4;
+                float *h = malloc(bytes), *dout = ar_gpu_malloc(bytes), *din = ar_gpu_malloc(bytes);
+                fill(h, XTQ_DT_FLOAT, XTQ_OP_SUM, rank, count);
+                CHECK(ar_gpu_h2d(inplace ? dout : din, h, bytes) == 0);
+                CHECK_OK(xtq_coll_allreduce(t, inplace ? XTQ_COLL_IN_PLACE : din, dout, count,
+                                            XTQ_DT_FLOAT, XTQ_OP_SUM));
+                CHECK(ar_gpu_d2h(h, dout, bytes) == 0);
+                void *ref = reference(XTQ_DT_FLOAT, XTQ_OP_SUM, count, size);
+                expect_equal(h, ref, XTQ_DT_FLOAT, count, "CUDA allreduce");
+                free(ref);
+                free(h);
+                /* Device memory stays until the end (frees may wait for an
+                 * idle device while the agent's processor runs). */
+            }
+        CHECK_OK(xtq_coll_team_destroy(t));
+    }
+    CHECK_OK(xtq_coll_team_destroy(host_team));
     teardown();
 }
