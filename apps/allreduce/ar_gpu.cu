@@ -21,7 +21,7 @@
 
 static cudaStream_t stream;
 static char err[256];
-static char name[128];
+static char name[320];
 
 static int fail(const char *what, cudaError_t e)
 {

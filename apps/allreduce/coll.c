@@ -41,6 +41,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "coll_cuda.h"
 #include "coll_exec.h"
 #include "coll_sched.h"
 
@@ -127,8 +128,9 @@ struct coll_slot {
     struct xtq_coll_req *inst; /* the posted instance (under POSTED) */
     struct coll_exec exec;     /* receive side; its stash holds early bytes */
     uint32_t exec_cap;         /* receives the exec arrays hold */
-    uint8_t *scratch;
+    uint8_t *scratch;          /* host, or device memory (CUDA teams) */
     uint64_t scratch_cap;
+    uint8_t *mscratch;   /* CUDA teams: its pinned host mirror */
     xtq_signal_t **trig; /* engine triggers, reused */
     uint32_t ntrig;
     struct coll_early early[COLL_EARLY_MAX];
@@ -203,6 +205,11 @@ struct xtq_coll_team {
     int64_t timeout_ns;
     uint8_t *rwork; /* a reduce's working vector on non-root ranks */
     size_t rwork_cap;
+    /* CUDA teams: device memory reduced by the CUDA agent; sends leave
+     * from pinned host mirrors the reductions also write. */
+    struct coll_gpu *gpu;
+    uint8_t *mirror[COLL_BUF_COUNT]; /* WORK and SEND mirrors (SCRATCH: per slot) */
+    size_t mirror_cap[COLL_BUF_COUNT];
     _Atomic int why_taken; /* the first failure's explanation, printed once */
     int why_printed;
     char why[256];
@@ -444,7 +451,10 @@ static void issue(struct xtq_coll_req *req, uint32_t si)
     int rc;
 
     if (op->type == COLL_OP_SEND && op->cnt) {
-        payload = (const uint8_t *)slot->exec.buf[op->buf] + op->off * slot->exec.esize;
+        const uint8_t *base =
+            t->gpu ? (op->buf == COLL_BUF_SCRATCH ? slot->mscratch : t->mirror[op->buf])
+                   : (const uint8_t *)slot->exec.buf[op->buf];
+        payload = base + op->off * slot->exec.esize;
         len = op->cnt * slot->exec.esize;
     }
     if (t->engine && op->ndeps && !req->aborted)
@@ -657,7 +667,8 @@ out:
 
 /* ---- posting ------------------------------------------------------------------------------ */
 
-static int slot_fit(struct coll_slot *slot, const struct coll_sched *s, uint32_t nsends, int engine)
+static int slot_fit(struct coll_slot *slot, const struct coll_sched *s, uint32_t nsends, int engine,
+                    struct coll_gpu *gpu)
 {
     if (slot->exec_cap < s->nrecvs || !slot->exec.rstate) {
         uint32_t n = s->nrecvs > 64 ? s->nrecvs : 64;
@@ -672,7 +683,15 @@ static int slot_fit(struct coll_slot *slot, const struct coll_sched *s, uint32_t
         slot->exec_cap = n;
     }
     uint64_t sbytes = s->scratch_elems * s->p.elem_size;
-    if (slot->scratch_cap < sbytes) {
+    if (slot->scratch_cap < sbytes && gpu) {
+        coll_gpu_free(gpu, slot->scratch);
+        coll_gpu_host_free(gpu, slot->mscratch);
+        slot->scratch = coll_gpu_alloc(gpu, sbytes);
+        slot->mscratch = coll_gpu_host_alloc(gpu, sbytes);
+        slot->scratch_cap = slot->scratch && slot->mscratch ? sbytes : 0;
+        if (!slot->scratch_cap)
+            return -XTQ_ENOMEM;
+    } else if (slot->scratch_cap < sbytes) {
         void *sc = realloc(slot->scratch, sbytes);
         if (!sc)
             return -XTQ_ENOMEM;
@@ -684,11 +703,15 @@ static int slot_fit(struct coll_slot *slot, const struct coll_sched *s, uint32_t
     if (s->stash_bound > slot->exec.stash_cap) {
         if (!s->p.handshake)
             return -XTQ_ENOSPC;
+        if (gpu)
+            coll_gpu_deregister(gpu, slot->exec.stash, slot->exec.stash_cap);
         void *st = realloc(slot->exec.stash, s->stash_bound);
         if (!st)
             return -XTQ_ENOMEM;
         slot->exec.stash = st;
         slot->exec.stash_cap = s->stash_bound;
+        if (gpu && coll_gpu_register(gpu, st, s->stash_bound))
+            return -XTQ_ENOMEM;
     }
     if (engine && slot->ntrig < nsends) {
         xtq_signal_t **tr = realloc(slot->trig, nsends * sizeof(*tr));
@@ -710,6 +733,95 @@ static int slot_fit(struct coll_slot *slot, const struct coll_sched *s, uint32_t
 /* Send everything at once: ABORT a rank's peers, fire what is left. */
 static void fire_rest(struct xtq_coll_req *req);
 
+/* ---- CUDA teams ---------------------------------------------------------------------- */
+
+static uint8_t *gpu_mirror(struct xtq_coll_team *t, struct coll_slot *slot, unsigned buf)
+{
+    return buf == COLL_BUF_SCRATCH ? slot->mscratch : t->mirror[buf];
+}
+
+/* The receive's data operation on the CUDA agent, from an agent worker. */
+static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *in)
+{
+    struct xtq_coll_req *req = e->user;
+    struct xtq_coll_team *t = req->team;
+    struct coll_slot *slot = &t->slots[req->slot];
+    struct coll_gpu_args a;
+    uint8_t *m = gpu_mirror(t, slot, op->buf);
+
+    memset(&a, 0, sizeof(a));
+    a.dst = (uint64_t)(uintptr_t)((uint8_t *)e->buf[op->buf] + op->off * e->esize);
+    a.in = (uint64_t)(uintptr_t)in;
+    a.mirror = m ? (uint64_t)(uintptr_t)(m + op->off * e->esize) : 0;
+    a.count = op->cnt;
+    a.type = (uint32_t)e->type;
+    a.op = (uint32_t)e->op;
+    a.esize = (uint32_t)e->esize;
+    switch (op->type) {
+    case COLL_OP_RECV_REDUCE:
+        a.mode = COLL_GPU_REDUCE;
+        break;
+    case COLL_OP_RECV_REDUCE_TO:
+        a.mode = op->in_first ? COLL_GPU_REDUCE_IN_A : COLL_GPU_REDUCE_A_IN;
+        a.a = (uint64_t)(uintptr_t)((uint8_t *)e->buf[op->abuf] + op->aoff * e->esize);
+        break;
+    default:
+        a.mode = COLL_GPU_COPY;
+        break;
+    }
+    return coll_gpu_apply(t->gpu, &a, t->timeout_ns ? t->timeout_ns : XTQ_TIMEOUT_INFINITE);
+}
+
+static int grow_mirror(struct xtq_coll_team *t, unsigned buf, size_t need)
+{
+    if (t->mirror_cap[buf] >= need)
+        return 0;
+    coll_gpu_host_free(t->gpu, t->mirror[buf]);
+    t->mirror[buf] = coll_gpu_host_alloc(t->gpu, need);
+    t->mirror_cap[buf] = t->mirror[buf] ? need : 0;
+    return t->mirror[buf] ? 0 : -XTQ_ENOMEM;
+}
+
+/* Before a CUDA team's post: the prologue's copies in device memory, and
+ * the host mirror of every range a send reads before any receive wrote it
+ * (later ones the reductions write themselves). */
+static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
+{
+    struct xtq_coll_team *t = req->team;
+    struct coll_slot *slot = &t->slots[req->slot];
+    struct coll_exec *e = &slot->exec;
+    size_t es = e->esize, n = req->count * es;
+    int rc;
+
+    if ((rc = grow_mirror(t, COLL_BUF_WORK, n)) != 0 ||
+        (rc = grow_mirror(t, COLL_BUF_SEND, n)) != 0)
+        return rc;
+    for (unsigned k = 0; k < s->nprologue; k++) {
+        const struct coll_copy *c = &s->prologue[k];
+        rc = coll_gpu_copy(t->gpu, (uint8_t *)e->buf[c->dst] + c->dst_off * es,
+                           (uint8_t *)e->buf[c->src] + c->src_off * es, c->cnt * es);
+        if (rc)
+            return rc;
+    }
+    for (uint32_t si = 0; si < s->nsends; si++) {
+        const struct coll_op *op = &s->ops[s->send_op[si]];
+        int written = 0;
+        if (op->type != COLL_OP_SEND || op->cnt == 0)
+            continue;
+        for (uint32_t k = 0; k < op->ndeps; k++) {
+            const struct coll_op *d = &s->ops[s->recv_op[s->deps[op->dep_first + k]]];
+            written |= d->type != COLL_OP_RECV_CREDIT;
+        }
+        if (written)
+            continue;
+        rc = coll_gpu_copy(t->gpu, gpu_mirror(t, slot, op->buf) + op->off * es,
+                           (uint8_t *)e->buf[op->buf] + op->off * es, op->cnt * es);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 static int post(struct xtq_coll_req *req)
 {
     struct xtq_coll_team *t = req->team;
@@ -720,7 +832,7 @@ static int post(struct xtq_coll_req *req)
     uint64_t early;
     int rc;
 
-    rc = slot_fit(slot, s, ns, t->engine);
+    rc = slot_fit(slot, s, ns, t->engine, t->gpu);
     if (rc)
         return rc;
     req->cmd_len = XTQ_AQL_PACKET_SIZE + sizeof(struct coll_kargs);
@@ -768,7 +880,13 @@ static int post(struct xtq_coll_req *req)
     if (req->kind == XTQ_COLL_REDUCE && t->rank != req->root) {
         size_t need = req->count * e->esize;
         if (t->rwork_cap < need) {
-            void *w = realloc(t->rwork, need);
+            void *w;
+            if (t->gpu) {
+                coll_gpu_free(t->gpu, t->rwork);
+                w = coll_gpu_alloc(t->gpu, need);
+            } else {
+                w = realloc(t->rwork, need);
+            }
             if (!w)
                 return -XTQ_ENOMEM;
             t->rwork = w;
@@ -778,11 +896,18 @@ static int post(struct xtq_coll_req *req)
     }
     e->buf[COLL_BUF_SEND] = req->sendbuf == XTQ_COLL_IN_PLACE ? NULL : (void *)req->sendbuf;
     e->buf[COLL_BUF_SCRATCH] = slot->scratch;
-    for (unsigned k = 0; k < s->nprologue; k++) {
-        const struct coll_copy *c = &s->prologue[k];
-        if (c->cnt)
-            memmove((uint8_t *)e->buf[c->dst] + c->dst_off * e->esize,
-                    (uint8_t *)e->buf[c->src] + c->src_off * e->esize, c->cnt * e->esize);
+    e->apply_hook = t->gpu ? gpu_apply : NULL;
+    if (t->gpu) {
+        rc = gpu_prepare(req, s);
+        if (rc)
+            return rc;
+    } else {
+        for (unsigned k = 0; k < s->nprologue; k++) {
+            const struct coll_copy *c = &s->prologue[k];
+            if (c->cnt)
+                memmove((uint8_t *)e->buf[c->dst] + c->dst_off * e->esize,
+                        (uint8_t *)e->buf[c->src] + c->src_off * e->esize, c->cnt * e->esize);
+        }
     }
     int kept_err = atomic_load(&e->error);
     coll_exec_reset(e);
@@ -1176,6 +1301,8 @@ static int start(xtq_coll_team_t *t, enum xtq_coll_kind kind, const void *sendbu
         return -XTQ_EINVAL;
     if (kind == XTQ_COLL_REDUCE && (root < 0 || root >= t->size))
         return -XTQ_EINVAL;
+    if (t->gpu && !coll_gpu_supported(op, type))
+        return -XTQ_EINVAL; /* no long double on the GPU */
     inplace = sendbuf == XTQ_COLL_IN_PLACE;
     if (inplace && kind == XTQ_COLL_REDUCE && t->rank != root)
         return -XTQ_EINVAL;
@@ -1334,6 +1461,14 @@ static void team_free(struct xtq_coll_team *t)
         struct coll_slot *s = &t->slots[i];
         free((void *)s->exec.rstate);
         free((void *)s->exec.rstash);
+        if (t->gpu) {
+            if (s->exec.stash)
+                coll_gpu_deregister(t->gpu, s->exec.stash,
+                                    s->exec.stash_cap ? s->exec.stash_cap : 1);
+            coll_gpu_free(t->gpu, s->scratch);
+            coll_gpu_host_free(t->gpu, s->mscratch);
+            s->scratch = NULL;
+        }
         free(s->exec.stash);
         free(s->scratch);
         for (uint32_t k = 0; k < s->ntrig; k++)
@@ -1347,6 +1482,13 @@ static void team_free(struct xtq_coll_team *t)
         xtq_signal_destroy(t->event);
     pthread_mutex_destroy(&t->defer_lock);
     free(t->deferred);
+    if (t->gpu) {
+        coll_gpu_free(t->gpu, t->rwork);
+        t->rwork = NULL;
+        for (unsigned b = 0; b < COLL_BUF_COUNT; b++)
+            coll_gpu_host_free(t->gpu, t->mirror[b]);
+        coll_gpu_close(t->gpu);
+    }
     free(t->rwork);
     free(t->ranks);
     free(t);
@@ -1396,8 +1538,16 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
         goto fail;
     }
     t->mem = (mask & XTQ_COLL_TEAM_ATTR_FIELD_MEM) ? attr->mem : XTQ_COLL_MEM_HOST;
-    if (t->mem != XTQ_COLL_MEM_HOST) {
-        rc = -XTQ_ENOAGENT; /* CUDA teams: coll_cuda.cu */
+    if (t->mem == XTQ_COLL_MEM_CUDA) {
+        char why[256] = "";
+        rc = coll_gpu_open(ctx, &t->gpu, why, sizeof(why));
+        if (rc) {
+            coll_err("rank %d: no CUDA team: %s\n", me, why);
+            t->gpu = NULL;
+            goto fail;
+        }
+    } else if (t->mem != XTQ_COLL_MEM_HOST) {
+        rc = -XTQ_EINVAL;
         goto fail;
     }
     t->index = (mask & XTQ_COLL_TEAM_ATTR_FIELD_INDEX) ? attr->index
@@ -1446,6 +1596,10 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
             rc = -XTQ_ENOMEM;
             goto fail;
         }
+        /* CUDA teams: the GPU reads kept pieces where they are. */
+        if (t->gpu &&
+            (rc = coll_gpu_register(t->gpu, s->exec.stash, t->stash_cap ? t->stash_cap : 1)) != 0)
+            goto fail;
     }
     rc = xtq_agent_find(ctx, XTQ_AGENT_CPU, &t->agent);
     if (rc)

@@ -75,6 +75,12 @@ static void apply(struct coll_exec *e, const struct coll_op *op, const void *in)
 
     if (op->cnt == 0)
         return;
+    if (e->apply_hook) {
+        rc = e->apply_hook(e, op, in);
+        if (rc)
+            coll_exec_fail(e, rc);
+        return;
+    }
     switch (op->type) {
     case COLL_OP_RECV_REDUCE:
         rc = xtq_reduce_local(e->op, e->type, dst, in, op->cnt);

@@ -44,6 +44,9 @@ struct coll_exec {
     enum xtq_op op;
     size_t esize;
     void *buf[COLL_BUF_COUNT];
+    /* A device team's data path: runs the receive's data operation
+     * instead of the host code (NULL: host memory, xtq_reduce_local). */
+    int (*apply_hook)(struct coll_exec *e, const struct coll_op *op, const void *in);
     _Atomic uint32_t *rstate; /* per receive: preds left | ARRIVED | DONE */
     const void **rstash;      /* per receive: where its stashed message is */
     uint8_t *stash;

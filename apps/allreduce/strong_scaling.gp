@@ -8,7 +8,9 @@ set output outfile
 set title "Allreduce of 4 MiB, strong scaling (measured, model, projection)\n{/*0.8 ".subtitle."}"
 set xlabel "ranks (nodes in the projection)"
 set ylabel "time per allreduce (us)"
-set logscale xy 2
+set logscale x 2
+set logscale y 10
+set format y "%g"
 set key outside right
 set grid
 nb = words(modes)

@@ -53,6 +53,10 @@ done
   --out "$OUT/model.dat" | tee "$OUT/model.txt"
 
 modes=$(awk '!/^#/ && NF {print $1}' "$OUT/model.dat" | uniq | tr '\n' ' ')
+if ! command -v gnuplot >/dev/null; then
+  echo "gnuplot not found: plot later with gnuplot -e \"datafile='model.dat'; outfile='strong_scaling.png'; modes='$modes'; subtitle='$MACHINE'\" apps/allreduce/strong_scaling.gp"
+  exit 0
+fi
 gnuplot -e "datafile='$OUT/model.dat'; outfile='$OUT/strong_scaling.png'; modes='$modes'; subtitle='$MACHINE, commit $COMMIT'" \
   "$ROOT/apps/allreduce/strong_scaling.gp"
 echo "wrote $OUT/strong_scaling.png"
