@@ -61,7 +61,9 @@ enum xtq_coll_alg coll_choose_alg(enum xtq_coll_kind kind, int nranks, uint64_t 
     uint64_t bytes = count * elem_size;
 
     (void)kind;
-    if (nranks <= 2 || bytes <= th->rd_max || count < (uint64_t)coll_pof2(nranks))
+    /* MPICH: short vectors, or fewer elements than the power of two below
+     * the rank count (Rabenseifner's blocks would be empty). */
+    if (bytes <= th->rd_max || count < (uint64_t)coll_pof2(nranks))
         return XTQ_COLL_ALG_RD;
     if (bytes < th->ring_min)
         return XTQ_COLL_ALG_RABENSEIFNER;
