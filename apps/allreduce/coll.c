@@ -1437,6 +1437,41 @@ static int team_barrier(struct xtq_coll_team *t)
     return 0;
 }
 
+/*
+ * Whether this libxtq's triggered puts work: one to ourselves, armed on a
+ * signal already at 0, must complete without error. (xtq_putv may exist
+ * before its trigger does: then the task sends the next steps.)
+ */
+static int engine_triggers_work(struct xtq_coll_team *t)
+{
+    uint8_t cmd[XTQ_AQL_PACKET_SIZE + sizeof(struct coll_kargs)];
+    xtq_completion_t comp;
+    xtq_put_param_t prm;
+    xtq_signal_t *sig;
+    struct coll_hdr h;
+    size_t len;
+    int rc;
+
+    hdr_init(t, &h, COLL_MSG_HELLO);
+    h.status = -1; /* a probe: the task ignores it */
+    if (build_cmd(t, &h, cmd, sizeof(cmd), &len) || xtq_signal_create(0, &sig))
+        return 0;
+    memset(&comp, 0, sizeof(comp));
+    memset(&prm, 0, sizeof(prm));
+    prm.field_mask = XTQ_PUT_PARAM_FIELD_COMPLETION | XTQ_PUT_PARAM_FIELD_TRIGGER;
+    prm.comp = &comp;
+    prm.trigger = sig;
+    prm.trigger_cond = XTQ_SIGNAL_EQ;
+    prm.trigger_value = 0;
+    rc = xtq_putv(t->ctx, t->ranks[t->rank], cmd, len, NULL, 0, &prm);
+    if (rc == 0)
+        rc = xtq_completion_wait(t->ctx, &comp, 10000000000ll);
+    if (rc == -XTQ_ETIMEDOUT) /* the completion must outlive the put */
+        (void)xtq_completion_wait(t->ctx, &comp, XTQ_TIMEOUT_INFINITE);
+    xtq_signal_destroy(sig);
+    return rc == 0;
+}
+
 static uint32_t team_hash(const int *ranks, int n, uint32_t index)
 {
     uint32_t h = 2166136261u ^ index;
@@ -1638,6 +1673,14 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
         goto fail;
     }
     teams_created++;
+    if (t->engine && !engine_triggers_work(t)) {
+        if (trig && strcmp(trig, "engine") == 0) {
+            coll_err("XTQ_COLL_TRIGGERS=engine, but triggered puts fail here\n");
+            rc = -XTQ_ENOSYS;
+            goto fail;
+        }
+        t->engine = 0;
+    }
     rc = team_barrier(t);
     if (rc)
         goto fail;
