@@ -210,7 +210,8 @@ struct xtq_coll_team {
     struct coll_gpu *gpu;
     uint8_t *mirror[COLL_BUF_COUNT]; /* WORK and SEND mirrors (SCRATCH: per slot) */
     size_t mirror_cap[COLL_BUF_COUNT];
-    _Atomic int why_taken; /* the first failure's explanation, printed once */
+    _Atomic int why_taken; /* the first failure's explanation, printed once: */
+    _Atomic int why_ready; /* claimed, then written */
     int why_printed;
     char why[256];
 };
@@ -243,6 +244,7 @@ static void note(struct xtq_coll_team *t, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(t->why, sizeof(t->why), fmt, ap);
     va_end(ap);
+    atomic_store_explicit(&t->why_ready, 1, memory_order_release);
 }
 
 /* Instances from `instance` on fail with `err` (the first error stays). */
@@ -1045,7 +1047,8 @@ static void reap(struct xtq_coll_req *req)
 
     slot->inst = NULL;
     atomic_store_explicit(&slot->exec.stash_used, 0, memory_order_relaxed);
-    for (unsigned k = 0; k < COLL_EARLY_MAX; k++)
+    uint64_t used = atomic_load_explicit(&slot->ctl, memory_order_acquire) & ~COLL_CTL_POSTED;
+    for (uint64_t k = 0; k < used && k < COLL_EARLY_MAX; k++)
         atomic_store_explicit(&slot->early[k].ready, 0, memory_order_relaxed);
     atomic_store_explicit(&slot->exec.error, 0, memory_order_relaxed);
     atomic_store_explicit(&slot->ctl, 0, memory_order_release);
@@ -1181,8 +1184,8 @@ static int broadcast_abort(struct xtq_coll_req *req, int err)
         coll_err("rank %d: %s of %llu elements (call %llu) failed: %s%s%s\n", t->rank,
                  req->kind == XTQ_COLL_REDUCE ? "reduce" : "allreduce",
                  (unsigned long long)req->count, (unsigned long long)req->instance,
-                 xtq_strerror(err), atomic_load(&t->why_taken) ? ": " : "",
-                 atomic_load(&t->why_taken) ? t->why : "");
+                 xtq_strerror(err), atomic_load(&t->why_ready) ? ": " : "",
+                 atomic_load(&t->why_ready) ? t->why : "");
     }
     for (int q = 0; q < t->size; q++) {
         struct coll_hdr h;
