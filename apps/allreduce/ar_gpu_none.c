@@ -3,8 +3,8 @@
 
 #include "ar_gpu.h"
 
-static const char why_none[] = "xtq_allreduce was built without CUDA (configure with nvcc "
-                               "installed and -DXTQ_ENABLE_CUDA=ON)";
+static const char why_none[] = "built without CUDA (configure with nvcc installed and "
+                               "-DXTQ_ENABLE_CUDA=ON)";
 
 int ar_gpu_open(int local_rank, char *why, size_t len)
 {

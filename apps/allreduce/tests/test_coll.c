@@ -78,6 +78,9 @@ static void input(enum xtq_datatype type, enum xtq_op op, int r, uint64_t i, voi
         memcpy(out, &p, sizeof(p));
         break;
     }
+    case XTQ_DT_BOOL:
+        *(_Bool *)out = (x >> 5) & 1;
+        break;
     default:
         memset(out, (int)(x & 0xff), xtq_datatype_size(type));
         break;
