@@ -21,6 +21,13 @@
  * Kernel and function objects live in an agent-owned pool, so a kernel
  * object taken from a packet is validated (range, alignment, magic) before
  * anything is called through it.
+ *
+ * While a kernel or function runs, its worker publishes the task's state
+ * thread-locally: the result buffer its producer attached (q->result, asked
+ * with the cookie) for xtq_task_result(), and the first xtq_task_fail()
+ * status, which retire reports as the task's status. A task that failed
+ * itself still decrements its completion signal; only packets the agent
+ * could not run count as bad packets.
  */
 #include "internal.h"
 
@@ -122,6 +129,7 @@ struct cpu_task {
     xtq_aql_packet_t pkt;
     void *cookie;
     xtq__retire_fn retire;
+    xtq__result_fn result; /* the producer's result-buffer hook, or NULL */
     struct cpu_queue *q;
     int status; /* an error found when taking (bad dependency handle) */
 };
@@ -204,6 +212,7 @@ int xtq_kernel_create_cpu(xtq_agent_t *agent, xtq_cpu_kernel_fn fn, uint32_t ker
     o->base.kernel.object = (uint64_t)(uintptr_t)o;
     o->base.kernel.kernarg_size = kernarg_size;
     o->base.kernel.flags = 0;
+    atomic_init(&o->base.kernel.refs, 0); /* the pool reuses destroyed objects */
     o->fn.kernel = fn;
     o->user_data = user_data;
     atomic_store_explicit(&o->magic, CPU_KERNEL_MAGIC, memory_order_release);
@@ -227,6 +236,7 @@ int xtq_function_create_cpu(xtq_agent_t *agent, xtq_cpu_function_fn fn, void *us
     }
     o->base.function.agent = agent;
     o->base.function.object = (uint64_t)(uintptr_t)o;
+    atomic_init(&o->base.function.refs, 0);
     o->fn.function = fn;
     o->user_data = user_data;
     atomic_store_explicit(&o->magic, CPU_FUNCTION_MAGIC, memory_order_release);
@@ -351,6 +361,7 @@ static int cpu_try_take(struct cpu_queue *cq, struct cpu_task *t, bool *more)
     t->cookie = q->cookies[r & q->mask];
     q->cookies[r & q->mask] = NULL;
     t->retire = q->retire;
+    t->result = q->result;
     t->q = cq;
     atomic_fetch_add_explicit(&cq->state, 1, memory_order_relaxed);
     /* Free the slot, then publish the new read index: a producer that sees
@@ -438,11 +449,16 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
     xtq_signal_handle_t h = t->pkt.kernel.completion_signal;
     struct cpu_queue *cq = t->q;
     xtq_signal_t *sig = NULL;
-    int status = t->status;
+    int status = t->status; /* the agent's: the packet could not run */
+    struct xtq__task_state task = {NULL, 0, 0};
 
     if (acq != XTQ_FENCE_SCOPE_NONE)
         cpu_fence(memory_order_acquire);
     if (status == 0) {
+        /* The task's result buffer (a fetching put), from its producer. */
+        if (t->cookie != NULL && t->result != NULL)
+            task.result = t->result(t->cookie, &task.result_len);
+        xtq__task_enter(&task);
         switch (type) {
         case XTQ_PACKET_TYPE_KERNEL_DISPATCH:
             status = cpu_run_kernel(a, &t->pkt.kernel);
@@ -458,6 +474,7 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
             status = -XTQ_EPACKET;
             break;
         }
+        xtq__task_leave();
     }
     if (rel != XTQ_FENCE_SCOPE_NONE)
         cpu_fence(memory_order_release);
@@ -472,6 +489,10 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
     if (status != 0)
         atomic_fetch_add_explicit(&a->bad_packets, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&a->done, 1, memory_order_relaxed);
+    /* A task that ran and failed itself still completed (its signal was
+     * decremented above); its status is what its initiator hears. */
+    if (status == 0)
+        status = task.status;
 
     if (t->cookie != NULL) {
         if (likely(t->retire != NULL))

@@ -197,6 +197,46 @@ uint64_t xtq__spin_ns(enum xtq__param_id id, unsigned local_ranks, int64_t roomy
  * bounded naps instead of indefinitely. */
 enum { XTQ__SIGNAL_DEVICE = 1u << 0, XTQ__SIGNAL_EXTERNAL_MEM = 1u << 1 };
 
+/* ---- references --------------------------------------------------------
+ * Kernels, functions and signals count what names them: each registration
+ * (lookup-table entry) and each task the engine enqueued until it retires.
+ * Destroy refuses (-XTQ_EBUSY) while any is left, and marks the object
+ * dead so that nothing registers it again (issue 10, bug 2). */
+#define XTQ__REFS_DEAD (1u << 31)
+
+/* Take a reference: 0, or -XTQ_EINVAL if the object was destroyed. */
+static inline int xtq__refs_get(_Atomic uint32_t *refs)
+{
+    uint32_t v = atomic_load_explicit(refs, memory_order_relaxed);
+    do {
+        if (v & XTQ__REFS_DEAD)
+            return -XTQ_EINVAL;
+    } while (!atomic_compare_exchange_weak_explicit(refs, &v, v + 1, memory_order_acq_rel,
+                                                    memory_order_relaxed));
+    return 0;
+}
+
+static inline void xtq__refs_put(_Atomic uint32_t *refs)
+{
+    atomic_fetch_sub_explicit(refs, 1, memory_order_release);
+}
+
+/* Destroy's check: 0 (no reference left; now dead) or -XTQ_EBUSY. */
+static inline int xtq__refs_kill(_Atomic uint32_t *refs)
+{
+    uint32_t zero = 0;
+    return atomic_compare_exchange_strong_explicit(refs, &zero, XTQ__REFS_DEAD,
+                                                   memory_order_acq_rel, memory_order_acquire)
+               ? 0
+               : -XTQ_EBUSY;
+}
+
+/* Undo xtq__refs_kill() when the destroy itself failed. */
+static inline void xtq__refs_revive(_Atomic uint32_t *refs)
+{
+    atomic_store_explicit(refs, 0, memory_order_release);
+}
+
 struct xtq_signal {
     _Atomic int64_t value;
     _Atomic uint32_t seq;
@@ -206,7 +246,8 @@ struct xtq_signal {
     /* Host-side changes in progress: destroy waits for it to drain, so a
      * waiter may destroy the signal as soon as it sees the new value. */
     _Atomic uint32_t busy;
-    uint8_t pad_[36];
+    _Atomic uint32_t refs; /* registrations and queued tasks naming it */
+    uint8_t pad_[32];
 };
 XTQ_STATIC_ASSERT(sizeof(struct xtq_signal) == 64, "signal is one cache line");
 #define XTQ__SIGNAL_MAGIC 0x5851534eu
@@ -224,12 +265,33 @@ struct xtq_kernel {
     uint64_t object; /* what kernel_object holds after the rewrite */
     uint32_t kernarg_size;
     uint32_t flags;
+    _Atomic uint32_t refs; /* registrations and queued tasks; zero at creation */
 };
 
 struct xtq_function {
     xtq_agent_t *agent;
     uint64_t object; /* what reserved2 holds after the rewrite */
+    _Atomic uint32_t refs; /* registrations and queued tasks; zero at creation */
 };
+
+/* ---- completion counters (counter.c) ----------------------------------
+ * The engine's side of xtq_counter_t: a put that names a counter attaches
+ * when it is issued and completes into it once, when it is DONE (after the
+ * completion object, if any, is final). */
+void xtq__counter_attach(xtq_counter_t *counter);
+void xtq__counter_complete(xtq_counter_t *counter, int status);
+
+/* ---- the running CPU task (kernel.c) ----------------------------------
+ * A CPU agent's worker enters this around each kernel (all its work-groups)
+ * or function it runs, so that the task can reach its result buffer
+ * (xtq_task_result) and fail itself (xtq_task_fail). Thread-local. */
+struct xtq__task_state {
+    void *result;
+    size_t result_len;
+    int status; /* the first xtq_task_fail(), else 0 */
+};
+void xtq__task_enter(struct xtq__task_state *st);
+void xtq__task_leave(void);
 
 /* ---- queues ----------------------------------------------------------
  * Indices and the ring live where the agent's consumer can read them
@@ -242,9 +304,16 @@ struct xtq__queue_indices {
 };
 
 /* Called by the agent when a packet that carried a cookie has finished
- * (status 0, or a negative XTQ error if the agent could not run it).
+ * (status 0, a negative XTQ error if the agent could not run it, or the
+ * status the task failed itself with: xtq_task_fail()).
  * Runs on the agent's thread: must be short and thread-safe. */
 typedef void (*xtq__retire_fn)(void *cookie, int status);
+
+/* Asked by the agent when it takes a packet that carried a cookie: the
+ * zero-filled buffer (and its length) the task may fill for its initiator
+ * (a fetching put; xtq_task_result()), or NULL. The producer owns the
+ * cookie's layout and the buffer, which must stay valid until retire. */
+typedef void *(*xtq__result_fn)(void *cookie, size_t *len);
 
 struct xtq_queue {
     xtq_aql_packet_t *ring;
@@ -258,6 +327,9 @@ struct xtq_queue {
      * retire(cookie, status) when the packet has finished. NULL: nothing. */
     void **cookies;
     xtq__retire_fn retire;
+    /* Optional (NULL: no task has a result buffer); set with retire, by
+     * the same producer, under the same rules. */
+    xtq__result_fn result;
     _Atomic uint32_t registrations; /* lookup-table entries naming it */
     uint32_t id;
     /* Where producers and the agent find the indices. xtq_queue_create()
@@ -369,9 +441,13 @@ struct xtq__stats {
     _Atomic uint64_t msgs_rejected;
     _Atomic uint64_t acks_sent;
     _Atomic uint64_t queue_full_events;
-    _Atomic uint64_t rejected_by_reason[16];
+    _Atomic uint64_t rejected_by_reason[XTQ_STATS_REJECT_SLOTS];
 };
 #define XTQ__STAT_INC(ctx, field) atomic_fetch_add_explicit(&(ctx)->stats.field, 1, memory_order_relaxed)
+/* A command rejected with `err`: msgs_rejected and its reason's slot
+ * (context.c). The engine counts every rejection, wire-level ones too,
+ * through this. */
+void xtq__stats_rejected(xtq_ctx_t *ctx, int err);
 
 struct xtq_ctx {
     int rank;

@@ -27,6 +27,7 @@ static void signal_init(struct xtq_signal *sig, int64_t initial, uint32_t flags)
     atomic_init(&sig->seq, 0);
     atomic_init(&sig->waiters, 0);
     atomic_init(&sig->busy, 0);
+    atomic_init(&sig->refs, 0);
     sig->flags = flags;
     sig->magic = XTQ__SIGNAL_MAGIC;
 }
@@ -82,6 +83,10 @@ int xtq_signal_destroy(xtq_signal_t *signal)
 {
     if (signal == NULL || signal->magic != XTQ__SIGNAL_MAGIC)
         return -XTQ_EINVAL;
+    /* Registered as a completion signal, or named by a queued task: an
+     * agent would decrement freed memory. */
+    if (xtq__refs_kill(&signal->refs) != 0)
+        return -XTQ_EBUSY;
     /* A store/add whose value a waiter already saw may still be waking. */
     for (unsigned i = 0; atomic_load_explicit(&signal->busy, memory_order_acquire) != 0; i++) {
         if (i < 1000)
@@ -118,6 +123,31 @@ int64_t xtq_signal_add(xtq_signal_t *signal, int64_t delta)
     signal_wake(signal);
     signal_change_end(signal);
     return old;
+}
+
+int64_t xtq_signal_exchange(xtq_signal_t *signal, int64_t value)
+{
+    int64_t old;
+
+    signal_change_begin(signal);
+    old = atomic_exchange_explicit(&signal->value, value, memory_order_acq_rel);
+    signal_wake(signal);
+    signal_change_end(signal);
+    return old;
+}
+
+int64_t xtq_signal_cas(xtq_signal_t *signal, int64_t expected, int64_t value)
+{
+    int64_t seen = expected;
+
+    signal_change_begin(signal);
+    /* A failed swap reads with acquire order, as HSA's scacq_screl does. */
+    if (atomic_compare_exchange_strong_explicit(&signal->value, &seen, value,
+                                                memory_order_acq_rel, memory_order_acquire) &&
+        value != expected)
+        signal_wake(signal);
+    signal_change_end(signal);
+    return seen;
 }
 
 static bool signal_cond_holds(enum xtq_signal_condition cond, int64_t value, int64_t compare)
