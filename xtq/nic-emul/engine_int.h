@@ -23,6 +23,7 @@
 #include "internal.h"
 #include "nic-emul/engine.h"
 #include "wire.h"
+#include "registry/registry.h"
 
 /* First word of every libfabric operation context, so a CQ entry says
  * what it completes. */
@@ -55,6 +56,7 @@ struct rx_task {
     void *payload;
     uint64_t payload_len;
     bool counted_full;
+    struct xtq__task_refs refs; /* from enqueue to retire (registry.h) */
     _Alignas(16) uint8_t scratch[256]; /* kernel arguments that landed misaligned */
 };
 

@@ -105,18 +105,9 @@ void xtq__regions_close(struct xtq__engine *e)
 
 /* ---- tasks ---------------------------------------------------------------- */
 
-/* xtq_stats_t: a rejection, and its reason where it has a counter. */
-static void count_rejection(xtq_ctx_t *ctx, int err)
-{
-    int idx = -err - XTQ_ENOKERNEL;
-    XTQ__STAT_INC(ctx, msgs_rejected);
-    if (idx >= 0 && idx < (int)ARRAY_SIZE(ctx->stats.rejected_by_reason))
-        atomic_fetch_add_explicit(&ctx->stats.rejected_by_reason[idx], 1, memory_order_relaxed);
-}
-
 static void task_reject(struct xtq__engine *e, struct rx_task *t, int err)
 {
-    count_rejection(e->ctx, err);
+    xtq__stats_rejected(e->ctx, err);
     XTQ_LOG_ONCE(ENGINE, WARN, "rejected a command from rank %u (seq %llu): %s", t->src,
                  (unsigned long long)t->seq, xtq_errname(err));
     xtq__ack_send(e, (int)t->src, t->seq, err);
@@ -157,6 +148,8 @@ static void engine_retire(void *cookie, int status)
     if ((t->wire_flags & XTQ__WIRE_REMOTE_COMPLETION) && !atomic_load(&e->stop))
         xtq__ack_send(e, (int)t->src, t->seq, status);
     live_del(e, t);
+    /* Its kernel, function and signal may be destroyed from now on. */
+    xtq__registry_task_end(&t->refs);
     XTQ__STAT_INC(e->ctx, tasks_completed);
     xtq__region_put(t->region);
     free(t);
@@ -194,12 +187,15 @@ static int task_enqueue(struct xtq__engine *e, struct rx_task *t)
         .cookie = t,
         .trace_key = XTQ_TRACE_KEY(src, seq),
     };
-    /* Counted live before the agent can retire it; undone if the queue
-     * turns out to be full (the backlog keeps it). */
+    /* Counted live, and naming its kernel (or function) and signal, before
+     * the agent can retire it; undone if the queue turns out to be full
+     * (the backlog keeps it). Under the read lock: unregistration waits. */
+    xtq__registry_task_begin(reg, &t->packet, &t->refs);
     live_add(e, t);
     atomic_fetch_add_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
     rc = q->agent->ops->enqueue(q, &d);
     if (rc) {
+        xtq__registry_task_end(&t->refs);
         live_del(e, t);
         atomic_fetch_sub_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
         goto out;
@@ -263,6 +259,7 @@ void xtq__live_free(struct xtq__engine *e)
     while (e->live) {
         struct rx_task *t = e->live;
         e->live = t->lnext;
+        /* Not task_end: the agents that held the kernels are closed. */
         free(t);
     }
 }
@@ -333,7 +330,7 @@ void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *bu
                                 &payload);
     if (rc) {
         const struct xtq__wire_hdr *raw = buf;
-        count_rejection(ctx, rc);
+        xtq__stats_rejected(ctx, rc);
         XTQ_LOG_ONCE(ENGINE, WARN, "dropped an invalid message of %zu bytes: %s", len,
                      xtq_errname(rc));
         /* Answer only a peer of this job that we can name. */
