@@ -149,9 +149,24 @@ typedef struct xtq_put_param {
 
 /**
  * The extended put: a command plus a payload gathered from `iovcnt`
- * buffers (none copied by the library, however many the transport takes),
- * with the options of `param` (NULL: as xtq_put() with flags 0 and no
- * completion). Same return codes and threading rules as xtq_put().
+ * buffers, with the options of `param` (NULL: as xtq_put() with flags 0
+ * and no completion). Same return codes and threading rules as xtq_put().
+ *
+ * The payload is sent from the caller's buffers without a copy as long as
+ * the transport gathers that many pieces (the provider's iov_limit, which
+ * is 4 for tcp and shm: the message header and command take one or two,
+ * zero-length pieces take none). Beyond that the put does not fail: the
+ * pieces are copied, in order, into the put's own staging buffer and sent
+ * from there (the total is bounded by xtq_put_max_size() either way). Puts
+ * of up to the provider's inject size are always copied (eager).
+ * Lengths are summed without overflow: a total past xtq_put_max_size()
+ * is -XTQ_EMSGSIZE, a piece with a length and a NULL base -XTQ_EINVAL.
+ *
+ * Without a completion (`comp`), a put with a counter returns at once and
+ * its buffers must stay untouched until the counter has counted it; a put
+ * with neither waits for LOCAL itself, as xtq_put() with NULL does.
+ * Remote completion needs a completion or a counter (-XTQ_EINVAL else).
+ * Unknown field_mask bits are -XTQ_EINVAL.
  */
 XTQ_API int xtq_putv(xtq_ctx_t *ctx, int target, const void *cmd, size_t cmd_len,
                      const struct iovec *payload_iov, size_t iovcnt, const xtq_put_param_t *param);
@@ -165,10 +180,15 @@ XTQ_API int xtq_putv(xtq_ctx_t *ctx, int target, const void *cmd, size_t cmd_len
  * the target where remote completion was asked for; triggered puts
  * included (they must fire). Puts that other threads issue during the
  * flush may or may not be included. Progresses the engine in manual mode.
- * The outcome of each put still travels with its completion or counter.
- * (ucp_worker_flush / ucp_ep_flush.)
- * @return 0, -XTQ_ETIMEDOUT, -XTQ_EHOSTDOWN (the target is down: its puts
- *         failed), -XTQ_ESRCRANK, -XTQ_EINVAL.
+ * When it returns 0, the completions and counters of those puts are final
+ * (a counter has counted every one of them). The outcome of each put
+ * still travels with its completion or counter: flush says nothing about
+ * a put that failed, except that the target is down.
+ * A timeout of 0 only checks. (ucp_worker_flush / ucp_ep_flush.)
+ * @return 0, -XTQ_ETIMEDOUT, -XTQ_EHOSTDOWN (the target, or with
+ *         XTQ_TARGET_ALL a rank this process ever put to, is declared
+ *         down: its puts failed), -XTQ_ESRCRANK, -XTQ_EINVAL (negative
+ *         timeout), -XTQ_ENOMEM.
  */
 XTQ_API int xtq_flush(xtq_ctx_t *ctx, int target, int64_t timeout_ns);
 

@@ -92,12 +92,35 @@ int xtq__engine_progress(struct xtq__engine *e);
 void xtq__engine_poll_cb(void *engine);
 
 /* initiator.c */
+/* What a put asks for besides its command and payload (xtq_put_param_t,
+ * checked by put.c); zero-initialise, then fill. */
+struct xtq__put_req {
+    uint32_t flags; /* XTQ_PUT_* */
+    xtq_completion_t *comp;
+    xtq_counter_t *counter;
+};
 int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
                     const void *payload, size_t payload_len, uint32_t flags,
                     xtq_completion_t *comp);
+/* The put of xtq_putv(): the payload gathered from `iovcnt` buffers. */
+int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
+                     const struct iovec *iov, size_t iovcnt, const struct xtq__put_req *req);
+/* xtq_flush(): every put issued to `target` (or XTQ_TARGET_ALL) before
+ * the call is DONE. 0, -XTQ_ETIMEDOUT, -XTQ_EHOSTDOWN, -XTQ_ESRCRANK. */
+int xtq__engine_flush(struct xtq__engine *e, int target, int64_t timeout_ns);
 int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t timeout_ns);
 /* Wait until this rank's puts are all DONE, up to deadline (ns, monotonic). */
 int xtq__engine_drain_puts(struct xtq__engine *e, uint64_t deadline);
+
+/* Test hooks for white-box tests (initiator.c): each count makes that
+ * many of the next operations of its kind fail as the transport would.
+ * Zero outside tests; the data path pays one relaxed load. */
+struct xtq__engine_faults {
+    _Atomic uint32_t put_send; /* a put's send returns -FI_EIO */
+};
+extern struct xtq__engine_faults xtq__faults;
+/* Take one from a count: whether it was nonzero. */
+bool xtq__fault_take(_Atomic uint32_t *n);
 
 /* liveness.c */
 /* Peers declared down (silent for XTQ_PEER_TIMEOUT_MS with puts pending). */

@@ -72,8 +72,12 @@ struct put_slot {
     int32_t status;
     int32_t prov_errno;
     xtq_completion_t *comp; /* NULL once detached (caller passed no completion) */
+    xtq_counter_t *counter; /* counted when DONE, or NULL */
     bool detach_at_local;
-    uint8_t *stage; /* wire header (+ command when gathered here) */
+    /* Wire header, plus the command where it is gathered here, plus the
+     * payload where it is copied (eager, or more pieces than the provider
+     * gathers); kept for the slot's next put unless large. */
+    uint8_t *stage;
     size_t stage_cap;
 };
 
@@ -87,6 +91,7 @@ struct put_slot {
 struct peer {
     struct put_slot *slots;
     uint64_t next_seq;
+    uint64_t done_below;         /* every put of a lower seq is DONE (flush), under put_lock */
     uint32_t busy;               /* busy slots, under put_lock */
     _Atomic uint64_t last_heard; /* ns; reset when the first put goes out */
     uint64_t ping_sent;          /* ns, progress thread only */

@@ -17,6 +17,23 @@
 
 static const uint8_t zero_pad[64];
 
+/* A slot whose stage grew past this gives it back when its put is DONE: a
+ * put copied whole (more pieces than the provider gathers) must not pin a
+ * megabyte per slot. */
+#define STAGE_KEEP 16384
+/* Most pieces one send gathers, whatever the provider's iov_limit. */
+#define WIRE_IOV_MAX 8
+
+/* now + timeout, saturating; XTQ_TIMEOUT_INFINITE (or any overflow) is
+ * no deadline. */
+static uint64_t deadline_after(int64_t timeout_ns)
+{
+    uint64_t now = xtq__now_ns();
+    if (timeout_ns == XTQ_TIMEOUT_INFINITE || (uint64_t)timeout_ns > UINT64_MAX - now)
+        return UINT64_MAX;
+    return now + (uint64_t)timeout_ns;
+}
+
 /*
  * Completion words: the engine sets state bits; a thread that sleeps on
  * the word first sets XTQ__COMPLETION_SLEEPER, and only then is a wake-up
@@ -110,13 +127,31 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
         c->status = s->status;
         c->prov_errno = s->prov_errno;
         comp_post(st, bits);
-    } else if (s->status) {
+    } else if (s->status && !s->counter) {
         XTQ_LOG_ONCE(ENGINE, WARN, "a put without completion object to rank %d failed: %s",
                      s->target, xtq_errname(s->status));
     }
+    /* After the completion object is final: a waiter on the counter may
+     * look at it as soon as it sees the count. */
+    if (s->counter)
+        xtq__counter_complete(s->counter, s->status);
+    s->counter = NULL;
+    if (s->stage_cap > STAGE_KEEP) {
+        free(s->stage);
+        s->stage = NULL;
+        s->stage_cap = 0;
+    }
     s->comp = NULL;
     s->state = 0;
-    e->peers[s->target].busy--;
+    struct peer *p = &e->peers[s->target];
+    p->busy--;
+    /* Flush's floor: past every DONE put from the oldest one on. */
+    while (p->done_below < p->next_seq) {
+        const struct put_slot *o = &p->slots[p->done_below % e->window];
+        if ((o->state & SLOT_BUSY) && o->seq == p->done_below)
+            break;
+        p->done_below++;
+    }
     atomic_fetch_sub(&e->puts_outstanding, 1);
     atomic_fetch_add_explicit(&e->slot_freed, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&e->window_sleepers, memory_order_seq_cst))
@@ -140,6 +175,13 @@ void xtq__slot_local(struct xtq__engine *e, struct put_slot *s, int status, int 
         s->state |= SLOT_ACKED;
     }
     if (s->comp) {
+        /* The caller that passed no completion returns at LOCAL with what
+         * its stack copy says: the transport's error must be in it then
+         * (issue 10, bug 1). */
+        if (s->detach_at_local) {
+            s->comp->status = s->status;
+            s->comp->prov_errno = s->prov_errno;
+        }
         comp_post((_Atomic uint32_t *)&s->comp->state, XTQ_COMPLETION_LOCAL);
         if (s->detach_at_local)
             s->comp = NULL;
@@ -224,26 +266,159 @@ static void window_wait(struct xtq__engine *e, uint32_t seen)
     window_sleep(e, seen, 1000000);
 }
 
+/* Test hooks (engine.h): make the next sends of a kind fail. */
+struct xtq__engine_faults xtq__faults;
+
+bool xtq__fault_take(_Atomic uint32_t *n)
+{
+    uint32_t v = atomic_load_explicit(n, memory_order_relaxed);
+    while (v && !atomic_compare_exchange_weak_explicit(n, &v, v - 1, memory_order_relaxed,
+                                                       memory_order_relaxed))
+        ;
+    return v != 0;
+}
+
+/* How a put leaves: gathered from the caller's buffers (all of them, or
+ * all but the command, which joins the header in the stage), or copied
+ * whole into the stage (injected when small, else sent from there). */
+enum put_send { SEND_GATHER, SEND_GATHER_CMD, SEND_COPY, SEND_INJECT };
+
+struct put_layout {
+    size_t payload_len; /* bytes of all pieces */
+    size_t pieces;      /* pieces of nonzero length */
+    size_t pad1, pad2, total;
+    enum put_send how;
+};
+
+/* Check the pieces and choose how the message leaves. Totals never
+ * overflow: each piece is checked against what is left of max_msg
+ * (issue 10, bug 5). */
+static int put_layout(const struct xtq__engine *e, size_t cmd_len, const struct iovec *iov,
+                      size_t iovcnt, struct put_layout *l)
+{
+    size_t hdr_len = sizeof(struct xtq__wire_hdr);
+    if (cmd_len > e->max_msg || cmd_len > UINT32_MAX)
+        return -XTQ_EMSGSIZE;
+    size_t room = e->max_msg - cmd_len;
+    l->payload_len = 0;
+    l->pieces = 0;
+    for (size_t i = 0; i < iovcnt; i++) {
+        size_t n = iov[i].iov_len;
+        if (!n)
+            continue;
+        if (!iov[i].iov_base)
+            return -XTQ_EINVAL;
+        if (n > room - l->payload_len)
+            return -XTQ_EMSGSIZE;
+        l->payload_len += n;
+        l->pieces++;
+    }
+    size_t off = xtq__wire_payload_offset((uint32_t)cmd_len);
+    l->pad1 = off - hdr_len - cmd_len;
+    l->total = xtq__wire_put_len((uint32_t)cmd_len, l->payload_len);
+    l->pad2 = l->total - off - l->payload_len;
+    size_t limit = e->ofi.iov_limit < WIRE_IOV_MAX ? e->ofi.iov_limit : WIRE_IOV_MAX;
+    size_t tail = l->pieces + (l->pad2 ? 1 : 0);
+    /* Small puts (up to the provider's inject size) are copied whole and
+     * injected: one copy of a few hundred bytes costs less than a gathered
+     * send and its completion (the eager protocol). Larger payloads are
+     * gathered from the caller's buffers where the provider takes that
+     * many pieces (tcp and shm take 4: the command then joins the header),
+     * and copied into the stage only beyond. */
+    if (l->total <= e->ofi.inject_size)
+        l->how = SEND_INJECT;
+    else if (2 + (l->pad1 ? 1 : 0) + tail <= limit)
+        l->how = SEND_GATHER;
+    else if (1 + tail <= limit)
+        l->how = SEND_GATHER_CMD;
+    else
+        l->how = SEND_COPY;
+    return 0;
+}
+
+/* Bytes of the stage a put needs. */
+static size_t put_stage_len(const struct put_layout *l, size_t cmd_len)
+{
+    switch (l->how) {
+    case SEND_GATHER:
+        return sizeof(struct xtq__wire_hdr);
+    case SEND_GATHER_CMD:
+        return sizeof(struct xtq__wire_hdr) + cmd_len + l->pad1;
+    default:
+        return l->total;
+    }
+}
+
+/* Fill the stage (the header is there already) and the wire iovs. */
+static size_t put_gather(const struct put_layout *l, uint8_t *stage, const void *cmd,
+                         size_t cmd_len, const struct iovec *piov, size_t iovcnt,
+                         struct iovec iov[WIRE_IOV_MAX])
+{
+    size_t hdr_len = sizeof(struct xtq__wire_hdr), n = 0;
+    if (l->how == SEND_GATHER) {
+        iov[n++] = (struct iovec){stage, hdr_len};
+        iov[n++] = (struct iovec){(void *)cmd, cmd_len};
+        if (l->pad1)
+            iov[n++] = (struct iovec){(void *)zero_pad, l->pad1};
+    } else {
+        memcpy(stage + hdr_len, cmd, cmd_len);
+        memset(stage + hdr_len + cmd_len, 0, l->pad1);
+        iov[n++] = (struct iovec){stage, hdr_len + cmd_len + l->pad1};
+    }
+    if (l->how == SEND_INJECT || l->how == SEND_COPY) {
+        uint8_t *at = stage + hdr_len + cmd_len + l->pad1;
+        for (size_t i = 0; i < iovcnt; i++) {
+            if (piov[i].iov_len)
+                memcpy(at, piov[i].iov_base, piov[i].iov_len);
+            at += piov[i].iov_len;
+        }
+        memset(at, 0, l->pad2);
+        iov[0].iov_len = l->total;
+        return 1;
+    }
+    for (size_t i = 0; i < iovcnt; i++)
+        if (piov[i].iov_len)
+            iov[n++] = piov[i];
+    if (l->pad2)
+        iov[n++] = (struct iovec){(void *)zero_pad, l->pad2};
+    return n;
+}
+
 int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
                     const void *payload, size_t payload_len, uint32_t flags, xtq_completion_t *comp)
 {
-    xtq_ctx_t *ctx = e->ctx;
-    xtq_completion_t local_comp;
-    struct put_slot *s;
-    struct iovec iov[5];
-    size_t niov = 0;
-    int rc;
-
-    if (!cmd || cmd_len < XTQ_AQL_PACKET_SIZE || (payload_len && !payload))
+    struct iovec one = {(void *)payload, payload_len};
+    struct xtq__put_req req = {.flags = flags, .comp = comp};
+    if (payload_len && !payload)
         return -XTQ_EINVAL;
     if (!comp && (flags & XTQ_PUT_REMOTE_COMPLETION))
+        return -XTQ_EINVAL;
+    return xtq__engine_putv(e, target, cmd, cmd_len, &one, payload_len ? 1 : 0, &req);
+}
+
+int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
+                     const struct iovec *piov, size_t iovcnt, const struct xtq__put_req *req)
+{
+    xtq_ctx_t *ctx = e->ctx;
+    uint32_t flags = req->flags;
+    xtq_completion_t *comp = req->comp, local_comp;
+    struct put_layout l;
+    struct put_slot *s;
+    struct iovec iov[WIRE_IOV_MAX];
+    int rc;
+
+    if (!cmd || cmd_len < XTQ_AQL_PACKET_SIZE || (iovcnt && !piov))
+        return -XTQ_EINVAL;
+    /* Remote completion is reported through a completion or a counter. */
+    if (!comp && !req->counter && (flags & XTQ_PUT_REMOTE_COMPLETION))
         return -XTQ_EINVAL;
     if (flags & ~(uint32_t)(XTQ_PUT_REMOTE_COMPLETION | XTQ_PUT_NONBLOCKING))
         return -XTQ_EINVAL;
     if (target < 0 || target >= ctx->size)
         return -XTQ_ESRCRANK;
-    if (cmd_len > UINT32_MAX || cmd_len + payload_len > e->max_msg)
-        return -XTQ_EMSGSIZE;
+    rc = put_layout(e, cmd_len, piov, iovcnt, &l);
+    if (rc)
+        return rc;
     if (atomic_load(&e->stop))
         return -XTQ_EFINALIZED;
 
@@ -266,21 +441,7 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
         window_wait(e, seen);
         xtq__mutex_lock(&e->put_lock);
     }
-    size_t hdr_len = sizeof(struct xtq__wire_hdr);
-    size_t pad1 = xtq__wire_payload_offset((uint32_t)cmd_len) - hdr_len - cmd_len;
-    size_t total = xtq__wire_put_len((uint32_t)cmd_len, payload_len);
-    size_t pad2 = total - xtq__wire_payload_offset((uint32_t)cmd_len) - payload_len;
-    /* Gather [hdr][cmd][pad][payload][pad] straight from the caller's
-     * buffers; where the provider takes fewer iovs (tcp and shm take 4),
-     * the command (a packet and its arguments) joins the header in the
-     * slot's stage. Larger payloads are never copied. */
-    size_t want_iov = 2 + (pad1 ? 1 : 0) + (payload_len ? 1 : 0) + (pad2 ? 1 : 0);
-    /* Small puts (up to the provider's inject size) are copied whole into
-     * the stage and injected: one copy of a few hundred bytes costs less
-     * than a gathered send and its completion (the eager protocol). */
-    bool eager = total <= e->ofi.inject_size;
-    bool gather_cmd = eager || want_iov > e->ofi.iov_limit;
-    rc = slot_stage(s, eager ? total : gather_cmd ? hdr_len + cmd_len + pad1 : hdr_len);
+    rc = slot_stage(s, put_stage_len(&l, cmd_len));
     if (rc) {
         pthread_mutex_unlock(&e->put_lock);
         return rc;
@@ -290,42 +451,26 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
     xtq__wire_hdr_init(hdr, XTQ__MSG_PUT, ctx->job_key, (uint32_t)ctx->rank, seq);
     hdr->flags = (flags & XTQ_PUT_REMOTE_COMPLETION) ? XTQ__WIRE_REMOTE_COMPLETION : 0;
     hdr->cmd_len = (uint32_t)cmd_len;
-    hdr->payload_len = payload_len;
-    if (gather_cmd) {
-        memcpy(s->stage + hdr_len, cmd, cmd_len);
-        memset(s->stage + hdr_len + cmd_len, 0, pad1);
-        iov[niov++] = (struct iovec){s->stage, hdr_len + cmd_len + pad1};
-    } else {
-        iov[niov++] = (struct iovec){s->stage, hdr_len};
-        iov[niov++] = (struct iovec){(void *)cmd, cmd_len};
-        if (pad1)
-            iov[niov++] = (struct iovec){(void *)zero_pad, pad1};
-    }
-    if (eager) {
-        uint8_t *at = s->stage + hdr_len + cmd_len + pad1;
-        if (payload_len)
-            memcpy(at, payload, payload_len);
-        memset(at + payload_len, 0, pad2);
-        iov[0].iov_len = total;
-    } else {
-        if (payload_len)
-            iov[niov++] = (struct iovec){(void *)payload, payload_len};
-        if (pad2)
-            iov[niov++] = (struct iovec){(void *)zero_pad, pad2};
-    }
+    hdr->payload_len = l.payload_len;
+    size_t niov = put_gather(&l, s->stage, cmd, cmd_len, piov, iovcnt, iov);
+    bool eager = l.how == SEND_INJECT;
 
-    if (!comp) {
+    /* No completion and no counter: we return once the buffers are free,
+     * watching a completion on our stack that the slot lets go at LOCAL.
+     * A counter alone: no completion object at all. */
+    bool wait_local = !comp && !req->counter;
+    s->detach_at_local = wait_local;
+    if (wait_local) {
         memset(&local_comp, 0, sizeof(local_comp));
         comp = &local_comp;
-        s->detach_at_local = true;
-    } else {
-        s->detach_at_local = false;
     }
-    comp->state = 0;
-    comp->status = 0;
-    comp->prov_errno = 0;
-    comp->target = target;
-    comp->seq = seq;
+    if (comp) {
+        comp->state = 0;
+        comp->status = 0;
+        comp->prov_errno = 0;
+        comp->target = target;
+        comp->seq = seq;
+    }
     XTQ_TRACE_POINT(XTQ_TRACE_PUT_ISSUED, XTQ_TRACE_KEY(ctx->rank, seq));
     s->kind = CTX_PUT;
     s->state = SLOT_BUSY;
@@ -335,6 +480,9 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
     s->status = 0;
     s->prov_errno = 0;
     s->comp = comp;
+    s->counter = req->counter;
+    if (s->counter)
+        xtq__counter_attach(s->counter);
     if (p->busy++ == 0)
         atomic_store_explicit(&p->last_heard, xtq__now_ns(), memory_order_relaxed);
     atomic_fetch_add(&e->puts_outstanding, 1);
@@ -344,8 +492,13 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
     /* The slot is ours until its completions arrive; send outside the
      * window lock so acks and completions keep flowing. */
     for (;;) {
-        ssize_t src = eager ? xtq__ofi_inject(&e->ofi, s->stage, total, target)
-                            : xtq__ofi_sendv(&e->ofi, iov, niov, target, s);
+        ssize_t src;
+        if (unlikely(atomic_load_explicit(&xtq__faults.put_send, memory_order_relaxed)) &&
+            xtq__fault_take(&xtq__faults.put_send))
+            src = -FI_EIO;
+        else
+            src = eager ? xtq__ofi_inject(&e->ofi, s->stage, l.total, target)
+                        : xtq__ofi_sendv(&e->ofi, iov, niov, target, s);
         if (src == 0) {
             xtq__bell_ring(e, target);
             /* An injected message has no send completion: local now. */
@@ -368,7 +521,7 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
     XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(ctx->rank, seq));
     xtq__engine_wake(e);
 
-    if (comp == &local_comp) {
+    if (wait_local) {
         /* No completion object: return once the buffers are free. */
         struct comp_wait c = {e, (_Atomic uint32_t *)&local_comp.state, XTQ_COMPLETION_LOCAL};
         if (e->manual) {
@@ -433,4 +586,93 @@ int xtq__engine_drain_puts(struct xtq__engine *e, uint64_t deadline)
         }
     }
     return 0;
+}
+
+/* ---- flush --------------------------------------------------------------- */
+
+/* Puts below snap[r - lo] to each rank r of [lo, hi) are DONE. */
+struct flush_wait {
+    struct xtq__engine *e;
+    int lo, hi;
+    const uint64_t *snap;
+};
+
+static bool flush_done(void *arg)
+{
+    struct flush_wait *f = arg;
+    bool done = true;
+    xtq__mutex_lock(&f->e->put_lock);
+    for (int r = f->lo; done && r < f->hi; r++)
+        done = f->e->peers[r].done_below >= f->snap[r - f->lo];
+    pthread_mutex_unlock(&f->e->put_lock);
+    return done;
+}
+
+static bool flush_done_progress(void *arg)
+{
+    struct flush_wait *f = arg;
+    if (flush_done(f))
+        return true;
+    xtq__engine_progress(f->e);
+    return flush_done(f);
+}
+
+int xtq__engine_flush(struct xtq__engine *e, int target, int64_t timeout_ns)
+{
+    int lo = target, hi = target + 1;
+    uint64_t one, *snap = &one;
+    int rc = 0;
+
+    if (timeout_ns < 0)
+        return -XTQ_EINVAL;
+    if (target == XTQ_TARGET_ALL) {
+        lo = 0;
+        hi = e->ctx->size;
+        snap = malloc((size_t)(hi - lo) * sizeof(*snap));
+        if (!snap)
+            return -XTQ_ENOMEM;
+    } else if (target < 0 || target >= e->ctx->size) {
+        return -XTQ_ESRCRANK;
+    }
+    /* What was issued before the call: every seq below next_seq. */
+    xtq__mutex_lock(&e->put_lock);
+    for (int r = lo; r < hi; r++)
+        snap[r - lo] = e->peers[r].next_seq;
+    pthread_mutex_unlock(&e->put_lock);
+
+    struct flush_wait f = {e, lo, hi, snap};
+    uint64_t deadline = deadline_after(timeout_ns);
+    if (e->manual || !e->thread_started) {
+        /* Nobody else progresses: we do. */
+        while (!flush_done(&f)) {
+            if (xtq__now_ns() >= deadline) {
+                rc = -XTQ_ETIMEDOUT;
+                break;
+            }
+            if (xtq__engine_progress(e) == 0)
+                sched_yield();
+        }
+    } else {
+        /* Like a completion wait: poll while progressing, then sleep on
+         * the window's word, which every DONE put bumps. Naps of 1 ms:
+         * a put a trigger holds fires without freeing a slot first. */
+        struct xtq__spin_wait w = {
+            .ready = flush_done_progress,
+            .arg = &f,
+            .word = &e->slot_freed,
+            .waiters = &e->window_sleepers,
+            .spin_ns = e->wait_spin_ns,
+            .nap_ns = 1000000,
+        };
+        if (xtq__spin_wait(&w, deadline) < 0)
+            rc = -XTQ_ETIMEDOUT;
+    }
+    /* Their outcomes are in their completions and counters; a target
+     * declared down is worth saying here too. */
+    for (int r = lo; rc == 0 && r < hi; r++)
+        if (atomic_load(&e->peers[r].down) && (target != XTQ_TARGET_ALL || snap[r - lo]))
+            rc = -XTQ_EHOSTDOWN;
+    if (snap != &one)
+        free(snap);
+    return rc;
 }

@@ -1,0 +1,90 @@
+/*
+ * The engine under faults it cannot provoke on a healthy machine: sends
+ * that fail in the transport, acks lost or refused. White-box (links the
+ * library's objects and sets the engine's test hooks, nic-emul/engine.h);
+ * alone, or at 2 ranks under mpirun. `test_faults CASE`.
+ */
+#include "internal.h"
+#include "nic-emul/engine.h"
+
+#include "xtq_test.h"
+
+#define QUEUE_INDEX 3
+#define FN_COUNT    1
+#define SEC         1000000000ll
+
+static _Atomic uint64_t ran;
+
+static void count_fn(const uint64_t arg[4], void *ret, void *user_data)
+{
+    atomic_fetch_add(&ran, 1);
+}
+
+struct target {
+    xtq_ctx_t *ctx;
+    xtq_agent_t *cpu;
+    xtq_queue_t *queue;
+    xtq_function_t *fn;
+};
+
+static void setup(struct target *t)
+{
+    CHECK_OK(xtq_init(NULL, &t->ctx));
+    CHECK_OK(xtq_agent_find(t->ctx, XTQ_AGENT_CPU, &t->cpu));
+    CHECK_OK(xtq_queue_create(t->cpu, 64, &t->queue));
+    CHECK_OK(xtq_function_create_cpu(t->cpu, count_fn, NULL, &t->fn));
+    CHECK_OK(xtq_register_queue(t->ctx, QUEUE_INDEX, t->queue));
+    CHECK_OK(xtq_register_function(t->ctx, FN_COUNT, t->fn, NULL));
+    CHECK_OK(xtq_barrier(t->ctx));
+}
+
+static void teardown(struct target *t)
+{
+    CHECK_OK(xtq_barrier(t->ctx));
+    CHECK_OK(xtq_unregister_function(t->ctx, FN_COUNT));
+    CHECK_OK(xtq_unregister_queue(t->ctx, QUEUE_INDEX));
+    CHECK_OK(xtq_queue_destroy(t->queue));
+    CHECK_OK(xtq_function_destroy(t->fn));
+    CHECK_OK(xtq_finalize(t->ctx));
+}
+
+/* A put whose send fails in the transport reports the failure, also when
+ * the caller passed no completion (issue 10, bug 1: it returned 0), with
+ * a payload small enough to be injected and one large enough to be
+ * gathered; the next put works. */
+XTQ_TEST(put_error_no_comp)
+{
+    struct target t;
+    setup(&t);
+    static uint8_t big[100000];
+    uint8_t cmd[64];
+    size_t cmd_len;
+    xtq_completion_t c;
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_COUNT, QUEUE_INDEX, 0, 0, &cmd_len));
+    atomic_store(&xtq__faults.put_send, 1);
+    CHECK_ERR(xtq_put(t.ctx, 0, cmd, cmd_len, NULL, 0, 0, NULL), -XTQ_EFABRIC);
+    atomic_store(&xtq__faults.put_send, 1);
+    CHECK_ERR(xtq_put(t.ctx, 0, cmd, cmd_len, big, sizeof(big), 0, NULL), -XTQ_EFABRIC);
+    /* With a completion: the error is there, DONE. */
+    atomic_store(&xtq__faults.put_send, 1);
+    CHECK_OK(xtq_put(t.ctx, 0, cmd, cmd_len, big, sizeof(big), XTQ_PUT_REMOTE_COMPLETION, &c));
+    CHECK_ERR(xtq_completion_wait(t.ctx, &c, 60 * SEC), -XTQ_EFABRIC);
+    CHECK_EQ(xtq_completion_state(&c), XTQ_COMPLETION_LOCAL | XTQ_COMPLETION_DONE);
+    /* And with a counter alone: counted as an error. */
+    xtq_counter_t *cnt;
+    CHECK_OK(xtq_counter_create(t.ctx, &cnt));
+    xtq_put_param_t p = {.field_mask = XTQ_PUT_PARAM_FIELD_COUNTER, .counter = cnt};
+    atomic_store(&xtq__faults.put_send, 1);
+    CHECK_OK(xtq_putv(t.ctx, 0, cmd, cmd_len, NULL, 0, &p));
+    CHECK_OK(xtq_counter_wait(t.ctx, cnt, 1, 60 * SEC));
+    CHECK_EQ(xtq_counter_read_err(cnt), 1);
+    CHECK_EQ(xtq_counter_error(cnt), -XTQ_EFABRIC);
+    CHECK_OK(xtq_counter_destroy(cnt));
+    CHECK_EQ(atomic_load(&xtq__faults.put_send), 0);
+    /* Nothing ran; the next put does. */
+    CHECK_EQ(atomic_load(&ran), 0);
+    CHECK_OK(xtq_put(t.ctx, 0, cmd, cmd_len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &c));
+    CHECK_OK(xtq_completion_wait(t.ctx, &c, 60 * SEC));
+    CHECK_EQ(atomic_load(&ran), 1);
+    teardown(&t);
+}
