@@ -12,7 +12,8 @@ int xtq_put(xtq_ctx_t *ctx, int target, const void *cmd, size_t cmd_len, const v
 
 /* The fields this version knows; another bit is a caller from the future. */
 #define PUT_PARAM_KNOWN                                                                            \
-    (XTQ_PUT_PARAM_FIELD_FLAGS | XTQ_PUT_PARAM_FIELD_COMPLETION | XTQ_PUT_PARAM_FIELD_COUNTER)
+    (XTQ_PUT_PARAM_FIELD_FLAGS | XTQ_PUT_PARAM_FIELD_COMPLETION | XTQ_PUT_PARAM_FIELD_COUNTER |    \
+     XTQ_PUT_PARAM_FIELD_RESULT)
 
 int xtq_putv(xtq_ctx_t *ctx, int target, const void *cmd, size_t cmd_len,
              const struct iovec *payload_iov, size_t iovcnt, const xtq_put_param_t *param)
@@ -34,6 +35,10 @@ int xtq_putv(xtq_ctx_t *ctx, int target, const void *cmd, size_t cmd_len,
             if (!param->counter)
                 return -XTQ_EINVAL;
             req.counter = param->counter;
+        }
+        if (m & XTQ_PUT_PARAM_FIELD_RESULT) {
+            req.result = param->result;
+            req.result_len = param->result_len;
         }
     }
     return xtq__engine_putv(ctx->engine, target, cmd, cmd_len, payload_iov, iovcnt, &req);

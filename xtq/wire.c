@@ -68,13 +68,26 @@ int xtq__wire_validate(const void *msg, size_t len, uint64_t job_key, uint32_t n
         rc = check_put(&h, len, max_msg, &payload_off);
         if (rc)
             return rc;
+        /* A result comes back with the ack of a finished task only. */
+        if (h.result_len > max_msg)
+            return -XTQ_EMSGSIZE;
+        if (h.result_len && !(h.flags & XTQ__WIRE_REMOTE_COMPLETION))
+            return -XTQ_EBADMSG;
+    } else if (h.result_len) {
+        if (h.result_len > max_msg)
+            return -XTQ_EMSGSIZE;
+        if (XTQ_ALIGN_UP((uint64_t)sizeof(h) + h.result_len, (uint64_t)64) > (uint64_t)len)
+            return -XTQ_EBADMSG;
+        payload_off = sizeof(h);
     }
 
     if (hdr)
         *hdr = msg;
     if (cmd)
         *cmd = h.type == XTQ__MSG_PUT ? (const char *)msg + sizeof(h) : NULL;
-    if (payload)
-        *payload = h.type == XTQ__MSG_PUT && h.payload_len ? (const char *)msg + payload_off : NULL;
+    if (payload) {
+        bool any = h.type == XTQ__MSG_PUT ? h.payload_len != 0 : h.result_len != 0;
+        *payload = any ? (const char *)msg + payload_off : NULL;
+    }
     return 0;
 }

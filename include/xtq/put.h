@@ -125,10 +125,18 @@ typedef struct xtq_put_param {
     /**
      * A fetching put: the task on the target gets a zero-filled result
      * buffer of `result_len` bytes (xtq_task_result() on the CPU agent,
-     * xtq_cuda_dispatch_t.result on the CUDA agent); whatever it holds when
-     * the task finishes travels back with the remote completion and lands
-     * in `result` before the put is DONE. Implies remote completion.
-     * result_len is at most xtq_put_max_size().
+     * xtq_cuda_dispatch_t.result on the CUDA agent; every work-group of a
+     * kernel shares it); whatever it holds when the task finishes travels
+     * back with the remote completion and lands in `result` (all
+     * result_len bytes) before the put is DONE. Only a task that
+     * succeeded sends it: when the put fails (the task failed itself, the
+     * target refused it, -XTQ_ENOMEM where the target had no room for the
+     * buffer) `result` is left untouched. Nothing beyond result_len is
+     * ever written. Implies remote completion, so the put needs a
+     * completion or a counter; `result` must stay valid until DONE.
+     * result_len is at most xtq_put_max_size() (-XTQ_EMSGSIZE); 0 makes
+     * it a remote-completion put. Agents whose tasks cannot reach a
+     * result buffer (ROCr) fail the put with -XTQ_ENOSYS.
      */
     void *result;
     size_t result_len;

@@ -327,7 +327,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FAIL_IF(h.magic != XTQ_WIRE_MAGIC || h.version != XTQ_WIRE_VERSION);
     FAIL_IF(h.job_key != FUZZ_JOB_KEY || h.src_rank >= FUZZ_NRANKS);
     if (h.type == XTQ__MSG_ACK) {
-        FAIL_IF(cmd || payload_c);
+        FAIL_IF(cmd);
+        FAIL_IF(h.result_len > FUZZ_MAX_MSG);
+        FAIL_IF((payload_c != NULL) != (h.result_len != 0));
+        FAIL_IF(payload_c && (payload_c != buf + sizeof(h) ||
+                              !inside(payload_c, h.result_len, buf, size)));
         goto out;
     }
     FAIL_IF(h.type != XTQ__MSG_PUT);

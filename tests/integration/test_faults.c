@@ -88,3 +88,101 @@ XTQ_TEST(put_error_no_comp)
     CHECK_EQ(atomic_load(&ran), 1);
     teardown(&t);
 }
+
+static void result_fn(const uint64_t arg[4], void *ret, void *user_data)
+{
+    size_t len;
+    uint8_t *r = xtq_task_result(&len);
+    for (size_t i = 0; i < len; i++)
+        r[i] = (uint8_t)(i + arg[2]);
+    atomic_fetch_add(&ran, 1);
+}
+
+#define FN_RESULT 2
+
+static void check_bytes(const uint8_t *r, size_t len, uint64_t tag)
+{
+    for (size_t i = 0; i < len; i++)
+        if (r[i] != (uint8_t)(i + tag))
+            XTQ_FAIL("result byte %zu of %zu: %u", i, len, r[i]);
+}
+
+/* A result buffer the target cannot allocate: the put fails with
+ * -XTQ_ENOMEM (counted as a rejection there), the task never runs, the
+ * caller's buffer is untouched; the next fetching put works. */
+XTQ_TEST(result_alloc_fails)
+{
+    struct target t;
+    setup(&t);
+    xtq_function_t *rf;
+    CHECK_OK(xtq_function_create_cpu(t.cpu, result_fn, NULL, &rf));
+    CHECK_OK(xtq_register_function(t.ctx, FN_RESULT, rf, NULL));
+    uint8_t cmd[64], res[100000];
+    size_t cmd_len;
+    xtq_completion_t c;
+    xtq_put_param_t p = {.field_mask = XTQ_PUT_PARAM_FIELD_COMPLETION | XTQ_PUT_PARAM_FIELD_RESULT,
+                         .comp = &c,
+                         .result = res};
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_RESULT, QUEUE_INDEX, 5, 0, &cmd_len));
+    for (size_t len = 16; len <= sizeof(res); len *= 100) {
+        memset(res, 0xee, sizeof(res));
+        p.result_len = len;
+        atomic_store(&xtq__faults.result_alloc, 1);
+        CHECK_OK(xtq_putv(t.ctx, 0, cmd, cmd_len, NULL, 0, &p));
+        CHECK_ERR(xtq_completion_wait(t.ctx, &c, 60 * SEC), -XTQ_ENOMEM);
+        CHECK_EQ(res[0], 0xee);
+        CHECK_EQ(atomic_load(&ran), 0);
+        CHECK_OK(xtq_putv(t.ctx, 0, cmd, cmd_len, NULL, 0, &p));
+        CHECK_OK(xtq_completion_wait(t.ctx, &c, 60 * SEC));
+        check_bytes(res, len, 5);
+        atomic_store(&ran, 0);
+    }
+    xtq_stats_t st;
+    CHECK_OK(xtq_get_stats(t.ctx, &st));
+    CHECK_EQ(st.rejected_by_reason[xtq_stats_reject_slot(-XTQ_ENOMEM)], 2);
+    CHECK_OK(xtq_unregister_function(t.ctx, FN_RESULT));
+    CHECK_OK(xtq_function_destroy(rf));
+    teardown(&t);
+}
+
+/* Acks whose sends fail are sent again (issue 10, bug 6: they were
+ * dropped and the put waited for ever): plain acks, at enqueue and at
+ * retire, and acks carrying small and large results. */
+XTQ_TEST(ack_send_retried)
+{
+    struct target t;
+    setup(&t);
+    xtq_function_t *rf;
+    CHECK_OK(xtq_function_create_cpu(t.cpu, result_fn, NULL, &rf));
+    CHECK_OK(xtq_register_function(t.ctx, FN_RESULT, rf, NULL));
+    static uint8_t res[200000];
+    uint8_t cmd[64];
+    size_t cmd_len;
+    xtq_completion_t c;
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_COUNT, QUEUE_INDEX, 0, 0, &cmd_len));
+    for (uint32_t flags = 0; flags <= XTQ_PUT_REMOTE_COMPLETION;
+         flags += XTQ_PUT_REMOTE_COMPLETION) {
+        atomic_store(&xtq__faults.ack_send, 3);
+        CHECK_OK(xtq_put(t.ctx, 0, cmd, cmd_len, NULL, 0, flags, &c));
+        CHECK_OK(xtq_completion_wait(t.ctx, &c, 60 * SEC));
+        CHECK_EQ(atomic_load(&xtq__faults.ack_send), 0);
+    }
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_RESULT, QUEUE_INDEX, 9, 0, &cmd_len));
+    for (size_t len = 100; len <= sizeof(res); len *= 2000) {
+        xtq_put_param_t p = {.field_mask =
+                                 XTQ_PUT_PARAM_FIELD_COMPLETION | XTQ_PUT_PARAM_FIELD_RESULT,
+                             .comp = &c,
+                             .result = res,
+                             .result_len = len};
+        memset(res, 0, sizeof(res));
+        atomic_store(&xtq__faults.ack_send, 2);
+        CHECK_OK(xtq_putv(t.ctx, 0, cmd, cmd_len, NULL, 0, &p));
+        CHECK_OK(xtq_completion_wait(t.ctx, &c, 60 * SEC));
+        CHECK_EQ(atomic_load(&xtq__faults.ack_send), 0);
+        check_bytes(res, len, 9);
+    }
+    CHECK_EQ(atomic_load(&ran), 4);
+    CHECK_OK(xtq_unregister_function(t.ctx, FN_RESULT));
+    CHECK_OK(xtq_function_destroy(rf));
+    teardown(&t);
+}

@@ -19,19 +19,23 @@
 #include <string.h>
 #include <time.h>
 
-#define QUEUE_INDEX 3
-#define FN_CHECK    1
-#define FN_BLOCK    2
-#define FN_MISSING  9 /* never registered */
-#define KERNEL_SLOW 5
-#define SEC         1000000000ll
+#define QUEUE_INDEX   3
+#define FN_CHECK      1
+#define FN_BLOCK      2
+#define FN_MISSING    9 /* never registered */
+#define KERNEL_SLOW   5
+#define FN_RESULT     4
+#define KERNEL_RESULT 6
+#define RESULT_FAIL   (1ull << 40) /* in a result task's tag: fail after writing */
+#define SEC           1000000000ll
 
 static struct {
     int rank, size;
     xtq_ctx_t *ctx;
     xtq_agent_t *cpu;
     xtq_queue_t *queue;
-    xtq_function_t *check, *block;
+    xtq_function_t *check, *block, *result;
+    xtq_kernel_t *rkernel;
     xtq_signal_t *pending;    /* counts down the checked tasks expected here */
     xtq_signal_t *release;    /* FN_BLOCK and the slow kernel wait for 1 */
     _Atomic uint64_t ok, bad; /* checked payloads */
@@ -93,6 +97,35 @@ static void slow_kernel(const xtq_dispatch_t *d, void *kernarg)
 }
 
 /* Everything but the barrier: the caller sets S.pending first. */
+/* A fetching put's task: writes the pattern of its tag into the whole
+ * result buffer, whose length must be arg3 (arg2: tag). */
+static void result_fn(const uint64_t arg[4], void *ret, void *user_data)
+{
+    size_t len = 7;
+    uint8_t *r = xtq_task_result(&len);
+    bool ok = len == arg[3] && (r != NULL) == (len != 0);
+    for (size_t i = 0; ok && i < len; i++)
+        ok = r[i] == 0; /* zero-filled */
+    for (size_t i = 0; r && i < len; i++)
+        r[i] = pattern(arg[2], i);
+    if (!ok && atomic_fetch_add(&S.bad, 1) < 3)
+        fprintf(stderr, "rank %d: result buffer of %zu bytes, %llu expected, or not zeroed\n",
+                S.rank, len, (unsigned long long)arg[3]);
+    if (arg[2] & RESULT_FAIL)
+        xtq_task_fail(-XTQ_ERANGE);
+}
+
+/* A kernel of 4 work-groups: each writes its quarter of the result. */
+static void result_kernel(const xtq_dispatch_t *d, void *kernarg)
+{
+    size_t len;
+    uint8_t *r = xtq_task_result(&len);
+    uint64_t tag = ((const uint64_t *)kernarg)[2]; /* 0 and 1: the target's */
+    size_t q = len / 4, lo = q * d->workgroup_id[0], hi = d->workgroup_id[0] == 3 ? len : lo + q;
+    for (size_t i = lo; r && i < hi; i++)
+        r[i] = pattern(tag, i);
+}
+
 static void setup(void)
 {
     xtq_init_attr_t attr = {.field_mask = XTQ_INIT_ATTR_FIELD_PROGRESS,
@@ -109,6 +142,10 @@ static void setup(void)
     CHECK_OK(xtq_register_queue(S.ctx, QUEUE_INDEX, S.queue));
     CHECK_OK(xtq_register_function(S.ctx, FN_CHECK, S.check, NULL));
     CHECK_OK(xtq_register_function(S.ctx, FN_BLOCK, S.block, NULL));
+    CHECK_OK(xtq_function_create_cpu(S.cpu, result_fn, NULL, &S.result));
+    CHECK_OK(xtq_register_function(S.ctx, FN_RESULT, S.result, NULL));
+    CHECK_OK(xtq_kernel_create_cpu(S.cpu, result_kernel, 32, NULL, &S.rkernel));
+    CHECK_OK(xtq_register_kernel(S.ctx, KERNEL_RESULT, S.rkernel, NULL, NULL));
 }
 
 /* Expect `n` checked tasks here, then let everybody start. */
@@ -123,10 +160,14 @@ static void teardown(void)
     CHECK_OK(xtq_barrier(S.ctx));
     CHECK_OK(xtq_unregister_function(S.ctx, FN_CHECK));
     CHECK_OK(xtq_unregister_function(S.ctx, FN_BLOCK));
+    CHECK_OK(xtq_unregister_function(S.ctx, FN_RESULT));
+    CHECK_OK(xtq_unregister_kernel(S.ctx, KERNEL_RESULT));
     CHECK_OK(xtq_unregister_queue(S.ctx, QUEUE_INDEX));
     CHECK_OK(xtq_queue_destroy(S.queue));
     CHECK_OK(xtq_function_destroy(S.check));
     CHECK_OK(xtq_function_destroy(S.block));
+    CHECK_OK(xtq_function_destroy(S.result));
+    CHECK_OK(xtq_kernel_destroy(S.rkernel));
     CHECK_OK(xtq_signal_destroy(S.pending));
     CHECK_OK(xtq_signal_destroy(S.release));
     CHECK_OK(xtq_finalize(S.ctx));
@@ -499,5 +540,148 @@ XTQ_TEST(destroy_in_flight)
     CHECK_EQ(xtq_signal_load(done), 0);
     CHECK_OK(xtq_kernel_destroy(k));
     CHECK_OK(xtq_signal_destroy(done));
+    teardown();
+}
+
+/* ---- fetched results -------------------------------------------------------- */
+
+static const size_t result_sizes[] = {0, 1, 8, 100, 3968, 3969, 65536, 1u << 18, 1u << 20};
+#define NRESULTS (sizeof(result_sizes) / sizeof(result_sizes[0]))
+#define GUARD    64
+
+/* Check a result landed whole, and nothing past it. */
+static void check_result(const uint8_t *buf, size_t len, uint64_t tag)
+{
+    for (size_t i = 0; i < len; i++)
+        if (buf[i] != pattern(tag, i))
+            XTQ_FAIL("rank %d: result byte %zu of %zu (tag %llu) is %u, want %u", S.rank, i, len,
+                     (unsigned long long)tag, buf[i], pattern(tag, i));
+    for (size_t i = len; i < len + GUARD; i++)
+        if (buf[i] != 0xee)
+            XTQ_FAIL("rank %d: byte %zu past a %zu-byte result was written", S.rank, i, len);
+}
+
+/* Fetching puts of every size 0..1 MiB to every target (functions, and a
+ * kernel whose 4 work-groups share one buffer); a task that fails sends
+ * no result; then many small fetching puts on one counter, flushed. */
+XTQ_TEST(results)
+{
+    setup();
+    start(0);
+    uint8_t *buf = malloc((1u << 20) + GUARD);
+    CHECK(buf);
+    for (int k = 0; k < ntargets(); k++) {
+        int t = target_k(k);
+        for (unsigned c = 0; c < NRESULTS; c++) {
+            size_t len = result_sizes[c];
+            uint64_t tag = (uint64_t)S.rank * 1000 + c;
+            uint8_t cmd[128];
+            size_t cmd_len;
+            xtq_completion_t comp;
+            xtq_put_param_t p = {.field_mask =
+                                     XTQ_PUT_PARAM_FIELD_COMPLETION | XTQ_PUT_PARAM_FIELD_RESULT,
+                                 .comp = &comp,
+                                 .result = buf,
+                                 .result_len = len};
+            /* Function. */
+            memset(buf, 0xee, len + GUARD);
+            CHECK_OK(
+                xtq_cmd_function(cmd, sizeof(cmd), FN_RESULT, QUEUE_INDEX, tag, len, &cmd_len));
+            CHECK_OK(xtq_putv(S.ctx, t, cmd, cmd_len, NULL, 0, &p));
+            CHECK_EQ(xtq_completion_wait(S.ctx, &comp, 60 * SEC), 0);
+            CHECK_EQ(xtq_completion_state(&comp),
+                     XTQ_COMPLETION_LOCAL | XTQ_COMPLETION_REMOTE | XTQ_COMPLETION_DONE);
+            check_result(buf, len, tag);
+            /* Kernel: one buffer for all its work-groups. */
+            memset(buf, 0xee, len + GUARD);
+            uint64_t karg[4] = {0, 0, tag + 500, 0};
+            xtq_dispatch_geometry_t g = {1, {4, 1, 1}, {1, 1, 1}};
+            CHECK_OK(xtq_cmd_kernel(cmd, sizeof(cmd), KERNEL_RESULT, QUEUE_INDEX, &g, karg,
+                                    sizeof(karg), &cmd_len));
+            CHECK_OK(xtq_putv(S.ctx, t, cmd, cmd_len, NULL, 0, &p));
+            CHECK_EQ(xtq_completion_wait(S.ctx, &comp, 60 * SEC), 0);
+            check_result(buf, len, tag + 500);
+        }
+        /* A task that fails itself: its status, and no result. */
+        xtq_completion_t comp;
+        uint8_t cmd[64];
+        size_t cmd_len;
+        memset(buf, 0xee, 100 + GUARD);
+        CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_RESULT, QUEUE_INDEX, 7 | RESULT_FAIL, 100,
+                                  &cmd_len));
+        xtq_put_param_t p = {.field_mask =
+                                 XTQ_PUT_PARAM_FIELD_COMPLETION | XTQ_PUT_PARAM_FIELD_RESULT,
+                             .comp = &comp,
+                             .result = buf,
+                             .result_len = 100};
+        CHECK_OK(xtq_putv(S.ctx, t, cmd, cmd_len, NULL, 0, &p));
+        CHECK_ERR(xtq_completion_wait(S.ctx, &comp, 60 * SEC), -XTQ_ERANGE);
+        for (size_t i = 0; i < 100 + GUARD; i++)
+            CHECK_EQ(buf[i], 0xee);
+    }
+
+    /* Many small fetching puts at once, each into its own 24 bytes of one
+     * array, counted by one counter and flushed. */
+    enum { MANY = 1000, EACH = 24 };
+    uint8_t *many = malloc((size_t)MANY * EACH + GUARD);
+    CHECK(many);
+    memset(many, 0xee, (size_t)MANY * EACH + GUARD);
+    xtq_counter_t *cnt;
+    CHECK_OK(xtq_counter_create(S.ctx, &cnt));
+    for (int i = 0; i < MANY; i++) {
+        uint8_t cmd[64];
+        size_t cmd_len;
+        CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_RESULT, QUEUE_INDEX, 77 + (uint64_t)i, EACH,
+                                  &cmd_len));
+        xtq_put_param_t p = {.field_mask = XTQ_PUT_PARAM_FIELD_COUNTER | XTQ_PUT_PARAM_FIELD_RESULT,
+                             .counter = cnt,
+                             .result = many + (size_t)i * EACH,
+                             .result_len = EACH};
+        CHECK_OK(xtq_putv(S.ctx, target_k(i % ntargets()), cmd, cmd_len, NULL, 0, &p));
+    }
+    CHECK_OK(xtq_flush(S.ctx, XTQ_TARGET_ALL, 120 * SEC));
+    CHECK_EQ(xtq_counter_read(cnt), MANY);
+    for (int i = 0; i < MANY; i++)
+        for (size_t b = 0; b < EACH; b++)
+            CHECK_EQ(many[(size_t)i * EACH + b], pattern(77 + (uint64_t)i, b));
+    for (size_t b = 0; b < GUARD; b++)
+        CHECK_EQ(many[(size_t)MANY * EACH + b], 0xee);
+    CHECK_OK(xtq_counter_destroy(cnt));
+    CHECK_EQ(atomic_load(&S.bad), 0);
+    printf("rank %d on %s: fetched results of 0..%u bytes intact, %d small ones counted\n", S.rank,
+           xtq_provider_name(S.ctx), 1u << 20, MANY);
+    free(many);
+    free(buf);
+    teardown();
+}
+
+/* Argument checks of fetching puts (alone). */
+XTQ_TEST(results_args)
+{
+    setup();
+    start(0);
+    uint8_t cmd[64], res[16];
+    size_t cmd_len;
+    xtq_completion_t comp;
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_RESULT, QUEUE_INDEX, 1, 16, &cmd_len));
+    xtq_put_param_t p = {.field_mask = XTQ_PUT_PARAM_FIELD_RESULT | XTQ_PUT_PARAM_FIELD_COMPLETION,
+                         .comp = &comp,
+                         .result = NULL,
+                         .result_len = 16};
+    CHECK_ERR(xtq_putv(S.ctx, 0, cmd, cmd_len, NULL, 0, &p), -XTQ_EINVAL);
+    p.result = res;
+    p.result_len = xtq_put_max_size(S.ctx) + 1;
+    CHECK_ERR(xtq_putv(S.ctx, 0, cmd, cmd_len, NULL, 0, &p), -XTQ_EMSGSIZE);
+    /* Nothing to report the result's arrival to. */
+    p.field_mask = XTQ_PUT_PARAM_FIELD_RESULT;
+    p.result_len = 16;
+    CHECK_ERR(xtq_putv(S.ctx, 0, cmd, cmd_len, NULL, 0, &p), -XTQ_EINVAL);
+    /* A fetching put is a remote-completion put, flags or not. */
+    p.field_mask = XTQ_PUT_PARAM_FIELD_RESULT | XTQ_PUT_PARAM_FIELD_COMPLETION;
+    CHECK_OK(xtq_putv(S.ctx, 0, cmd, cmd_len, NULL, 0, &p));
+    CHECK_OK(xtq_completion_wait(S.ctx, &comp, 60 * SEC));
+    CHECK(xtq_completion_state(&comp) & XTQ_COMPLETION_REMOTE);
+    for (size_t i = 0; i < 16; i++)
+        CHECK_EQ(res[i], pattern(1, i));
     teardown();
 }

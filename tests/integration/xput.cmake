@@ -10,19 +10,20 @@ add_executable(test_faults ${CMAKE_CURRENT_LIST_DIR}/test_faults.c)
 target_compile_options(test_faults PRIVATE ${XTQ_WARNINGS} -Wno-missing-prototypes)
 target_link_libraries(test_faults PRIVATE xtq_internal xtq_test_harness)
 
-set(xput_self putv_args putv_pieces counter_many flush_load flush_timeout destroy_in_flight)
+set(xput_self putv_args putv_pieces counter_many flush_load flush_timeout destroy_in_flight
+    results results_args)
 foreach(c IN LISTS xput_self)
   add_test(NAME integration.xput.self.${c} COMMAND test_xput ${c})
   set_tests_properties(integration.xput.self.${c} PROPERTIES LABELS integration TIMEOUT 300
                        SKIP_RETURN_CODE 77)
 endforeach()
-foreach(c flush_load flush_timeout destroy_in_flight)
+foreach(c flush_load flush_timeout destroy_in_flight results)
   add_test(NAME integration.xput.self.${c}.manual COMMAND test_xput ${c} manual)
   set_tests_properties(integration.xput.self.${c}.manual PROPERTIES LABELS integration
                        TIMEOUT 300 SKIP_RETURN_CODE 77)
 endforeach()
 
-set(faults_self put_error_no_comp)
+set(faults_self put_error_no_comp result_alloc_fails ack_send_retried)
 foreach(c IN LISTS faults_self)
   add_test(NAME integration.faults.self.${c} COMMAND test_faults ${c})
   set_tests_properties(integration.faults.self.${c} PROPERTIES LABELS integration TIMEOUT 300
@@ -31,11 +32,11 @@ endforeach()
 
 if(MPIEXEC_EXECUTABLE)
   foreach(prov shm tcp)
-    foreach(c putv_pieces counter_many flush_load flush_timeout)
+    foreach(c putv_pieces counter_many flush_load flush_timeout results)
       xtq_add_mpi_case(NAME integration.xput.${c}.${prov}.np2 NP 2 PROVIDER ${prov}
                        COMMAND $<TARGET_FILE:test_xput> ${c})
     endforeach()
-    foreach(c counter_many flush_load)
+    foreach(c counter_many flush_load results)
       xtq_add_mpi_case(NAME integration.xput.${c}.${prov}.np4 NP 4 PROVIDER ${prov}
                        COMMAND $<TARGET_FILE:test_xput> ${c})
     endforeach()

@@ -71,7 +71,7 @@ XTQ_TEST(header_layout)
     CHECK_EQ(h.payload_len, 0);
     CHECK_EQ(h.seq, 12345);
     CHECK_EQ(h.status, 0);
-    CHECK_EQ(h.reserved0, 0);
+    CHECK_EQ(h.result_len, 0);
     CHECK_EQ(h.reserved1[0], 0);
     CHECK_EQ(h.reserved1[1], 0);
 }

@@ -98,6 +98,8 @@ struct xtq__put_req {
     uint32_t flags; /* XTQ_PUT_* */
     xtq_completion_t *comp;
     xtq_counter_t *counter;
+    void *result; /* a fetching put: the task's result lands here */
+    size_t result_len;
 };
 int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
                     const void *payload, size_t payload_len, uint32_t flags,
@@ -116,7 +118,10 @@ int xtq__engine_drain_puts(struct xtq__engine *e, uint64_t deadline);
  * many of the next operations of its kind fail as the transport would.
  * Zero outside tests; the data path pays one relaxed load. */
 struct xtq__engine_faults {
-    _Atomic uint32_t put_send; /* a put's send returns -FI_EIO */
+    _Atomic uint32_t put_send;     /* a put's send returns -FI_EIO */
+    _Atomic uint32_t result_alloc; /* a result buffer cannot be allocated */
+    _Atomic uint32_t ack_send;     /* an ack's send returns -FI_EIO */
+    _Atomic uint32_t ack_drop;     /* an ack is lost after it left */
 };
 extern struct xtq__engine_faults xtq__faults;
 /* Take one from a count: whether it was nonzero. */

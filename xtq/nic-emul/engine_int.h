@@ -27,7 +27,7 @@
 
 /* First word of every libfabric operation context, so a CQ entry says
  * what it completes. */
-enum ctx_kind { CTX_REGION = 0x52454731u, CTX_PUT = 0x50555431u };
+enum ctx_kind { CTX_REGION = 0x52454731u, CTX_PUT = 0x50555431u, CTX_ACK = 0x41434b31u };
 
 /* A posted multi-receive region. refs: 1 while the provider holds it, plus
  * one per task (or backlogged message) that points into it. */
@@ -39,6 +39,48 @@ struct rx_region {
     _Atomic int64_t refs;
     _Atomic uint32_t needs_post;
     bool registered; /* with the context's agents */
+};
+
+/*
+ * The target's record of one put from a peer, from its arrival until its
+ * ack is on the wire (acks.c): entry seq % window of that peer's ring,
+ * allocated with the ring at the peer's first put, so that acknowledging
+ * never allocates. The entry is free again the moment its ack is handed
+ * to the transport (the initiator may reuse the window slot as soon as it
+ * has the ack); it keeps the seq and status for a re-ask. A fetching
+ * put's result lives in `block` until then, and from then on belongs to
+ * its send (struct ack_send at the block's start).
+ */
+enum ack_state {
+    ACK_FREE = 0, /* never used, or its ack left (sent) */
+    ACK_HELD,     /* the put arrived; its ack is not known yet */
+    ACK_QUEUED,   /* known, waiting in the send queue or for a retry */
+};
+
+struct ack_entry {
+    uint8_t state;        /* ACK_*, under ack_lock (so are the fields below) */
+    bool sent;            /* its ack left: seq and status are the last put's */
+    bool result_inflight; /* its result's send has not completed yet */
+    bool pooled;          /* block from the result pool */
+    int32_t status;
+    int32_t dest;
+    uint32_t result_len; /* the put's result bytes */
+    uint32_t tries;      /* sends that failed */
+    uint64_t seq;
+    uint64_t since; /* queued at (ns), or when a retry is due */
+    struct ack_entry *next;
+    uint8_t *block; /* [struct ack_send][ack header][result], or NULL */
+};
+
+/* The first bytes of a result block: the context of its send, on the
+ * engine's list of sends in flight until it completes. */
+struct ack_send {
+    uint32_t kind; /* CTX_ACK */
+    bool pooled;
+    uint32_t result_len;
+    struct ack_entry *entry; /* the entry it was sent for, if still that seq */
+    uint64_t seq;
+    struct ack_send *prev, *next;
 };
 
 /* A received PUT on its way to an agent. */
@@ -56,6 +98,7 @@ struct rx_task {
     void *payload;
     uint64_t payload_len;
     bool counted_full;
+    struct ack_entry *ack;      /* its ack and result (acks.c) */
     struct xtq__task_refs refs; /* from enqueue to retire (registry.h) */
     _Alignas(16) uint8_t scratch[256]; /* kernel arguments that landed misaligned */
 };
@@ -73,6 +116,8 @@ struct put_slot {
     int32_t prov_errno;
     xtq_completion_t *comp; /* NULL once detached (caller passed no completion) */
     xtq_counter_t *counter; /* counted when DONE, or NULL */
+    void *result;           /* a fetching put's buffer, or NULL */
+    size_t result_len;
     bool detach_at_local;
     /* Wire header, plus the command where it is gathered here, plus the
      * payload where it is copied (eager, or more pieces than the provider
@@ -93,17 +138,10 @@ struct peer {
     uint64_t next_seq;
     uint64_t done_below;         /* every put of a lower seq is DONE (flush), under put_lock */
     uint32_t busy;               /* busy slots, under put_lock */
+    struct ack_entry *acks;      /* target side: window entries, or NULL (acks.c) */
     _Atomic uint64_t last_heard; /* ns; reset when the first put goes out */
     uint64_t ping_sent;          /* ns, progress thread only */
     _Atomic bool down;
-};
-
-struct ack_msg {
-    struct ack_msg *next;
-    uint64_t since; /* queued at (ns): an ack stuck longer than the peer
-                     * timeout means its destination is gone */
-    int dest;
-    struct xtq__wire_hdr hdr;
 };
 
 /* A rank's doorbell in POSIX shared memory (wakeup.c). */
@@ -145,8 +183,17 @@ struct xtq__engine {
 
     /* acks.c */
     pthread_mutex_t ack_lock;
-    struct ack_msg *acks_head, *acks_tail;
-    _Atomic uint32_t acks_pending;
+    struct ack_entry *acks_head, *acks_tail;
+    struct ack_entry *acks_retry; /* sends that failed, due at `since` */
+    uint64_t acks_retry_due;      /* the earliest of them */
+    _Atomic uint32_t acks_retrying;
+    struct ack_send *acks_inflight; /* results being sent */
+    bool acks_closed; /* after stop: acks are dropped, not queued */
+    _Atomic uint32_t acks_pending; /* in the send queue */
+    uint8_t *res_pool;      /* result blocks of RESULT_BLOCK bytes, agent-reachable */
+    uint32_t *res_free;     /* free block indices, under ack_lock */
+    uint32_t res_nfree;
+    bool res_registered;
 
     /* progress.c, wakeup.c */
     pthread_t thread;
@@ -172,8 +219,10 @@ struct xtq__engine {
 /* ---- initiator.c -------------------------------------------------------- */
 /* The send of slot `s` completed (status 0) or failed in the transport. */
 void xtq__slot_local(struct xtq__engine *e, struct put_slot *s, int status, int prov_errno);
-/* An ACK for one of our puts arrived (validated header). */
-void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr);
+/* An ACK for one of our puts arrived (validated header; `result`: the
+ * hdr->result_len bytes after it, or NULL). */
+void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr,
+                        const void *result);
 /* Complete every put pending to rank `r` with `status` (peer down). */
 void xtq__puts_fail_peer(struct xtq__engine *e, int r, int status);
 /* Complete every put still pending, keeping an earlier error (stop). */
@@ -197,11 +246,30 @@ void xtq__backlog_drop(struct xtq__engine *e);
 void xtq__live_free(struct xtq__engine *e);
 
 /* ---- acks.c ------------------------------------------------------------- */
-/* Acknowledge put `seq` of rank `dest`; from any thread. */
-void xtq__ack_send(struct xtq__engine *e, int dest, uint64_t seq, int status);
+/* Create: the result pool (registered with the agents). */
+int xtq__acks_open(struct xtq__engine *e);
+/* Destroy (the endpoint is closed): rings, result blocks, the pool. */
+void xtq__acks_close(struct xtq__engine *e);
+/* A put (`seq` from `src`) arrived (progress turn): its entry, HELD, with
+ * a zero-filled result buffer of result_len bytes where asked. NULL when
+ * it cannot be recorded (*err: -XTQ_EALREADY for a duplicate, -XTQ_EPROTO
+ * for an entry another put holds, -XTQ_ENOMEM); an entry with *err set
+ * (its result could not be allocated) must be acknowledged with *err. */
+struct ack_entry *xtq__ack_hold(struct xtq__engine *e, uint32_t src, uint64_t seq,
+                                uint32_t result_len, int *err);
+/* The task's result buffer of a held entry (NULL when none). */
+void *xtq__ack_result(const struct ack_entry *a);
+/* The put's outcome is known: send its ack (with the result when status
+ * is 0), now or from the progress thread. From any thread; once. */
+void xtq__ack_done(struct xtq__engine *e, struct ack_entry *a, int status);
+/* A put that cannot be recorded: best-effort ack, nothing kept. */
+void xtq__ack_unrecorded(struct xtq__engine *e, int dest, uint64_t seq, int status);
+/* A result's send (its block's struct ack_send) completed (status 0) or
+ * failed (a fabric error code; progress turn). */
+void xtq__ack_sent(struct xtq__engine *e, void *send, int status);
 /* Send queued acks (progress thread); returns how many left the queue. */
 int xtq__acks_flush(struct xtq__engine *e);
-/* Stop: free acks never sent. */
+/* Stop: acks never sent are dropped, and later ones too (any thread). */
 void xtq__acks_drop(struct xtq__engine *e);
 
 /* ---- liveness.c --------------------------------------------------------- */

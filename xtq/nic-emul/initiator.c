@@ -191,7 +191,8 @@ void xtq__slot_local(struct xtq__engine *e, struct put_slot *s, int status, int 
     pthread_mutex_unlock(&e->put_lock);
 }
 
-void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
+void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr,
+                        const void *result)
 {
     uint32_t src = hdr->src_rank;
     struct put_slot *s = &e->peers[src].slots[hdr->seq % e->window];
@@ -206,6 +207,20 @@ void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
     s->state |= SLOT_ACKED;
     if (hdr->status && !s->status)
         s->status = hdr->status;
+    /* A fetching put's result lands in the caller's buffer before DONE;
+     * never more than it asked for. The copy is under put_lock: a peer
+     * declared down meanwhile cannot complete the put under it. */
+    if (hdr->result_len) {
+        if (hdr->result_len > s->result_len) {
+            XTQ_LOG_ONCE(ENGINE, WARN,
+                         "rank %u answered put %llu with %u result bytes, %zu asked; refused", src,
+                         (unsigned long long)hdr->seq, hdr->result_len, s->result_len);
+            if (!s->status)
+                s->status = -XTQ_EPROTO;
+        } else if (!s->status) {
+            memcpy(s->result, result, hdr->result_len);
+        }
+    }
     if (s->state & SLOT_LOCAL)
         slot_finish(e, s);
     pthread_mutex_unlock(&e->put_lock);
@@ -410,10 +425,18 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
     if (!cmd || cmd_len < XTQ_AQL_PACKET_SIZE || (iovcnt && !piov))
         return -XTQ_EINVAL;
     /* Remote completion is reported through a completion or a counter. */
-    if (!comp && !req->counter && (flags & XTQ_PUT_REMOTE_COMPLETION))
-        return -XTQ_EINVAL;
     if (flags & ~(uint32_t)(XTQ_PUT_REMOTE_COMPLETION | XTQ_PUT_NONBLOCKING))
         return -XTQ_EINVAL;
+    /* A fetching put is one with remote completion: the result comes
+     * back with the finished task's ack. */
+    if (req->result_len && !req->result)
+        return -XTQ_EINVAL;
+    if (req->result)
+        flags |= XTQ_PUT_REMOTE_COMPLETION;
+    if (!comp && !req->counter && (flags & XTQ_PUT_REMOTE_COMPLETION))
+        return -XTQ_EINVAL;
+    if (req->result_len > e->max_msg || req->result_len > UINT32_MAX)
+        return -XTQ_EMSGSIZE;
     if (target < 0 || target >= ctx->size)
         return -XTQ_ESRCRANK;
     rc = put_layout(e, cmd_len, piov, iovcnt, &l);
@@ -452,6 +475,7 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
     hdr->flags = (flags & XTQ_PUT_REMOTE_COMPLETION) ? XTQ__WIRE_REMOTE_COMPLETION : 0;
     hdr->cmd_len = (uint32_t)cmd_len;
     hdr->payload_len = l.payload_len;
+    hdr->result_len = (uint32_t)req->result_len;
     size_t niov = put_gather(&l, s->stage, cmd, cmd_len, piov, iovcnt, iov);
     bool eager = l.how == SEND_INJECT;
 
@@ -480,6 +504,8 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
     s->status = 0;
     s->prov_errno = 0;
     s->comp = comp;
+    s->result = req->result;
+    s->result_len = req->result_len;
     s->counter = req->counter;
     if (s->counter)
         xtq__counter_attach(s->counter);

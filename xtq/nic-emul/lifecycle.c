@@ -22,6 +22,7 @@ static void engine_free(struct xtq__engine *e)
     xtq_ctx_t *ctx = e->ctx;
     if (e->ofi_open)
         xtq__ofi_close(&e->ofi);
+    xtq__acks_close(e);
     xtq__regions_close(e);
     for (int r = 0; e->peers && r < ctx->size; r++) {
         for (uint32_t i = 0; e->peers[r].slots && i < e->window; i++)
@@ -119,6 +120,9 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     rc = xtq__regions_open(e);
     if (rc)
         goto err_engine;
+    rc = xtq__acks_open(e);
+    if (rc)
+        goto err_engine;
     free(blob);
     free(all);
     xtq_info(ENGINE, "rank %d: engine on %s, %u regions of %zu bytes, window %u, %s progress",
@@ -162,7 +166,7 @@ void xtq__engine_stop(struct xtq__engine *e)
 int xtq__engine_drain_tasks(struct xtq__engine *e, uint64_t deadline)
 {
     while (atomic_load(&e->tasks_inflight) || atomic_load(&e->backlog_len) ||
-           atomic_load(&e->acks_pending)) {
+           atomic_load(&e->acks_pending) || atomic_load(&e->acks_retrying)) {
         if (xtq__now_ns() >= deadline)
             return -XTQ_ETIMEDOUT;
         if (e->manual || !e->thread_started) {

@@ -42,6 +42,8 @@ static int cq_poll(struct xtq__engine *e, bool polite)
                                  fi_strerror(err.err), buf);
                 }
                 xtq__slot_local(e, s, -XTQ_EFABRIC, err.prov_errno);
+            } else if (kind == CTX_ACK) {
+                xtq__ack_sent(e, err.op_context, err.err ? err.err : FI_EIO);
             } else if (kind == CTX_REGION) {
                 struct rx_region *r = err.op_context;
                 XTQ_LOG_ONCE(OFI, ERROR, "receive error: %s (%s)", fi_strerror(err.err), buf);
@@ -59,6 +61,8 @@ static int cq_poll(struct xtq__engine *e, bool polite)
             uint32_t kind = ent[i].op_context ? *(uint32_t *)ent[i].op_context : 0;
             if (kind == CTX_PUT) {
                 xtq__slot_local(e, ent[i].op_context, 0, 0);
+            } else if (kind == CTX_ACK) {
+                xtq__ack_sent(e, ent[i].op_context, 0);
             } else if (kind == CTX_REGION) {
                 struct rx_region *r = ent[i].op_context;
                 if ((ent[i].flags & FI_RECV) && ent[i].len)

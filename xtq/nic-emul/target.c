@@ -110,7 +110,7 @@ static void task_reject(struct xtq__engine *e, struct rx_task *t, int err)
     xtq__stats_rejected(e->ctx, err);
     XTQ_LOG_ONCE(ENGINE, WARN, "rejected a command from rank %u (seq %llu): %s", t->src,
                  (unsigned long long)t->seq, xtq_errname(err));
-    xtq__ack_send(e, (int)t->src, t->seq, err);
+    xtq__ack_done(e, t->ack, err);
     xtq__region_put(t->region);
     free(t);
 }
@@ -143,10 +143,11 @@ static void engine_retire(void *cookie, int status)
 {
     struct rx_task *t = cookie;
     struct xtq__engine *e = t->e;
-    /* After xtq__engine_stop() (finalize) the initiator is told nothing:
-     * its put was failed with -XTQ_EFINALIZED or it drained already. */
-    if ((t->wire_flags & XTQ__WIRE_REMOTE_COMPLETION) && !atomic_load(&e->stop))
-        xtq__ack_send(e, (int)t->src, t->seq, status);
+    /* With remote completion the ack (and a fetching put's result, which
+     * the task has finished writing) leaves now. After xtq__engine_stop()
+     * (finalize) nothing is sent: acks.c drops it. */
+    if (t->wire_flags & XTQ__WIRE_REMOTE_COMPLETION)
+        xtq__ack_done(e, t->ack, status);
     live_del(e, t);
     /* Its kernel, function and signal may be destroyed from now on. */
     xtq__registry_task_end(&t->refs);
@@ -177,12 +178,15 @@ static int task_enqueue(struct xtq__engine *e, struct rx_task *t)
      * another thread as soon as the agent has published it. */
     uint32_t src = t->src, wflags = t->wire_flags;
     uint64_t seq = t->seq;
+    struct ack_entry *ack = t->ack;
     struct xtq__enqueue d = {
         .packet = &pkt,
         .kernarg = t->kernarg,
         .kernarg_len = t->kernarg_len,
         .payload = t->payload,
         .payload_len = t->payload_len,
+        .result = xtq__ack_result(ack),
+        .result_len = ack->block ? ack->result_len : 0,
         .retire = engine_retire,
         .cookie = t,
         .trace_key = XTQ_TRACE_KEY(src, seq),
@@ -203,7 +207,7 @@ static int task_enqueue(struct xtq__engine *e, struct rx_task *t)
     XTQ__STAT_INC(e->ctx, tasks_enqueued);
     pthread_rwlock_unlock(&reg->lock);
     if (!(wflags & XTQ__WIRE_REMOTE_COMPLETION))
-        xtq__ack_send(e, (int)src, seq, 0);
+        xtq__ack_done(e, ack, 0);
     return 0;
 out:
     pthread_rwlock_unlock(&reg->lock);
@@ -266,18 +270,47 @@ void xtq__live_free(struct xtq__engine *e)
 
 /* ---- arrival ------------------------------------------------------------- */
 
+/* Record a put for its ack: NULL when it cannot be (answered or dropped
+ * here), else its entry, to be acknowledged with *err when that is set. */
+static struct ack_entry *put_record(struct xtq__engine *e, const struct xtq__wire_hdr *hdr,
+                                    int *err)
+{
+    struct ack_entry *a = xtq__ack_hold(e, hdr->src_rank, hdr->seq, hdr->result_len, err);
+    if (a)
+        return a;
+    if (*err == -XTQ_EALREADY) {
+        XTQ_LOG_ONCE(ENGINE, WARN, "rank %u sent put %llu twice; dropped", hdr->src_rank,
+                     (unsigned long long)hdr->seq);
+        return NULL;
+    }
+    if (*err == -XTQ_EPROTO)
+        XTQ_LOG_ONCE(ENGINE, ERROR,
+                     "rank %u has more puts in flight than our window (XTQ_PUT_WINDOW must be "
+                     "the same on every rank); refused",
+                     hdr->src_rank);
+    xtq__stats_rejected(e->ctx, *err);
+    xtq__ack_unrecorded(e, (int)hdr->src_rank, hdr->seq, *err);
+    return NULL;
+}
+
 static void handle_put(struct xtq__engine *e, struct rx_region *r, const struct xtq__wire_hdr *hdr,
                        const void *cmd, const void *payload)
 {
-    struct rx_task *t = malloc(sizeof(*t));
+    int err;
     XTQ__STAT_INC(e->ctx, msgs_received);
     XTQ_TRACE_POINT(XTQ_TRACE_ENGINE_RECV, XTQ_TRACE_KEY(hdr->src_rank, hdr->seq));
+    struct ack_entry *ack = put_record(e, hdr, &err);
+    if (!ack)
+        return;
+    struct rx_task *t = err ? NULL : malloc(sizeof(*t));
     if (!t) {
-        XTQ_LOG_ONCE(ENGINE, ERROR, "out of memory for a task; rejecting");
-        xtq__ack_send(e, (int)hdr->src_rank, hdr->seq, -XTQ_ENOMEM);
+        XTQ_LOG_ONCE(ENGINE, ERROR, "out of memory for a task or its result; rejecting");
+        xtq__stats_rejected(e->ctx, -XTQ_ENOMEM);
+        xtq__ack_done(e, ack, -XTQ_ENOMEM);
         return;
     }
     t->e = e;
+    t->ack = ack;
     t->region = r;
     t->next = NULL;
     t->src = hdr->src_rank;
@@ -333,17 +366,24 @@ void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *bu
         xtq__stats_rejected(ctx, rc);
         XTQ_LOG_ONCE(ENGINE, WARN, "dropped an invalid message of %zu bytes: %s", len,
                      xtq_errname(rc));
-        /* Answer only a peer of this job that we can name. */
+        /* Answer only a peer of this job that we can name; recorded like
+         * any put where its entry is free, so that the answer is not lost. */
         if (len >= sizeof(*raw) && raw->magic == XTQ_WIRE_MAGIC && raw->type == XTQ__MSG_PUT &&
-            raw->job_key == ctx->job_key && raw->src_rank < (uint32_t)ctx->size)
-            xtq__ack_send(e, (int)raw->src_rank, raw->seq, rc);
+            raw->job_key == ctx->job_key && raw->src_rank < (uint32_t)ctx->size) {
+            int err;
+            struct ack_entry *a = xtq__ack_hold(e, raw->src_rank, raw->seq, 0, &err);
+            if (a)
+                xtq__ack_done(e, a, rc);
+            else
+                xtq__ack_unrecorded(e, (int)raw->src_rank, raw->seq, rc);
+        }
         return;
     }
     xtq__peer_heard(e, hdr->src_rank);
     if (xtq__probe_recv(e, hdr))
         ; /* liveness only */
     else if (hdr->type == XTQ__MSG_ACK)
-        xtq__initiator_ack(e, hdr);
+        xtq__initiator_ack(e, hdr, payload);
     else
         handle_put(e, r, hdr, cmd, payload);
 }
