@@ -226,11 +226,16 @@ struct xtq_signal {
     /* Host-side changes in progress: destroy waits for it to drain, so a
      * waiter may destroy the signal as soon as it sees the new value. */
     _Atomic uint32_t busy;
-    _Atomic uint32_t refs; /* registrations and queued tasks naming it */
-    uint8_t pad_[32];
+    _Atomic uint32_t refs;     /* registrations, queued tasks and armed puts naming it */
+    _Atomic uint32_t watchers; /* armed puts: a host-side change kicks their engines */
+    uint8_t pad_[28];
 };
 XTQ_STATIC_ASSERT(sizeof(struct xtq_signal) == 64, "signal is one cache line");
 #define XTQ__SIGNAL_MAGIC 0x5851534eu
+
+/* A signal an armed put watches changed on the host (signal.c): the
+ * engines with armed puts evaluate them (nic-emul/initiator.c). */
+void xtq__triggers_kick(void);
 
 /* Initialise a signal in memory the caller owns (an agent's device-visible
  * pool, say); xtq_signal_destroy() will not free it. */

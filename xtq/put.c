@@ -13,7 +13,7 @@ int xtq_put(xtq_ctx_t *ctx, int target, const void *cmd, size_t cmd_len, const v
 /* The fields this version knows; another bit is a caller from the future. */
 #define PUT_PARAM_KNOWN                                                                            \
     (XTQ_PUT_PARAM_FIELD_FLAGS | XTQ_PUT_PARAM_FIELD_COMPLETION | XTQ_PUT_PARAM_FIELD_COUNTER |    \
-     XTQ_PUT_PARAM_FIELD_RESULT)
+     XTQ_PUT_PARAM_FIELD_RESULT | XTQ_PUT_PARAM_FIELD_TRIGGER)
 
 int xtq_putv(xtq_ctx_t *ctx, int target, const void *cmd, size_t cmd_len,
              const struct iovec *payload_iov, size_t iovcnt, const xtq_put_param_t *param)
@@ -25,8 +25,7 @@ int xtq_putv(xtq_ctx_t *ctx, int target, const void *cmd, size_t cmd_len,
     if (param) {
         uint64_t m = param->field_mask;
         if (m & ~(uint64_t)PUT_PARAM_KNOWN)
-            return (m & (XTQ_PUT_PARAM_FIELD_RESULT | XTQ_PUT_PARAM_FIELD_TRIGGER)) ? -XTQ_ENOSYS
-                                                                                    : -XTQ_EINVAL;
+            return -XTQ_EINVAL;
         if (m & XTQ_PUT_PARAM_FIELD_FLAGS)
             req.flags = param->flags;
         if (m & XTQ_PUT_PARAM_FIELD_COMPLETION)
@@ -39,6 +38,14 @@ int xtq_putv(xtq_ctx_t *ctx, int target, const void *cmd, size_t cmd_len,
         if (m & XTQ_PUT_PARAM_FIELD_RESULT) {
             req.result = param->result;
             req.result_len = param->result_len;
+        }
+        if (m & XTQ_PUT_PARAM_FIELD_TRIGGER) {
+            if (!param->trigger)
+                return -XTQ_EINVAL;
+            /* The engine watches the signal; it never changes it. */
+            req.trigger = (struct xtq_signal *)param->trigger;
+            req.trigger_cond = param->trigger_cond;
+            req.trigger_value = param->trigger_value;
         }
     }
     return xtq__engine_putv(ctx->engine, target, cmd, cmd_len, payload_iov, iovcnt, &req);

@@ -144,11 +144,28 @@ typedef struct xtq_put_param {
      * A triggered put: the engine holds it and sends it when the local
      * signal `trigger` satisfies `trigger_cond` against `trigger_value`
      * (the HSA wait conditions), however the signal changes: a task that
-     * completes, a host thread's xtq_signal_store/add. No application
-     * thread needs to be involved between the trigger and the send. The
-     * put takes its window slot (and the command is copied) at the call;
-     * the payload is read when it fires, so it must stay untouched until
-     * the put reports LOCAL.
+     * completes, a host thread's xtq_signal_store/add/exchange/cas. No
+     * application thread needs to be involved between the trigger and
+     * the send (in XTQ_PROGRESS_MANUAL, the engine's turns are the
+     * application's xtq_progress and waits).
+     *
+     * The put takes its window slot and sequence number, and the command
+     * is copied, at the call; the payload pieces are read when it fires,
+     * so they must stay untouched until the put reports LOCAL. A condition
+     * that holds at the call fires at once. Host-side changes wake the
+     * engine, which evaluates its armed puts; a signal a device changes
+     * (CUDA agent signals) is polled, every 50 us while the engine polls
+     * and at least every millisecond. The condition is evaluated on the
+     * signal's current value (level-triggered): a value that meets it only
+     * between two evaluations can be missed, so trigger on a monotonic
+     * count (LT on a count-down, GTE on a count-up), not EQ on a value that
+     * moves on. A triggered put needs a completion or a counter
+     * (-XTQ_EINVAL); the signal cannot be destroyed while a put watches it
+     * (-XTQ_EBUSY). A put that has not fired holds its slot: the window of
+     * its target is sequential, so after XTQ_PUT_WINDOW - 1 further puts
+     * to that target, puts wait (or return -XTQ_EAGAIN) until it fires; it
+     * counts for xtq_flush(), which times out while it has not fired.
+     * xtq_finalize() completes puts that never fired with -XTQ_ECANCELED.
      */
     const xtq_signal_t *trigger;
     enum xtq_signal_condition trigger_cond;

@@ -13,6 +13,7 @@
 
 #include "xtq_test.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -683,5 +684,264 @@ XTQ_TEST(results_args)
     CHECK(xtq_completion_state(&comp) & XTQ_COMPLETION_REMOTE);
     for (size_t i = 0; i < 16; i++)
         CHECK_EQ(res[i], pattern(1, i));
+    teardown();
+}
+
+/* ---- triggered puts ----------------------------------------------------------- */
+
+#define KERNEL_HOP 8
+#define HOP_MAGIC  0x484f50ull
+
+struct hop_args {
+    void *target;
+    const uint64_t *payload;
+    uint64_t hop;
+    uint64_t magic;
+};
+
+static struct {
+    int hops;           /* H: visits 1..H are made by puts */
+    uint64_t *hopbuf;   /* [k]: written by this rank's k-th visit */
+    _Atomic int visits; /* kernels run here */
+    xtq_signal_t *t;    /* counts this rank's visits down */
+} C;
+
+static uint64_t hop_value(uint64_t m)
+{
+    return m * 1000 + 7;
+}
+
+/* Visit m (m = hop, here at rank m % size, its k-th visit): the payload
+ * is what the previous visit's kernel wrote, read when its put fired. */
+static void hop_kernel(const xtq_dispatch_t *d, void *kernarg)
+{
+    const struct hop_args *a = kernarg;
+    uint64_t m = a->hop;
+    if (a->magic != HOP_MAGIC || !a->payload || *a->payload != hop_value(m - 1) ||
+        (int)(m % (uint64_t)S.size) != S.rank) {
+        if (atomic_fetch_add(&S.bad, 1) < 3)
+            fprintf(stderr, "rank %d: hop %llu carried %llu, want %llu\n", S.rank,
+                    (unsigned long long)m, a->payload ? (unsigned long long)*a->payload : 0ull,
+                    (unsigned long long)hop_value(m - 1));
+    }
+    /* Before the kernel completes (and the agent decrements C.t, which
+     * fires the next put): the next put's payload. */
+    C.hopbuf[m / (uint64_t)S.size] = hop_value(m);
+    atomic_fetch_add(&C.visits, 1);
+}
+
+/* A chain A -> B -> C ...: every rank arms, up front, one triggered put
+ * per visit it will get; each visit's task decrements the signal that
+ * fires the next put (its kernel's completion signal: no application
+ * thread in between). Rank 0 starts it with a host-side decrement. */
+XTQ_TEST(triggers_chain)
+{
+    setup();
+    start(0);
+    C.hops = 3 * S.size + (S.size == 1 ? 6 : 0);
+    int mine = 0; /* visits of this rank, m = 0..H with m % size == rank */
+    for (int m = 0; m <= C.hops; m++)
+        mine += m % S.size == S.rank;
+    C.hopbuf = calloc((size_t)mine, sizeof(uint64_t));
+    CHECK(C.hopbuf);
+    xtq_kernel_t *k;
+    CHECK_OK(xtq_signal_create(mine, &C.t));
+    CHECK_OK(xtq_kernel_create_cpu(S.cpu, hop_kernel, sizeof(struct hop_args), NULL, &k));
+    CHECK_OK(xtq_register_kernel(S.ctx, KERNEL_HOP, k, NULL, C.t));
+
+    /* Arm: after this rank's k-th visit (visit m), put m + 1. */
+    xtq_completion_t *comp = calloc((size_t)mine, sizeof(*comp));
+    int armed = 0;
+    for (int m = S.rank, kth = 0; m <= C.hops; m += S.size, kth++) {
+        if (m + 1 > C.hops)
+            break;
+        struct hop_args a = {NULL, NULL, (uint64_t)m + 1, HOP_MAGIC};
+        uint8_t cmd[128];
+        size_t cmd_len;
+        CHECK_OK(xtq_cmd_kernel(cmd, sizeof(cmd), KERNEL_HOP, QUEUE_INDEX, NULL, &a, sizeof(a),
+                                &cmd_len));
+        struct iovec iov = {&C.hopbuf[kth], sizeof(uint64_t)};
+        xtq_put_param_t p = {.field_mask =
+                                 XTQ_PUT_PARAM_FIELD_COMPLETION | XTQ_PUT_PARAM_FIELD_TRIGGER,
+                             .comp = &comp[kth],
+                             .trigger = C.t,
+                             .trigger_cond = XTQ_SIGNAL_LT,
+                             .trigger_value = mine - kth};
+        CHECK_OK(xtq_putv(S.ctx, (m + 1) % S.size, cmd, cmd_len, &iov, 1, &p));
+        CHECK(!xtq_completion_test(&comp[kth]));
+        armed++;
+    }
+    /* A watched signal cannot be destroyed. */
+    CHECK_ERR(xtq_signal_destroy(C.t), -XTQ_EBUSY);
+    CHECK_OK(xtq_barrier(S.ctx));
+    if (S.rank == 0) {
+        C.hopbuf[0] = hop_value(0);
+        xtq_signal_add(C.t, -1); /* visit 0 */
+    }
+    /* Every visit here has run, and every put armed here has fired. */
+    for (int i = 0;; i++) {
+        if (xtq_signal_wait(C.t, XTQ_SIGNAL_EQ, 0, manual_mode() ? SEC / 1000 : SEC / 10, NULL) ==
+            0)
+            break;
+        if (manual_mode())
+            xtq_progress(S.ctx);
+        if (i > (manual_mode() ? 60000 : 600))
+            XTQ_FAIL("rank %d: the chain stalled with %lld visits to go", S.rank,
+                     (long long)xtq_signal_load(C.t));
+    }
+    CHECK_OK(xtq_flush(S.ctx, XTQ_TARGET_ALL, 60 * SEC));
+    for (int i = 0; i < armed; i++) {
+        CHECK(xtq_completion_test(&comp[i]));
+        CHECK_EQ(comp[i].status, 0);
+    }
+    CHECK_EQ(atomic_load(&C.visits), mine - (S.rank == 0 ? 1 : 0));
+    CHECK_EQ(atomic_load(&S.bad), 0);
+    printf("rank %d on %s (%s progress): chain of %d hops, %d visits here, %d puts fired here\n",
+           S.rank, xtq_provider_name(S.ctx), manual_mode() ? "manual" : "thread", C.hops,
+           atomic_load(&C.visits), armed);
+    CHECK_OK(xtq_barrier(S.ctx));
+    CHECK_OK(xtq_unregister_kernel(S.ctx, KERNEL_HOP));
+    CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_signal_destroy(C.t));
+    free(comp);
+    free(C.hopbuf);
+    teardown();
+}
+
+/* A trigger that never fires holds its put: flush times out, its signal
+ * cannot be destroyed, and finalize cancels it (-XTQ_ECANCELED). Puts
+ * issued after it still complete. Rank 0 to its first target. */
+XTQ_TEST(trigger_never_fires)
+{
+    setup();
+    int target = S.size > 1 ? 1 : 0;
+    start(S.rank == target ? 1 : 0);
+    xtq_signal_t *never;
+    xtq_completion_t armed, plain;
+    xtq_counter_t *cnt;
+    CHECK_OK(xtq_signal_create(5, &never));
+    CHECK_OK(xtq_counter_create(S.ctx, &cnt));
+    if (S.rank == 0) {
+        uint8_t cmd[64];
+        size_t cmd_len = cmd_check(cmd, 0, 0);
+        xtq_put_param_t p = {.field_mask = XTQ_PUT_PARAM_FIELD_COMPLETION |
+                                           XTQ_PUT_PARAM_FIELD_COUNTER |
+                                           XTQ_PUT_PARAM_FIELD_TRIGGER,
+                             .comp = &armed,
+                             .counter = cnt,
+                             .trigger = never,
+                             .trigger_cond = XTQ_SIGNAL_EQ,
+                             .trigger_value = 0};
+        CHECK_OK(xtq_putv(S.ctx, target, cmd, cmd_len, NULL, 0, &p));
+        CHECK_OK(xtq_put(S.ctx, target, cmd, cmd_len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &plain));
+        CHECK_OK(xtq_completion_wait(S.ctx, &plain, 60 * SEC));
+        CHECK_ERR(xtq_flush(S.ctx, target, SEC / 5), -XTQ_ETIMEDOUT);
+        CHECK_ERR(xtq_flush(S.ctx, XTQ_TARGET_ALL, 0), -XTQ_ETIMEDOUT);
+        CHECK_ERR(xtq_signal_destroy(never), -XTQ_EBUSY);
+        CHECK_ERR(xtq_counter_destroy(cnt), -XTQ_EBUSY);
+        CHECK_EQ(xtq_completion_state(&armed), 0);
+        /* A change that does not meet the condition fires nothing. */
+        xtq_signal_store(never, 3);
+        CHECK_ERR(xtq_flush(S.ctx, target, SEC / 10), -XTQ_ETIMEDOUT);
+    }
+    /* The target's one checked task: the plain put. */
+    if (S.rank == target)
+        expect_checked(1);
+    teardown();
+    if (S.rank == 0) {
+        CHECK_EQ(xtq_completion_state(&armed), XTQ_COMPLETION_LOCAL | XTQ_COMPLETION_DONE);
+        CHECK_EQ(armed.status, -XTQ_ECANCELED);
+        CHECK_EQ(xtq_counter_read_err(cnt), 1);
+        printf("rank 0: a trigger that never fired held flush back and was cancelled at "
+               "finalize\n");
+    }
+    CHECK_OK(xtq_signal_destroy(never));
+    CHECK_OK(xtq_counter_destroy(cnt));
+}
+
+static void *store_later(void *arg)
+{
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+    xtq_signal_store(arg, 0);
+    return NULL;
+}
+
+/* A condition that holds at the call fires at once; a host thread's store
+ * fires another; a triggered putv of more pieces than the provider takes,
+ * with a fetched result; argument checks. */
+XTQ_TEST(triggers_misc)
+{
+    setup();
+    start(3ll * (S.size > 1 ? S.size - 1 : 1));
+    xtq_signal_t *go;
+    CHECK_OK(xtq_signal_create(1, &go));
+    for (int k = 0; k < ntargets(); k++) {
+        int t = target_k(k);
+        uint64_t tag = 900 + (uint64_t)S.rank;
+        uint8_t cmd[64];
+        size_t cmd_len = cmd_check(cmd, tag, 40);
+        struct iovec *iov = make_pieces(10, 40, tag);
+        xtq_completion_t c;
+        xtq_put_param_t p = {.field_mask =
+                                 XTQ_PUT_PARAM_FIELD_COMPLETION | XTQ_PUT_PARAM_FIELD_TRIGGER,
+                             .comp = &c,
+                             .trigger = go,
+                             .trigger_cond = XTQ_SIGNAL_GTE,
+                             .trigger_value = 1};
+        /* Holds already (1 >= 1). */
+        CHECK_OK(xtq_putv(S.ctx, t, cmd, cmd_len, iov, 10, &p));
+        CHECK_OK(xtq_completion_wait(S.ctx, &c, 60 * SEC));
+        /* Fired by another thread's store. */
+        p.trigger_cond = XTQ_SIGNAL_EQ;
+        p.trigger_value = 0;
+        CHECK_OK(xtq_putv(S.ctx, t, cmd, cmd_len, iov, 10, &p));
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, store_later, go) == 0);
+        CHECK_OK(xtq_completion_wait(S.ctx, &c, 60 * SEC));
+        pthread_join(th, NULL);
+        free_pieces(iov, 10);
+        /* A fetching triggered putv of 10 pieces, fired by a CAS. */
+        uint8_t res[32];
+        memset(res, 0, sizeof(res));
+        CHECK_OK(
+            xtq_cmd_function(cmd, sizeof(cmd), FN_RESULT, QUEUE_INDEX, tag, sizeof(res), &cmd_len));
+        iov = make_pieces(10, 5000, tag);
+        p.field_mask |= XTQ_PUT_PARAM_FIELD_RESULT;
+        p.result = res;
+        p.result_len = sizeof(res);
+        p.trigger_value = 42;
+        CHECK_OK(xtq_putv(S.ctx, t, cmd, cmd_len, iov, 10, &p));
+        CHECK_EQ(xtq_signal_cas(go, 0, 42), 0);
+        CHECK_OK(xtq_completion_wait(S.ctx, &c, 60 * SEC));
+        for (size_t i = 0; i < sizeof(res); i++)
+            CHECK_EQ(res[i], pattern(tag, i));
+        free_pieces(iov, 10);
+        /* The check function saw the putv payloads; this one too. */
+        cmd_len = cmd_check(cmd, tag, 5000);
+        iov = make_pieces(10, 5000, tag);
+        p.field_mask &= ~(uint64_t)XTQ_PUT_PARAM_FIELD_RESULT;
+        CHECK_OK(xtq_putv(S.ctx, t, cmd, cmd_len, iov, 10, &p));
+        CHECK_OK(xtq_completion_wait(S.ctx, &c, 60 * SEC));
+        free_pieces(iov, 10);
+        xtq_signal_store(go, 1);
+    }
+    /* Arguments: no signal, a condition HSA does not have, nothing to
+     * report to. */
+    uint8_t cmd[64];
+    size_t cmd_len = cmd_check(cmd, 0, 0);
+    xtq_completion_t c;
+    xtq_put_param_t p = {.field_mask = XTQ_PUT_PARAM_FIELD_COMPLETION | XTQ_PUT_PARAM_FIELD_TRIGGER,
+                         .comp = &c,
+                         .trigger = NULL};
+    CHECK_ERR(xtq_putv(S.ctx, 0, cmd, cmd_len, NULL, 0, &p), -XTQ_EINVAL);
+    p.trigger = go;
+    p.trigger_cond = (enum xtq_signal_condition)7;
+    CHECK_ERR(xtq_putv(S.ctx, 0, cmd, cmd_len, NULL, 0, &p), -XTQ_EINVAL);
+    p.trigger_cond = XTQ_SIGNAL_EQ;
+    p.field_mask = XTQ_PUT_PARAM_FIELD_TRIGGER;
+    CHECK_ERR(xtq_putv(S.ctx, 0, cmd, cmd_len, NULL, 0, &p), -XTQ_EINVAL);
+    expect_checked(3ull * (uint64_t)(S.size > 1 ? S.size - 1 : 1));
+    CHECK_OK(xtq_signal_destroy(go));
     teardown();
 }

@@ -11,13 +11,13 @@ target_compile_options(test_faults PRIVATE ${XTQ_WARNINGS} -Wno-missing-prototyp
 target_link_libraries(test_faults PRIVATE xtq_internal xtq_test_harness)
 
 set(xput_self putv_args putv_pieces counter_many flush_load flush_timeout destroy_in_flight
-    results results_args)
+    results results_args triggers_chain trigger_never_fires triggers_misc)
 foreach(c IN LISTS xput_self)
   add_test(NAME integration.xput.self.${c} COMMAND test_xput ${c})
   set_tests_properties(integration.xput.self.${c} PROPERTIES LABELS integration TIMEOUT 300
                        SKIP_RETURN_CODE 77)
 endforeach()
-foreach(c flush_load flush_timeout destroy_in_flight results)
+foreach(c flush_load flush_timeout destroy_in_flight results triggers_chain triggers_misc)
   add_test(NAME integration.xput.self.${c}.manual COMMAND test_xput ${c} manual)
   set_tests_properties(integration.xput.self.${c}.manual PROPERTIES LABELS integration
                        TIMEOUT 300 SKIP_RETURN_CODE 77)
@@ -32,17 +32,20 @@ endforeach()
 
 if(MPIEXEC_EXECUTABLE)
   foreach(prov shm tcp)
-    foreach(c putv_pieces counter_many flush_load flush_timeout results)
+    foreach(c putv_pieces counter_many flush_load flush_timeout results triggers_chain
+              trigger_never_fires triggers_misc)
       xtq_add_mpi_case(NAME integration.xput.${c}.${prov}.np2 NP 2 PROVIDER ${prov}
                        COMMAND $<TARGET_FILE:test_xput> ${c})
     endforeach()
-    foreach(c counter_many flush_load results)
+    foreach(c counter_many flush_load results triggers_chain)
       xtq_add_mpi_case(NAME integration.xput.${c}.${prov}.np4 NP 4 PROVIDER ${prov}
                        COMMAND $<TARGET_FILE:test_xput> ${c})
     endforeach()
   endforeach()
-  xtq_add_mpi_case(NAME integration.xput.flush_load_manual.shm.np2 NP 2 PROVIDER shm
-                   COMMAND $<TARGET_FILE:test_xput> flush_load manual)
+  foreach(c flush_load triggers_chain)
+    xtq_add_mpi_case(NAME integration.xput.${c}_manual.shm.np2 NP 2 PROVIDER shm
+                     COMMAND $<TARGET_FILE:test_xput> ${c} manual)
+  endforeach()
 endif()
 
 if(XTQ_SANITIZE STREQUAL "address")

@@ -100,6 +100,9 @@ struct xtq__put_req {
     xtq_counter_t *counter;
     void *result; /* a fetching put: the task's result lands here */
     size_t result_len;
+    struct xtq_signal *trigger; /* a triggered put: fires when it meets the condition */
+    enum xtq_signal_condition trigger_cond;
+    int64_t trigger_value;
 };
 int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
                     const void *payload, size_t payload_len, uint32_t flags,
@@ -107,6 +110,9 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
 /* The put of xtq_putv(): the payload gathered from `iovcnt` buffers. */
 int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
                      const struct iovec *iov, size_t iovcnt, const struct xtq__put_req *req);
+/* Finalize: puts whose trigger has not fired complete with
+ * -XTQ_ECANCELED; returns how many. */
+int xtq__engine_triggers_cancel(struct xtq__engine *e);
 /* xtq_flush(): every put issued to `target` (or XTQ_TARGET_ALL) before
  * the call is DONE. 0, -XTQ_ETIMEDOUT, -XTQ_EHOSTDOWN, -XTQ_ESRCRANK. */
 int xtq__engine_flush(struct xtq__engine *e, int target, int64_t timeout_ns);

@@ -103,7 +103,47 @@ struct rx_task {
     _Alignas(16) uint8_t scratch[256]; /* kernel arguments that landed misaligned */
 };
 
-enum slot_state { SLOT_BUSY = 1u << 0, SLOT_LOCAL = 1u << 1, SLOT_ACKED = 1u << 2 };
+/* SLOT_BUSY from issue to DONE; SLOT_ARMED while a trigger holds it back;
+ * SLOT_SENDING while a thread is handing it to the transport (the slot,
+ * its stage and trigger stay until that thread lets go, even if the put
+ * completes meanwhile: a peer declared down). */
+enum slot_state {
+    SLOT_BUSY = 1u << 0,
+    SLOT_LOCAL = 1u << 1,
+    SLOT_ACKED = 1u << 2,
+    SLOT_ARMED = 1u << 3,
+    SLOT_SENDING = 1u << 4,
+};
+
+/* How a put leaves: gathered from the caller's buffers (all of them, or
+ * all but the command, which joins the header in the stage), or copied
+ * whole into the stage (injected when small, else sent from there). */
+enum put_send { SEND_GATHER, SEND_GATHER_CMD, SEND_COPY, SEND_INJECT };
+
+/* Most pieces one send gathers, whatever the provider's iov_limit. */
+#define WIRE_IOV_MAX 8
+
+struct put_layout {
+    size_t cmd_len;
+    size_t payload_len; /* bytes of all pieces */
+    size_t pieces;      /* pieces of nonzero length */
+    size_t pad1, pad2, total;
+    enum put_send how;
+};
+
+/* A triggered put (initiator.c): armed with its slot, its command in the
+ * stage, the caller's pieces read when it fires. */
+struct put_trigger {
+    struct put_trigger *prev, *next; /* armed or ready list, under put_lock */
+    uint8_t list;                    /* TRIG_NONE, TRIG_ARMED, TRIG_READY */
+    struct put_slot *slot;
+    struct xtq_signal *sig;
+    enum xtq_signal_condition cond;
+    int64_t value;
+    struct put_layout l;
+    size_t piovcnt;
+    struct iovec piov[]; /* the caller's pieces */
+};
 
 /* One put in flight: the initiator's window holds XTQ_PUT_WINDOW per target. */
 struct put_slot {
@@ -118,6 +158,7 @@ struct put_slot {
     xtq_counter_t *counter; /* counted when DONE, or NULL */
     void *result;           /* a fetching put's buffer, or NULL */
     size_t result_len;
+    struct put_trigger *trig; /* a triggered put, until the slot is free */
     bool detach_at_local;
     /* Wire header, plus the command where it is gathered here, plus the
      * payload where it is copied (eager, or more pieces than the provider
@@ -169,6 +210,15 @@ struct xtq__engine {
     _Atomic uint32_t slot_freed;      /* futex: bumped when a slot frees */
     _Atomic uint32_t window_sleepers; /* threads asleep on slot_freed */
     _Atomic uint64_t puts_outstanding;
+    /* Triggered puts: armed (evaluated), and fired but not yet taken by
+     * the transport; both under put_lock. */
+    struct put_trigger *trig_armed, *trig_armed_tail, *trig_ready, *trig_ready_tail;
+    uint32_t trig_device;          /* armed on signals a device changes */
+    _Atomic uint32_t trig_count;   /* armed + ready */
+    _Atomic uint32_t trig_kick;    /* a signal an armed put watches changed */
+    uint64_t trig_next_poll;       /* progress turn only */
+    bool trig_listed;              /* on the list of engines signals kick */
+    struct xtq__engine *trig_link; /* that list */
 
     /* progress.c, target.c */
     pthread_mutex_t progress_lock; /* one progressing thread at a time */
@@ -227,6 +277,11 @@ void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr,
 void xtq__puts_fail_peer(struct xtq__engine *e, int r, int status);
 /* Complete every put still pending, keeping an earlier error (stop). */
 void xtq__puts_fail_all(struct xtq__engine *e, int status);
+/* Progress turn: evaluate armed triggers where a signal changed (or the
+ * polling interval passed) and send what fired; returns puts sent. */
+int xtq__triggers_poll(struct xtq__engine *e);
+/* Stop: signals no longer kick this engine. */
+void xtq__triggers_stop(struct xtq__engine *e);
 
 /* ---- target.c ----------------------------------------------------------- */
 /* Allocate, register with the agents and post the receive regions. */

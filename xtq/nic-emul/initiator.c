@@ -21,8 +21,13 @@ static const uint8_t zero_pad[64];
  * put copied whole (more pieces than the provider gathers) must not pin a
  * megabyte per slot. */
 #define STAGE_KEEP 16384
-/* Most pieces one send gathers, whatever the provider's iov_limit. */
-#define WIRE_IOV_MAX 8
+/* Longest wait between evaluations of armed triggers: signals a device
+ * changes are polled (nothing on the host sees the change), host-side
+ * changes kick the engine and this is a safety net. */
+#define TRIG_POLL_DEVICE_NS 50000
+#define TRIG_POLL_HOST_NS 1000000
+
+enum { TRIG_NONE, TRIG_ARMED, TRIG_READY };
 
 /* now + timeout, saturating; XTQ_TIMEOUT_INFINITE (or any overflow) is
  * no deadline. */
@@ -110,7 +115,66 @@ static void window_sleep(struct xtq__engine *e, uint32_t seen, int64_t timeout_n
     (void)xtq__spin_wait(&w, xtq__now_ns() + (uint64_t)timeout_ns);
 }
 
-/* Report a slot's outcome and free it. Caller holds put_lock. */
+/* ---- slots ------------------------------------------------------------- */
+
+/* Caller holds put_lock: a trigger off the list it is on. */
+static void trig_unlink(struct xtq__engine *e, struct put_trigger *t)
+{
+    struct put_trigger **head, **tail;
+    if (t->list == TRIG_NONE)
+        return;
+    head = t->list == TRIG_ARMED ? &e->trig_armed : &e->trig_ready;
+    tail = t->list == TRIG_ARMED ? &e->trig_armed_tail : &e->trig_ready_tail;
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        *head = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    else
+        *tail = t->prev;
+    if (t->list == TRIG_ARMED && (t->sig->flags & XTQ__SIGNAL_DEVICE))
+        e->trig_device--;
+    t->list = TRIG_NONE;
+    t->prev = t->next = NULL;
+}
+
+/* Caller holds put_lock: a trigger onto the tail of a list. */
+static void trig_append(struct xtq__engine *e, struct put_trigger *t, uint8_t list)
+{
+    struct put_trigger **head = list == TRIG_ARMED ? &e->trig_armed : &e->trig_ready;
+    struct put_trigger **tail = list == TRIG_ARMED ? &e->trig_armed_tail : &e->trig_ready_tail;
+    t->list = list;
+    t->next = NULL;
+    t->prev = *tail;
+    if (*tail)
+        (*tail)->next = t;
+    else
+        *head = t;
+    *tail = t;
+    if (list == TRIG_ARMED && (t->sig->flags & XTQ__SIGNAL_DEVICE))
+        e->trig_device++;
+}
+
+/* The slot may be taken again (caller holds put_lock): its trigger goes,
+ * a large stage goes, and threads waiting for the window hear of it. */
+static void slot_release(struct xtq__engine *e, struct put_slot *s)
+{
+    free(s->trig);
+    s->trig = NULL;
+    if (s->stage_cap > STAGE_KEEP) {
+        free(s->stage);
+        s->stage = NULL;
+        s->stage_cap = 0;
+    }
+    atomic_fetch_add_explicit(&e->slot_freed, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&e->window_sleepers, memory_order_seq_cst))
+        xtq__futex_wake(&e->slot_freed, -1);
+}
+
+/* Report a slot's outcome: the put is DONE. Caller holds put_lock. The
+ * slot is free at once unless a thread is still handing it to the
+ * transport (SLOT_SENDING: that thread frees it). */
 static void slot_finish(struct xtq__engine *e, struct put_slot *s)
 {
     xtq_ctx_t *ctx = e->ctx;
@@ -119,6 +183,14 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
     if (s->status)
         XTQ__STAT_INC(ctx, puts_failed);
     XTQ__STAT_INC(ctx, puts_completed);
+    if (s->trig) {
+        /* Fired or not, it is no longer watched. */
+        struct put_trigger *t = s->trig;
+        trig_unlink(e, t);
+        atomic_fetch_sub(&e->trig_count, 1);
+        atomic_fetch_sub_explicit(&t->sig->watchers, 1, memory_order_relaxed);
+        xtq__refs_put(&t->sig->refs);
+    }
     if (c) {
         _Atomic uint32_t *st = (_Atomic uint32_t *)&c->state;
         uint32_t bits = XTQ_COMPLETION_DONE | XTQ_COMPLETION_LOCAL;
@@ -136,13 +208,8 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
     if (s->counter)
         xtq__counter_complete(s->counter, s->status);
     s->counter = NULL;
-    if (s->stage_cap > STAGE_KEEP) {
-        free(s->stage);
-        s->stage = NULL;
-        s->stage_cap = 0;
-    }
     s->comp = NULL;
-    s->state = 0;
+    s->state &= SLOT_SENDING;
     struct peer *p = &e->peers[s->target];
     p->busy--;
     /* Flush's floor: past every DONE put from the oldest one on. */
@@ -153,18 +220,16 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
         p->done_below++;
     }
     atomic_fetch_sub(&e->puts_outstanding, 1);
-    atomic_fetch_add_explicit(&e->slot_freed, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&e->window_sleepers, memory_order_seq_cst))
-        xtq__futex_wake(&e->slot_freed, -1);
+    if (!s->state)
+        slot_release(e, s);
 }
 
-void xtq__slot_local(struct xtq__engine *e, struct put_slot *s, int status, int prov_errno)
+/* The message left (status 0) or could not (caller holds put_lock). */
+static void slot_local_locked(struct xtq__engine *e, struct put_slot *s, int status,
+                              int prov_errno)
 {
-    xtq__mutex_lock(&e->put_lock);
-    if (!(s->state & SLOT_BUSY) || (s->state & SLOT_LOCAL)) {
-        pthread_mutex_unlock(&e->put_lock);
+    if (!(s->state & SLOT_BUSY) || (s->state & SLOT_LOCAL))
         return;
-    }
     s->state |= SLOT_LOCAL;
     if (status) {
         /* The message did not leave: no ack will come. */
@@ -188,6 +253,33 @@ void xtq__slot_local(struct xtq__engine *e, struct put_slot *s, int status, int 
     }
     if (s->state & SLOT_ACKED)
         slot_finish(e, s);
+}
+
+void xtq__slot_local(struct xtq__engine *e, struct put_slot *s, int status, int prov_errno)
+{
+    xtq__mutex_lock(&e->put_lock);
+    slot_local_locked(e, s, status, prov_errno);
+    pthread_mutex_unlock(&e->put_lock);
+}
+
+/* The sending thread lets go of the slot after one attempt: `rc` is 0
+ * (on the wire; an injected put is LOCAL now), -FI_EAGAIN (gave up: the
+ * slot was completed meanwhile) or the transport's error. */
+static void slot_sent(struct xtq__engine *e, struct put_slot *s, ssize_t rc, bool injected)
+{
+    if (rc == 0)
+        xtq__bell_ring(e, s->target);
+    else if (rc != -FI_EAGAIN)
+        XTQ_LOG_ONCE(OFI, ERROR, "sending a put to rank %d: %s", s->target,
+                     fi_strerror((int)-rc));
+    xtq__mutex_lock(&e->put_lock);
+    s->state &= ~(uint32_t)SLOT_SENDING;
+    if (rc == 0 && injected)
+        slot_local_locked(e, s, 0, 0);
+    else if (rc && rc != -FI_EAGAIN)
+        slot_local_locked(e, s, -XTQ_EFABRIC, (int)-rc);
+    if (!s->state)
+        slot_release(e, s);
     pthread_mutex_unlock(&e->put_lock);
 }
 
@@ -197,8 +289,8 @@ void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr,
     uint32_t src = hdr->src_rank;
     struct put_slot *s = &e->peers[src].slots[hdr->seq % e->window];
     xtq__mutex_lock(&e->put_lock);
-    if (!(s->state & SLOT_BUSY) || s->seq != hdr->seq || (s->state & SLOT_ACKED) ||
-        s->target != (int)src) {
+    if (!(s->state & SLOT_BUSY) || (s->state & SLOT_ARMED) || s->seq != hdr->seq ||
+        (s->state & SLOT_ACKED) || s->target != (int)src) {
         pthread_mutex_unlock(&e->put_lock);
         XTQ_LOG_ONCE(ENGINE, WARN, "ack from rank %u names seq %llu, not in flight; dropped", src,
                      (unsigned long long)hdr->seq);
@@ -293,18 +385,6 @@ bool xtq__fault_take(_Atomic uint32_t *n)
     return v != 0;
 }
 
-/* How a put leaves: gathered from the caller's buffers (all of them, or
- * all but the command, which joins the header in the stage), or copied
- * whole into the stage (injected when small, else sent from there). */
-enum put_send { SEND_GATHER, SEND_GATHER_CMD, SEND_COPY, SEND_INJECT };
-
-struct put_layout {
-    size_t payload_len; /* bytes of all pieces */
-    size_t pieces;      /* pieces of nonzero length */
-    size_t pad1, pad2, total;
-    enum put_send how;
-};
-
 /* Check the pieces and choose how the message leaves. Totals never
  * overflow: each piece is checked against what is left of max_msg
  * (issue 10, bug 5). */
@@ -315,6 +395,7 @@ static int put_layout(const struct xtq__engine *e, size_t cmd_len, const struct 
     if (cmd_len > e->max_msg || cmd_len > UINT32_MAX)
         return -XTQ_EMSGSIZE;
     size_t room = e->max_msg - cmd_len;
+    l->cmd_len = cmd_len;
     l->payload_len = 0;
     l->pieces = 0;
     for (size_t i = 0; i < iovcnt; i++) {
@@ -352,36 +433,42 @@ static int put_layout(const struct xtq__engine *e, size_t cmd_len, const struct 
 }
 
 /* Bytes of the stage a put needs. */
-static size_t put_stage_len(const struct put_layout *l, size_t cmd_len)
+static size_t put_stage_len(const struct put_layout *l)
 {
     switch (l->how) {
     case SEND_GATHER:
         return sizeof(struct xtq__wire_hdr);
     case SEND_GATHER_CMD:
-        return sizeof(struct xtq__wire_hdr) + cmd_len + l->pad1;
+        return sizeof(struct xtq__wire_hdr) + l->cmd_len + l->pad1;
     default:
         return l->total;
     }
 }
 
-/* Fill the stage (the header is there already) and the wire iovs. */
-static size_t put_gather(const struct put_layout *l, uint8_t *stage, const void *cmd,
-                         size_t cmd_len, const struct iovec *piov, size_t iovcnt,
-                         struct iovec iov[WIRE_IOV_MAX])
+/* The command joins the header in the stage (every way but GATHER). */
+static void put_stage_cmd(const struct put_layout *l, uint8_t *stage, const void *cmd)
+{
+    size_t hdr_len = sizeof(struct xtq__wire_hdr);
+    memcpy(stage + hdr_len, cmd, l->cmd_len);
+    memset(stage + hdr_len + l->cmd_len, 0, l->pad1);
+}
+
+/* The wire iovs; the payload is copied into the stage here where the
+ * message leaves whole from it. `cmd` is read for GATHER only. */
+static size_t put_wire(const struct put_layout *l, uint8_t *stage, const void *cmd,
+                       const struct iovec *piov, size_t iovcnt, struct iovec iov[WIRE_IOV_MAX])
 {
     size_t hdr_len = sizeof(struct xtq__wire_hdr), n = 0;
     if (l->how == SEND_GATHER) {
         iov[n++] = (struct iovec){stage, hdr_len};
-        iov[n++] = (struct iovec){(void *)cmd, cmd_len};
+        iov[n++] = (struct iovec){(void *)cmd, l->cmd_len};
         if (l->pad1)
             iov[n++] = (struct iovec){(void *)zero_pad, l->pad1};
     } else {
-        memcpy(stage + hdr_len, cmd, cmd_len);
-        memset(stage + hdr_len + cmd_len, 0, l->pad1);
-        iov[n++] = (struct iovec){stage, hdr_len + cmd_len + l->pad1};
+        iov[n++] = (struct iovec){stage, hdr_len + l->cmd_len + l->pad1};
     }
     if (l->how == SEND_INJECT || l->how == SEND_COPY) {
-        uint8_t *at = stage + hdr_len + cmd_len + l->pad1;
+        uint8_t *at = stage + hdr_len + l->cmd_len + l->pad1;
         for (size_t i = 0; i < iovcnt; i++) {
             if (piov[i].iov_len)
                 memcpy(at, piov[i].iov_base, piov[i].iov_len);
@@ -399,6 +486,170 @@ static size_t put_gather(const struct put_layout *l, uint8_t *stage, const void 
     return n;
 }
 
+/* One attempt to hand the slot's message to the transport. */
+static ssize_t put_transmit(struct xtq__engine *e, struct put_slot *s, const struct put_layout *l,
+                            const struct iovec *iov, size_t niov)
+{
+    if (unlikely(atomic_load_explicit(&xtq__faults.put_send, memory_order_relaxed)) &&
+        xtq__fault_take(&xtq__faults.put_send))
+        return -FI_EIO;
+    if (l->how == SEND_INJECT)
+        return xtq__ofi_inject(&e->ofi, s->stage, l->total, s->target);
+    return xtq__ofi_sendv(&e->ofi, iov, niov, s->target, s);
+}
+
+/* ---- triggered puts ------------------------------------------------------ */
+
+/* Engines with armed triggers that a host-side signal change kicks. */
+static pthread_rwlock_t trig_engines_lock = PTHREAD_RWLOCK_INITIALIZER;
+static struct xtq__engine *trig_engines;
+
+static bool trig_holds(const struct put_trigger *t)
+{
+    int64_t v = atomic_load_explicit(&t->sig->value, memory_order_seq_cst);
+    switch (t->cond) {
+    case XTQ_SIGNAL_EQ:
+        return v == t->value;
+    case XTQ_SIGNAL_NE:
+        return v != t->value;
+    case XTQ_SIGNAL_LT:
+        return v < t->value;
+    case XTQ_SIGNAL_GTE:
+        return v >= t->value;
+    }
+    return false;
+}
+
+/* A signal that an armed put watches changed (signal.c, host side, from
+ * any thread): every engine with armed puts evaluates them next turn. */
+void xtq__triggers_kick(void)
+{
+    pthread_rwlock_rdlock(&trig_engines_lock);
+    for (struct xtq__engine *e = trig_engines; e; e = e->trig_link) {
+        if (!atomic_load_explicit(&e->trig_count, memory_order_relaxed))
+            continue;
+        atomic_store(&e->trig_kick, 1);
+        xtq__engine_wake(e);
+    }
+    pthread_rwlock_unlock(&trig_engines_lock);
+}
+
+static void trig_listen(struct xtq__engine *e)
+{
+    pthread_rwlock_wrlock(&trig_engines_lock);
+    if (!e->trig_listed) {
+        e->trig_link = trig_engines;
+        trig_engines = e;
+        e->trig_listed = true;
+    }
+    pthread_rwlock_unlock(&trig_engines_lock);
+}
+
+void xtq__triggers_stop(struct xtq__engine *e)
+{
+    pthread_rwlock_wrlock(&trig_engines_lock);
+    for (struct xtq__engine **pp = &trig_engines; *pp; pp = &(*pp)->trig_link)
+        if (*pp == e) {
+            *pp = e->trig_link;
+            break;
+        }
+    e->trig_listed = false;
+    pthread_rwlock_unlock(&trig_engines_lock);
+}
+
+int xtq__engine_triggers_cancel(struct xtq__engine *e)
+{
+    int n = 0;
+    xtq__mutex_lock(&e->put_lock);
+    while (e->trig_armed) {
+        struct put_slot *s = e->trig_armed->slot;
+        s->status = -XTQ_ECANCELED;
+        slot_finish(e, s);
+        n++;
+    }
+    pthread_mutex_unlock(&e->put_lock);
+    return n;
+}
+
+int xtq__triggers_poll(struct xtq__engine *e)
+{
+    if (!atomic_load_explicit(&e->trig_count, memory_order_relaxed))
+        return 0;
+    uint64_t now = xtq__now_ns();
+    if (!atomic_exchange(&e->trig_kick, 0) && now < e->trig_next_poll)
+        return 0;
+
+    /* Evaluate under the window lock; send outside it, in firing order. */
+    struct put_trigger *fire = NULL, **fire_tail = &fire;
+    xtq__mutex_lock(&e->put_lock);
+    e->trig_next_poll = now + (e->trig_device ? TRIG_POLL_DEVICE_NS : TRIG_POLL_HOST_NS);
+    for (struct put_trigger *t = e->trig_armed, *next; t; t = next) {
+        next = t->next;
+        if (trig_holds(t)) {
+            trig_unlink(e, t);
+            t->slot->state &= ~(uint32_t)SLOT_ARMED;
+            trig_append(e, t, TRIG_READY);
+        }
+    }
+    while (e->trig_ready) {
+        struct put_trigger *t = e->trig_ready;
+        trig_unlink(e, t);
+        t->slot->state |= SLOT_SENDING;
+        *fire_tail = t;
+        fire_tail = &t->next;
+    }
+    pthread_mutex_unlock(&e->put_lock);
+
+    int n = 0;
+    for (struct put_trigger *t = fire, *next; t; t = next) {
+        next = t->next;
+        struct put_slot *s = t->slot;
+        struct iovec iov[WIRE_IOV_MAX];
+        XTQ_TRACE_POINT(XTQ_TRACE_PUT_ISSUED, XTQ_TRACE_KEY(e->ctx->rank, s->seq));
+        size_t niov = put_wire(&t->l, s->stage, NULL, t->piov, t->piovcnt, iov);
+        ssize_t rc = put_transmit(e, s, &t->l, iov, niov);
+        if (rc == -FI_EAGAIN && !atomic_load(&e->peers[s->target].down) &&
+            !atomic_load(&e->stop)) {
+            /* The transport is full: again next turn, in order. */
+            xtq__mutex_lock(&e->put_lock);
+            s->state &= ~(uint32_t)SLOT_SENDING;
+            if (s->state & SLOT_BUSY)
+                trig_append(e, t, TRIG_READY);
+            else if (!s->state)
+                slot_release(e, s);
+            pthread_mutex_unlock(&e->put_lock);
+            atomic_store(&e->trig_kick, 1);
+            continue;
+        }
+        slot_sent(e, s, rc, t->l.how == SEND_INJECT);
+        n++;
+    }
+    return n;
+}
+
+/* Arm a triggered put on its slot (caller holds put_lock; the slot is
+ * BUSY). The trigger was allocated and its signal referenced. */
+static void trig_arm(struct xtq__engine *e, struct put_slot *s, struct put_trigger *t,
+                     const struct put_layout *l, const void *cmd, const struct iovec *piov,
+                     size_t iovcnt)
+{
+    t->slot = s;
+    t->l = *l;
+    t->piovcnt = iovcnt;
+    if (iovcnt)
+        memcpy(t->piov, piov, iovcnt * sizeof(*piov));
+    put_stage_cmd(l, s->stage, cmd);
+    s->trig = t;
+    s->state |= SLOT_ARMED;
+    trig_append(e, t, TRIG_ARMED);
+    atomic_fetch_add(&e->trig_count, 1);
+    /* Before the caller's check of the value: a change after it sees the
+     * watcher and kicks (signal.c). */
+    atomic_fetch_add_explicit(&t->sig->watchers, 1, memory_order_seq_cst);
+}
+
+/* ---- the put ------------------------------------------------------------- */
+
 int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
                     const void *payload, size_t payload_len, uint32_t flags, xtq_completion_t *comp)
 {
@@ -411,6 +662,41 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
     return xtq__engine_putv(e, target, cmd, cmd_len, &one, payload_len ? 1 : 0, &req);
 }
 
+/* A trigger for the put, its signal referenced: 0, or -XTQ_EINVAL (a
+ * signal destroyed, a condition HSA does not have), -XTQ_ENOMEM. */
+static int trig_new(const struct xtq__put_req *req, size_t iovcnt, struct put_trigger **out)
+{
+    struct xtq_signal *sig = req->trigger;
+    *out = NULL;
+    if (!req->trigger)
+        return 0;
+    if (sig->magic != XTQ__SIGNAL_MAGIC || (unsigned)req->trigger_cond > XTQ_SIGNAL_GTE)
+        return -XTQ_EINVAL;
+    if (iovcnt > (SIZE_MAX - sizeof(struct put_trigger)) / sizeof(struct iovec))
+        return -XTQ_EINVAL;
+    struct put_trigger *t = calloc(1, sizeof(*t) + iovcnt * sizeof(struct iovec));
+    if (!t)
+        return -XTQ_ENOMEM;
+    /* A signal an armed put watches cannot be destroyed under it. */
+    if (xtq__refs_get(&sig->refs) != 0) {
+        free(t);
+        return -XTQ_EINVAL;
+    }
+    t->sig = sig;
+    t->cond = req->trigger_cond;
+    t->value = req->trigger_value;
+    *out = t;
+    return 0;
+}
+
+static void trig_discard(struct put_trigger *t)
+{
+    if (t) {
+        xtq__refs_put(&t->sig->refs);
+        free(t);
+    }
+}
+
 int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
                      const struct iovec *piov, size_t iovcnt, const struct xtq__put_req *req)
 {
@@ -419,12 +705,12 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
     xtq_completion_t *comp = req->comp, local_comp;
     struct put_layout l;
     struct put_slot *s;
+    struct put_trigger *trig;
     struct iovec iov[WIRE_IOV_MAX];
     int rc;
 
     if (!cmd || cmd_len < XTQ_AQL_PACKET_SIZE || (iovcnt && !piov))
         return -XTQ_EINVAL;
-    /* Remote completion is reported through a completion or a counter. */
     if (flags & ~(uint32_t)(XTQ_PUT_REMOTE_COMPLETION | XTQ_PUT_NONBLOCKING))
         return -XTQ_EINVAL;
     /* A fetching put is one with remote completion: the result comes
@@ -435,6 +721,10 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
         flags |= XTQ_PUT_REMOTE_COMPLETION;
     if (!comp && !req->counter && (flags & XTQ_PUT_REMOTE_COMPLETION))
         return -XTQ_EINVAL;
+    /* A triggered put reports to a completion or counter: the call does
+     * not wait for it. */
+    if (req->trigger && !comp && !req->counter)
+        return -XTQ_EINVAL;
     if (req->result_len > e->max_msg || req->result_len > UINT32_MAX)
         return -XTQ_EMSGSIZE;
     if (target < 0 || target >= ctx->size)
@@ -442,31 +732,40 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
     rc = put_layout(e, cmd_len, piov, iovcnt, &l);
     if (rc)
         return rc;
+    /* The command of a triggered put is copied now, whatever its size. */
+    if (req->trigger && l.how == SEND_GATHER)
+        l.how = SEND_GATHER_CMD;
     if (atomic_load(&e->stop))
         return -XTQ_EFINALIZED;
+    rc = trig_new(req, iovcnt, &trig);
+    if (rc)
+        return rc;
 
     struct peer *p = &e->peers[target];
     xtq__mutex_lock(&e->put_lock);
     for (;;) {
         if (atomic_load(&p->down)) {
             pthread_mutex_unlock(&e->put_lock);
+            trig_discard(trig);
             return -XTQ_EHOSTDOWN;
         }
         s = &p->slots[p->next_seq % e->window];
-        if (!(s->state & SLOT_BUSY))
+        if (!s->state)
             break;
         uint32_t seen = atomic_load_explicit(&e->slot_freed, memory_order_acquire);
         pthread_mutex_unlock(&e->put_lock);
         if (flags & XTQ_PUT_NONBLOCKING) {
             xtq__engine_progress(e);
+            trig_discard(trig);
             return -XTQ_EAGAIN;
         }
         window_wait(e, seen);
         xtq__mutex_lock(&e->put_lock);
     }
-    rc = slot_stage(s, put_stage_len(&l, cmd_len));
+    rc = slot_stage(s, put_stage_len(&l));
     if (rc) {
         pthread_mutex_unlock(&e->put_lock);
+        trig_discard(trig);
         return rc;
     }
     uint64_t seq = p->next_seq++;
@@ -476,8 +775,6 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
     hdr->cmd_len = (uint32_t)cmd_len;
     hdr->payload_len = l.payload_len;
     hdr->result_len = (uint32_t)req->result_len;
-    size_t niov = put_gather(&l, s->stage, cmd, cmd_len, piov, iovcnt, iov);
-    bool eager = l.how == SEND_INJECT;
 
     /* No completion and no counter: we return once the buffers are free,
      * watching a completion on our stack that the slot lets go at LOCAL.
@@ -495,7 +792,6 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
         comp->target = target;
         comp->seq = seq;
     }
-    XTQ_TRACE_POINT(XTQ_TRACE_PUT_ISSUED, XTQ_TRACE_KEY(ctx->rank, seq));
     s->kind = CTX_PUT;
     s->state = SLOT_BUSY;
     s->target = target;
@@ -513,30 +809,37 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
         atomic_store_explicit(&p->last_heard, xtq__now_ns(), memory_order_relaxed);
     atomic_fetch_add(&e->puts_outstanding, 1);
     XTQ__STAT_INC(ctx, puts_issued);
+    if (trig) {
+        trig_arm(e, s, trig, &l, cmd, piov, iovcnt);
+        /* Read while we hold the lock: once it is dropped the put may
+         * fire, complete and free its trigger. */
+        bool holds = trig_holds(trig);
+        pthread_mutex_unlock(&e->put_lock);
+        trig_listen(e);
+        /* A condition that holds already fires at once: this thread
+         * takes the turn if it can, else the turn in progress does. */
+        if (holds) {
+            atomic_store(&e->trig_kick, 1);
+            if (xtq__engine_progress(e) == 0)
+                xtq__engine_wake(e);
+        }
+        return 0;
+    }
+    /* The slot is ours until we let go of it (SLOT_SENDING), whatever
+     * completes meanwhile; send outside the window lock so acks and
+     * completions keep flowing. */
+    s->state |= SLOT_SENDING;
+    if (l.how != SEND_GATHER)
+        put_stage_cmd(&l, s->stage, cmd);
     pthread_mutex_unlock(&e->put_lock);
+    XTQ_TRACE_POINT(XTQ_TRACE_PUT_ISSUED, XTQ_TRACE_KEY(ctx->rank, seq));
+    size_t niov = put_wire(&l, s->stage, cmd, piov, iovcnt, iov);
 
-    /* The slot is ours until its completions arrive; send outside the
-     * window lock so acks and completions keep flowing. */
+    ssize_t src;
     for (;;) {
-        ssize_t src;
-        if (unlikely(atomic_load_explicit(&xtq__faults.put_send, memory_order_relaxed)) &&
-            xtq__fault_take(&xtq__faults.put_send))
-            src = -FI_EIO;
-        else
-            src = eager ? xtq__ofi_inject(&e->ofi, s->stage, l.total, target)
-                        : xtq__ofi_sendv(&e->ofi, iov, niov, target, s);
-        if (src == 0) {
-            xtq__bell_ring(e, target);
-            /* An injected message has no send completion: local now. */
-            if (eager)
-                xtq__slot_local(e, s, 0, 0);
+        src = put_transmit(e, s, &l, iov, niov);
+        if (src != -FI_EAGAIN)
             break;
-        }
-        if (src != -FI_EAGAIN) {
-            XTQ_LOG_ONCE(OFI, ERROR, "fi_sendv to rank %d: %s", target, fi_strerror((int)-src));
-            xtq__slot_local(e, s, -XTQ_EFABRIC, (int)-src);
-            break;
-        }
         /* The target died while we waited for room: xtq__peer_down() has
          * completed the slot with -XTQ_EHOSTDOWN. */
         if (atomic_load(&p->down))
@@ -544,6 +847,7 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
         if (xtq__engine_progress(e) == 0)
             sched_yield();
     }
+    slot_sent(e, s, src, l.how == SEND_INJECT);
     XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(ctx->rank, seq));
     xtq__engine_wake(e);
 

@@ -156,8 +156,9 @@ void xtq__engine_stop(struct xtq__engine *e)
         xtq__wakeup_interrupt(e);
         pthread_join(e->thread, NULL);
     }
-    /* Fail what never completed. */
+    /* Fail what never completed; signals stop kicking us. */
     xtq__puts_fail_all(e, -XTQ_EFINALIZED);
+    xtq__triggers_stop(e);
     /* Backlogged commands never ran. */
     xtq__backlog_drop(e);
     xtq__acks_drop(e);

@@ -84,6 +84,7 @@ static int progress_locked(struct xtq__engine *e, bool polite)
     xtq__regions_repost(e);
     n += xtq__acks_flush(e);
     n += xtq__backlog_drain(e);
+    n += xtq__triggers_poll(e);
     xtq__peers_check(e);
     rc = cq_poll(e, polite);
     if (rc < 0)
