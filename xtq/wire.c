@@ -58,7 +58,7 @@ int xtq__wire_validate(const void *msg, size_t len, uint64_t job_key, uint32_t n
         return -XTQ_EBADMSG;
     if (h.version != XTQ_WIRE_VERSION)
         return -XTQ_EVERSION;
-    if (h.type != XTQ__MSG_PUT && h.type != XTQ__MSG_ACK)
+    if (h.type != XTQ__MSG_PUT && h.type != XTQ__MSG_ACK && h.type != XTQ__MSG_ASK)
         return -XTQ_EBADMSG;
     if (h.job_key != job_key)
         return -XTQ_EJOBKEY;
@@ -73,6 +73,9 @@ int xtq__wire_validate(const void *msg, size_t len, uint64_t job_key, uint32_t n
             return -XTQ_EMSGSIZE;
         if (h.result_len && !(h.flags & XTQ__WIRE_REMOTE_COMPLETION))
             return -XTQ_EBADMSG;
+    } else if (h.type == XTQ__MSG_ASK) {
+        if (h.result_len)
+            return -XTQ_EBADMSG;
     } else if (h.result_len) {
         if (h.result_len > max_msg)
             return -XTQ_EMSGSIZE;
@@ -86,7 +89,9 @@ int xtq__wire_validate(const void *msg, size_t len, uint64_t job_key, uint32_t n
     if (cmd)
         *cmd = h.type == XTQ__MSG_PUT ? (const char *)msg + sizeof(h) : NULL;
     if (payload) {
-        bool any = h.type == XTQ__MSG_PUT ? h.payload_len != 0 : h.result_len != 0;
+        bool any = h.type == XTQ__MSG_PUT   ? h.payload_len != 0
+                   : h.type == XTQ__MSG_ACK ? h.result_len != 0
+                                            : false;
         *payload = any ? (const char *)msg + payload_off : NULL;
     }
     return 0;

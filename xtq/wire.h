@@ -8,11 +8,12 @@
  *   the payload starts at XTQ_ALIGN_UP(64 + cmd_len, 64) from the message
  *   start; the whole message is padded to a multiple of 64 so consecutive
  *   messages in a multi-receive region stay 64-byte aligned.
+ * ASK message:  [hdr 64 B]: send the ack of `seq` again (it was lost).
  * ACK message:  [hdr 64 B] with type ACK, status, and the acked seq;
  *   a fetching put's ACK carries the task's result after the header:
  *   [hdr 64 B][result][pad to 64], hdr.result_len = result bytes.
  *
- * Version 2: result_len (was reserved0), the result after an ACK.
+ * Version 2: result_len (was reserved0), the result after an ACK; ASK.
  */
 #ifndef XTQ_WIRE_H
 #define XTQ_WIRE_H
@@ -28,6 +29,7 @@
 enum xtq__msg_type {
     XTQ__MSG_PUT = 1,
     XTQ__MSG_ACK = 2,
+    XTQ__MSG_ASK = 3, /* the initiator asks again for the ack of `seq` */
 };
 
 enum xtq__wire_flags {
@@ -74,7 +76,7 @@ void xtq__wire_hdr_init(struct xtq__wire_hdr *hdr, enum xtq__msg_type type, uint
  * -XTQ_EVERSION, -XTQ_EJOBKEY, -XTQ_ESRCRANK, -XTQ_EMSGSIZE. On success
  * for PUT, *cmd and *payload point into `msg` (payload NULL when empty);
  * for ACK *cmd is NULL and *payload the result (NULL when result_len is
- * 0). Any of the output pointers may be NULL. A PUT's result_len is
+ * 0); for ASK both are NULL. Any of the output pointers may be NULL. A PUT's result_len is
  * bounded by max_msg and needs remote completion; an ACK's result must
  * fit `len`.
  * `max_msg` bounds cmd_len + payload_len, the quantity xtq_put() checks

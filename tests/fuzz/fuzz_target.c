@@ -334,6 +334,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                               !inside(payload_c, h.result_len, buf, size)));
         goto out;
     }
+    if (h.type == XTQ__MSG_ASK) {
+        FAIL_IF(cmd || payload_c || h.result_len);
+        goto out;
+    }
     FAIL_IF(h.type != XTQ__MSG_PUT);
     FAIL_IF(h.cmd_len < 64 || h.cmd_len - 64 > XTQ__WIRE_MAX_KERNARG);
     FAIL_IF(xtq__wire_put_len(h.cmd_len, h.payload_len) > size);

@@ -153,6 +153,8 @@ int main(int argc, char **argv)
     memset(msg + 64, 0x5a, 128);
     emit("ok-ack-result", 192);
     emit("bad-ack-result-short", 128);
+    xtq__wire_hdr_init(hdr(), XTQ__MSG_ASK, FUZZ_JOB_KEY, 0, 42);
+    emit("ok-ask", 64);
 
     /* Malformed wire headers. */
     len = kernel_put(1, 0, 32, 100);

@@ -23,7 +23,7 @@ foreach(c flush_load flush_timeout destroy_in_flight results triggers_chain trig
                        TIMEOUT 300 SKIP_RETURN_CODE 77)
 endforeach()
 
-set(faults_self put_error_no_comp result_alloc_fails ack_send_retried)
+set(faults_self put_error_no_comp result_alloc_fails ack_send_retried ack_lost_reasked)
 foreach(c IN LISTS faults_self)
   add_test(NAME integration.faults.self.${c} COMMAND test_faults ${c})
   set_tests_properties(integration.faults.self.${c} PROPERTIES LABELS integration TIMEOUT 300
@@ -41,6 +41,10 @@ if(MPIEXEC_EXECUTABLE)
       xtq_add_mpi_case(NAME integration.xput.${c}.${prov}.np4 NP 4 PROVIDER ${prov}
                        COMMAND $<TARGET_FILE:test_xput> ${c})
     endforeach()
+  endforeach()
+  foreach(prov shm tcp)
+    xtq_add_mpi_case(NAME integration.faults.control_space.${prov}.np2 NP 2 PROVIDER ${prov}
+                     COMMAND $<TARGET_FILE:test_faults> control_space)
   endforeach()
   foreach(c flush_load triggers_chain)
     xtq_add_mpi_case(NAME integration.xput.${c}_manual.shm.np2 NP 2 PROVIDER shm

@@ -12,6 +12,12 @@
  * thread, which keeps the order. A send that fails is retried after a
  * backoff; an ack the initiator never got is sent again when it asks.
  *
+ * Acks without a result, liveness probes and re-asks travel on the
+ * control channel: tagged messages into receives of their own (CTRL_RX
+ * headers), apart from the multi-receive regions where puts land. A
+ * target whose regions are all held by backlogged tasks still hears acks
+ * and pings (issue 10, bug 6).
+ *
  * An entry is free the moment its ack is handed to the transport: the
  * initiator may reuse its window slot as soon as the ack arrives. If the
  * hand-over fails, nothing reached the initiator, so the entry is still
@@ -269,7 +275,7 @@ static ssize_t ack_transmit(struct xtq__engine *e, struct ack_entry *a, const st
     xtq__wire_hdr_init(&h, XTQ__MSG_ACK, ctx->job_key, (uint32_t)ctx->rank, o->seq);
     h.status = o->status;
     if (!o->block)
-        return xtq__ofi_inject(&e->ofi, &h, sizeof(h), o->dest);
+        return xtq__ctrl_send(e, o->dest, &h);
     h.result_len = o->result_len;
     memcpy(o->block + SEND_HDR, &h, sizeof(h));
     size_t len = wire_len(o->result_len);
@@ -450,8 +456,120 @@ void xtq__ack_unrecorded(struct xtq__engine *e, int dest, uint64_t seq, int stat
     struct xtq__wire_hdr h;
     xtq__wire_hdr_init(&h, XTQ__MSG_ACK, e->ctx->job_key, (uint32_t)e->ctx->rank, seq);
     h.status = status;
-    if (e->ofi.inject_size >= sizeof(h) && xtq__ofi_inject(&e->ofi, &h, sizeof(h), dest) == 0)
+    if (xtq__ctrl_send(e, dest, &h) == 0)
         ack_counted(e, dest);
+}
+
+void xtq__ack_reask(struct xtq__engine *e, uint32_t src, uint64_t seq)
+{
+    struct ack_entry *ring = e->peers[src].acks;
+    struct xtq__wire_hdr h;
+    bool answer = false;
+    if (!ring)
+        return; /* no put of theirs arrived yet */
+    struct ack_entry *a = &ring[seq % e->window];
+    xtq__wire_hdr_init(&h, XTQ__MSG_ACK, e->ctx->job_key, (uint32_t)e->ctx->rank, seq);
+    xtq__mutex_lock(&e->ack_lock);
+    /* Held or queued: its ack is on its way. A result still being sent:
+     * likewise. Sent: again, on the control channel; a result cannot be
+     * sent twice (its block is gone), so that put fails with -XTQ_EIO
+     * rather than wait for ever. Another seq: that put has not arrived. */
+    if (a->seq == seq && a->state == ACK_FREE && a->sent && !a->result_inflight) {
+        h.status = a->status ? a->status : a->result_len ? -XTQ_EIO : 0;
+        answer = true;
+    }
+    pthread_mutex_unlock(&e->ack_lock);
+    if (answer && xtq__ctrl_send(e, (int)src, &h) == 0) {
+        XTQ_LOG_ONCE(ENGINE, INFO, "rank %u asked again for an ack (put %llu); sent", src,
+                     (unsigned long long)seq);
+        ack_counted(e, (int)src);
+    }
+}
+
+/* ---- the control channel ---------------------------------------------------- */
+
+/* Receives of one header each; a few per peer would be enough, the
+ * provider holds what arrives beyond them until they are reposted. */
+#define CTRL_RX 128u
+
+static void ctrl_post(struct xtq__engine *e, struct ctrl_rx *c)
+{
+    int rc = xtq__ofi_post_trecv(&e->ofi, c->buf, sizeof(c->buf), XTQ__CTRL_TAG, c);
+    if (rc == -FI_EAGAIN) {
+        atomic_store(&c->needs_post, 1);
+        xtq__engine_wake(e);
+    } else if (rc) {
+        XTQ_LOG_ONCE(OFI, ERROR, "posting a control receive failed: %s", fi_strerror(-rc));
+        atomic_store(&c->needs_post, 1);
+    }
+}
+
+int xtq__ctrl_open(struct xtq__engine *e)
+{
+    e->ctrl = aligned_alloc(64, CTRL_RX * sizeof(*e->ctrl));
+    if (!e->ctrl)
+        return -XTQ_ENOMEM;
+    memset(e->ctrl, 0, CTRL_RX * sizeof(*e->ctrl));
+    e->nctrl = CTRL_RX;
+    for (unsigned i = 0; i < e->nctrl; i++) {
+        e->ctrl[i].kind = CTX_CTRL;
+        int rc = xtq__ofi_post_trecv(&e->ofi, e->ctrl[i].buf, sizeof(e->ctrl[i].buf),
+                                     XTQ__CTRL_TAG, &e->ctrl[i]);
+        if (rc && rc != -FI_EAGAIN) {
+            xtq_err(OFI, "posting control receives: %s", fi_strerror(-rc));
+            return -XTQ_EFABRIC;
+        }
+        if (rc)
+            atomic_store(&e->ctrl[i].needs_post, 1);
+    }
+    return 0;
+}
+
+void xtq__ctrl_close(struct xtq__engine *e)
+{
+    free(e->ctrl);
+    e->ctrl = NULL;
+    e->nctrl = 0;
+}
+
+void xtq__ctrl_repost(struct xtq__engine *e)
+{
+    for (unsigned i = 0; i < e->nctrl; i++)
+        if (atomic_load_explicit(&e->ctrl[i].needs_post, memory_order_relaxed) &&
+            atomic_exchange(&e->ctrl[i].needs_post, 0))
+            ctrl_post(e, &e->ctrl[i]);
+}
+
+ssize_t xtq__ctrl_send(struct xtq__engine *e, int dest, const struct xtq__wire_hdr *hdr)
+{
+    return xtq__ofi_tinject(&e->ofi, hdr, sizeof(*hdr), dest, XTQ__CTRL_TAG);
+}
+
+void xtq__ctrl_recv(struct xtq__engine *e, struct ctrl_rx *c, size_t len, bool ok)
+{
+    const struct xtq__wire_hdr *hdr;
+    xtq_ctx_t *ctx = e->ctx;
+    int rc = ok ? xtq__wire_validate(c->buf, len, ctx->job_key, (uint32_t)ctx->size, e->max_msg,
+                                     &hdr, NULL, NULL)
+                : -XTQ_EBADMSG;
+    /* Headers only: a put, or an ack with a result, does not belong here. */
+    if (rc == 0 && (hdr->type == XTQ__MSG_PUT || hdr->result_len))
+        rc = -XTQ_EPROTO;
+    if (rc) {
+        xtq__stats_rejected(ctx, rc);
+        XTQ_LOG_ONCE(ENGINE, WARN, "dropped an invalid control message of %zu bytes: %s", len,
+                     xtq_errname(rc));
+    } else {
+        xtq__peer_heard(e, hdr->src_rank);
+        if (xtq__probe_recv(e, hdr))
+            ; /* liveness only */
+        else if (hdr->type == XTQ__MSG_ACK)
+            xtq__initiator_ack(e, hdr, NULL);
+        else
+            xtq__ack_reask(e, hdr->src_rank, hdr->seq);
+    }
+    if (!atomic_load(&e->stop))
+        ctrl_post(e, c);
 }
 
 void xtq__ack_sent(struct xtq__engine *e, void *send, int status)

@@ -52,6 +52,9 @@ int xtq__ofi_post_multi_recv(struct xtq__ofi *o, void *buf, size_t len, void *co
 ssize_t xtq__ofi_sendv(struct xtq__ofi *o, const struct iovec *iov, size_t count, int dest,
                        void *context);
 ssize_t xtq__ofi_inject(struct xtq__ofi *o, const void *buf, size_t len, int dest);
+/* Tagged: the control channel's sends and its posted receives. */
+ssize_t xtq__ofi_tinject(struct xtq__ofi *o, const void *buf, size_t len, int dest, uint64_t tag);
+int xtq__ofi_post_trecv(struct xtq__ofi *o, void *buf, size_t len, uint64_t tag, void *context);
 /* Reads up to n entries; an error entry is returned in *err (ret -FI_EAVAIL).
  * `polite`: return -FI_EAGAIN at once when a sender is waiting for the
  * endpoint or holds it (a polling thread must not stand in its way). */

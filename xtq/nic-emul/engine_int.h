@@ -27,7 +27,22 @@
 
 /* First word of every libfabric operation context, so a CQ entry says
  * what it completes. */
-enum ctx_kind { CTX_REGION = 0x52454731u, CTX_PUT = 0x50555431u, CTX_ACK = 0x41434b31u };
+enum ctx_kind {
+    CTX_REGION = 0x52454731u,
+    CTX_PUT = 0x50555431u,
+    CTX_ACK = 0x41434b31u,
+    CTX_CTRL = 0x4354524cu,
+};
+
+/* The control channel (acks.c): acks without a result, liveness probes
+ * and re-asks travel tagged, into receives of their own, so that puts
+ * that fill the multi-receive regions cannot hold them up. */
+#define XTQ__CTRL_TAG 0x5854510000000001ull
+struct ctrl_rx {
+    uint32_t kind; /* CTX_CTRL */
+    _Atomic uint32_t needs_post;
+    _Alignas(64) uint8_t buf[64]; /* one wire header */
+};
 
 /* A posted multi-receive region. refs: 1 while the provider holds it, plus
  * one per task (or backlogged message) that points into it. */
@@ -39,6 +54,10 @@ struct rx_region {
     _Atomic int64_t refs;
     _Atomic uint32_t needs_post;
     bool registered; /* with the context's agents */
+    /* Since it was posted (progress turn): bytes of messages that landed,
+     * the furthest end, and a release the provider reported too early. */
+    size_t landed, landed_end;
+    bool release_pending;
 };
 
 /*
@@ -159,6 +178,7 @@ struct put_slot {
     void *result;           /* a fetching put's buffer, or NULL */
     size_t result_len;
     struct put_trigger *trig; /* a triggered put, until the slot is free */
+    uint64_t local_at;        /* ns: when it left (LOCAL), for re-asks */
     bool detach_at_local;
     /* Wire header, plus the command where it is gathered here, plus the
      * payload where it is copied (eager, or more pieces than the provider
@@ -239,6 +259,9 @@ struct xtq__engine {
     _Atomic uint32_t acks_retrying;
     struct ack_send *acks_inflight; /* results being sent */
     bool acks_closed; /* after stop: acks are dropped, not queued */
+    struct ctrl_rx *ctrl; /* the control channel's receives */
+    unsigned nctrl;
+    uint64_t next_reask; /* initiator.c, progress turn only */
     _Atomic uint32_t acks_pending; /* in the send queue */
     uint8_t *res_pool;      /* result blocks of RESULT_BLOCK bytes, agent-reachable */
     uint32_t *res_free;     /* free block indices, under ack_lock */
@@ -282,6 +305,8 @@ void xtq__puts_fail_all(struct xtq__engine *e, int status);
 int xtq__triggers_poll(struct xtq__engine *e);
 /* Stop: signals no longer kick this engine. */
 void xtq__triggers_stop(struct xtq__engine *e);
+/* Progress turn: ask again for acks that are overdue (lost on the way). */
+void xtq__puts_reask(struct xtq__engine *e);
 
 /* ---- target.c ----------------------------------------------------------- */
 /* Allocate, register with the agents and post the receive regions. */
@@ -291,6 +316,10 @@ void xtq__regions_close(struct xtq__engine *e);
 void xtq__regions_repost(struct xtq__engine *e);
 /* Drop one reference; the last one reposts the region. */
 void xtq__region_put(struct rx_region *r);
+/* A message of `len` bytes landed at `buf` in region `r` (progress turn). */
+void xtq__region_landed(struct rx_region *r, const void *buf, size_t len);
+/* The provider released region `r` (an FI_MULTI_RECV completion). */
+void xtq__region_released(struct rx_region *r, uint64_t flags);
 /* A message landed in region `r`: validate and dispatch it. */
 void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len);
 /* Retry backlogged tasks; returns how many left the backlog. */
@@ -324,6 +353,17 @@ void xtq__ack_unrecorded(struct xtq__engine *e, int dest, uint64_t seq, int stat
 void xtq__ack_sent(struct xtq__engine *e, void *send, int status);
 /* Send queued acks (progress thread); returns how many left the queue. */
 int xtq__acks_flush(struct xtq__engine *e);
+/* The initiator asks again for the ack of put `seq` (a control message):
+ * sent again if it left already, else it is on its way. */
+void xtq__ack_reask(struct xtq__engine *e, uint32_t src, uint64_t seq);
+/* The control channel: post its receives (create); send a header on it
+ * (0, or the fabric's error); one arrived (progress turn: `len` bytes, or
+ * an error when ok is false); repost what the provider refused earlier. */
+int xtq__ctrl_open(struct xtq__engine *e);
+void xtq__ctrl_close(struct xtq__engine *e);
+ssize_t xtq__ctrl_send(struct xtq__engine *e, int dest, const struct xtq__wire_hdr *hdr);
+void xtq__ctrl_recv(struct xtq__engine *e, struct ctrl_rx *c, size_t len, bool ok);
+void xtq__ctrl_repost(struct xtq__engine *e);
 /* Stop: acks never sent are dropped, and later ones too (any thread). */
 void xtq__acks_drop(struct xtq__engine *e);
 

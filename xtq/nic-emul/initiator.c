@@ -231,6 +231,7 @@ static void slot_local_locked(struct xtq__engine *e, struct put_slot *s, int sta
     if (!(s->state & SLOT_BUSY) || (s->state & SLOT_LOCAL))
         return;
     s->state |= SLOT_LOCAL;
+    s->local_at = xtq__now_ns();
     if (status) {
         /* The message did not leave: no ack will come. */
         if (!s->status) {
@@ -344,6 +345,47 @@ void xtq__puts_fail_all(struct xtq__engine *e, int status)
             }
         }
     pthread_mutex_unlock(&e->put_lock);
+}
+
+/* ---- acks that do not come ------------------------------------------------ */
+
+/* How long a put that left may wait for its ack before we ask again: a
+ * quarter of the peer timeout (1.25 s by default), at least 10 ms; 1 s
+ * when peers are never declared down. A target that is still running the
+ * task (remote completion) answers nothing and is asked again later. */
+static uint64_t reask_after(const struct xtq__engine *e)
+{
+    if (!e->peer_timeout_ns)
+        return 1000000000ull;
+    return e->peer_timeout_ns / 4 > 10000000ull ? e->peer_timeout_ns / 4 : 10000000ull;
+}
+
+void xtq__puts_reask(struct xtq__engine *e)
+{
+    uint64_t now = xtq__now_ns(), after = reask_after(e);
+    if (now < e->next_reask || !atomic_load_explicit(&e->puts_outstanding, memory_order_relaxed))
+        return;
+    e->next_reask = now + after / 2;
+    for (int r = 0; r < e->ctx->size; r++) {
+        struct peer *p = &e->peers[r];
+        if (atomic_load(&p->down))
+            continue;
+        xtq__mutex_lock(&e->put_lock);
+        for (uint32_t i = 0; p->busy && i < e->window; i++) {
+            struct put_slot *s = &p->slots[i];
+            if ((s->state & (SLOT_BUSY | SLOT_LOCAL | SLOT_ACKED)) != (SLOT_BUSY | SLOT_LOCAL) ||
+                now - s->local_at < after)
+                continue;
+            /* Lost on the way, or the task still runs: ask (on the
+             * control channel; best effort, again next round). */
+            struct xtq__wire_hdr h;
+            xtq__wire_hdr_init(&h, XTQ__MSG_ASK, e->ctx->job_key, (uint32_t)e->ctx->rank, s->seq);
+            s->local_at = now;
+            if (xtq__ctrl_send(e, r, &h) == 0)
+                xtq__bell_ring(e, r);
+        }
+        pthread_mutex_unlock(&e->put_lock);
+    }
 }
 
 /* ---- puts -------------------------------------------------------------- */

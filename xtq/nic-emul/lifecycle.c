@@ -23,6 +23,7 @@ static void engine_free(struct xtq__engine *e)
     if (e->ofi_open)
         xtq__ofi_close(&e->ofi);
     xtq__acks_close(e);
+    xtq__ctrl_close(e);
     xtq__regions_close(e);
     for (int r = 0; e->peers && r < ctx->size; r++) {
         for (uint32_t i = 0; e->peers[r].slots && i < e->window; i++)
@@ -121,6 +122,9 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     if (rc)
         goto err_engine;
     rc = xtq__acks_open(e);
+    if (rc)
+        goto err_engine;
+    rc = xtq__ctrl_open(e);
     if (rc)
         goto err_engine;
     free(blob);

@@ -44,6 +44,8 @@ static int cq_poll(struct xtq__engine *e, bool polite)
                 xtq__slot_local(e, s, -XTQ_EFABRIC, err.prov_errno);
             } else if (kind == CTX_ACK) {
                 xtq__ack_sent(e, err.op_context, err.err ? err.err : FI_EIO);
+            } else if (kind == CTX_CTRL) {
+                xtq__ctrl_recv(e, err.op_context, 0, false);
             } else if (kind == CTX_REGION) {
                 struct rx_region *r = err.op_context;
                 XTQ_LOG_ONCE(OFI, ERROR, "receive error: %s (%s)", fi_strerror(err.err), buf);
@@ -63,12 +65,16 @@ static int cq_poll(struct xtq__engine *e, bool polite)
                 xtq__slot_local(e, ent[i].op_context, 0, 0);
             } else if (kind == CTX_ACK) {
                 xtq__ack_sent(e, ent[i].op_context, 0);
+            } else if (kind == CTX_CTRL) {
+                xtq__ctrl_recv(e, ent[i].op_context, ent[i].len, true);
             } else if (kind == CTX_REGION) {
                 struct rx_region *r = ent[i].op_context;
-                if ((ent[i].flags & FI_RECV) && ent[i].len)
+                if ((ent[i].flags & FI_RECV) && ent[i].len) {
                     xtq__target_recv(e, r, ent[i].buf, ent[i].len);
+                    xtq__region_landed(r, ent[i].buf, ent[i].len);
+                }
                 if (ent[i].flags & FI_MULTI_RECV)
-                    xtq__region_put(r);
+                    xtq__region_released(r, ent[i].flags);
             }
         }
         n += (int)got;
@@ -82,10 +88,12 @@ static int progress_locked(struct xtq__engine *e, bool polite)
 {
     int n = 0, rc;
     xtq__regions_repost(e);
+    xtq__ctrl_repost(e);
     n += xtq__acks_flush(e);
     n += xtq__backlog_drain(e);
     n += xtq__triggers_poll(e);
     xtq__peers_check(e);
+    xtq__puts_reask(e);
     rc = cq_poll(e, polite);
     if (rc < 0)
         return rc;

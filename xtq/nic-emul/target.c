@@ -22,6 +22,9 @@
 
 static int region_post(struct rx_region *r)
 {
+    r->landed = 0;
+    r->landed_end = 0;
+    r->release_pending = false;
     int rc = xtq__ofi_post_multi_recv(&r->e->ofi, r->buf, r->len, r);
     if (rc == -FI_EAGAIN) {
         atomic_store(&r->needs_post, 1);
@@ -42,6 +45,46 @@ void xtq__region_put(struct rx_region *r)
         if (!atomic_load(&r->e->stop))
             region_post(r);
     }
+}
+
+/*
+ * The provider is done with a region when it says so: on the completion
+ * of the last message (FI_RECV | FI_MULTI_RECV), or in a completion of its
+ * own. ofi_rxm (1.17) also writes one of its own when the region is posted
+ * while messages wait unmatched: it cuts the start of the region into
+ * pieces for them and reports the region released at once, before the
+ * pieces have been filled (rendezvous and segmented messages complete
+ * later). Reposting then would let new messages overwrite them. Pieces
+ * are cut contiguously from the start until less than min_multi_recv is
+ * left, so the region is released for real once the messages that landed
+ * cover [0, end) without a gap and less than that is left after `end`.
+ */
+static bool region_filled(const struct rx_region *r)
+{
+    return r->landed == r->landed_end && r->len - r->landed_end < r->e->max_wire;
+}
+
+void xtq__region_landed(struct rx_region *r, const void *buf, size_t len)
+{
+    size_t end = (size_t)((const uint8_t *)buf - (const uint8_t *)r->buf) + len;
+    r->landed += len;
+    if (end > r->landed_end)
+        r->landed_end = end;
+    if (r->release_pending && region_filled(r)) {
+        r->release_pending = false;
+        xtq__region_put(r);
+    }
+}
+
+void xtq__region_released(struct rx_region *r, uint64_t flags)
+{
+    if ((flags & FI_RECV) || region_filled(r)) {
+        xtq__region_put(r);
+        return;
+    }
+    XTQ_LOG_ONCE(OFI, INFO, "a receive region was released before the messages cut from it "
+                            "completed; reposting it once they have");
+    r->release_pending = true;
 }
 
 void xtq__regions_repost(struct xtq__engine *e)
