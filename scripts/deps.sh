@@ -6,6 +6,7 @@ set -euo pipefail
 PKGS=(build-essential cmake pkg-config git
       libfabric-dev libfabric-bin libhwloc-dev hwloc libpmix-dev
       libopenmpi-dev openmpi-bin
+      libmpich-dev mpich
       libhsa-runtime-dev
       clang libclang-rt-14-dev
       gnuplot-nox

@@ -283,7 +283,9 @@ XTQ_TEST(control_space)
     setenv("XTQ_MAX_MSG_SIZE", "65536", 1);
     setenv("XTQ_RX_BUFFERS", "2", 1);
     setenv("XTQ_RX_BUFFER_SIZE", "65536", 1);
-    setenv("XTQ_PEER_TIMEOUT_MS", "1000", 1);
+    /* 2 s: long enough that a loaded 2-core machine's scheduling is not
+     * taken for silence, short enough to hold past it below. */
+    setenv("XTQ_PEER_TIMEOUT_MS", "2000", 1);
     setenv("XTQ_CPU_WORKERS", "2", 1);
     struct target t;
     CHECK_OK(xtq_init(NULL, &t.ctx));
@@ -329,7 +331,7 @@ XTQ_TEST(control_space)
             CHECK_OK(xtq_completion_wait(t.ctx, &c, 20 * SEC));
         }
         /* Held past the peer timeout: rank 1 pings, rank 0 answers. */
-        struct timespec ts = {2, 500000000};
+        struct timespec ts = {3, 0};
         nanosleep(&ts, NULL);
         CHECK_OK(xtq_get_stats(t.ctx, &st));
         CHECK_EQ(st.msgs_received, received); /* nothing more got in */

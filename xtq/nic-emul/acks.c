@@ -36,10 +36,10 @@
 
 /* Blocks of this size come from the pool (results up to 3968 bytes);
  * larger ones are registered allocations of their own. */
-#define RESULT_BLOCK 4096u
+#define RESULT_BLOCK  4096u
 #define RESULT_BLOCKS 64u
-#define SEND_HDR 64u
-#define ACK_HDR sizeof(struct xtq__wire_hdr)
+#define SEND_HDR      64u
+#define ACK_HDR       sizeof(struct xtq__wire_hdr)
 /* A failed send is retried after 1 ms, doubling up to this. */
 #define RETRY_MAX_NS 128000000ull
 
@@ -127,6 +127,7 @@ struct ack_out {
     int32_t status;
     uint64_t seq;
     uint64_t since;
+    uint64_t refused_at;
     uint8_t *block;
     bool pooled;
     uint32_t result_len;
@@ -135,8 +136,8 @@ struct ack_out {
 /* Caller holds ack_lock: hand the entry's ack over for sending. */
 static struct ack_out ack_take(struct ack_entry *a, bool async)
 {
-    struct ack_out o = {a->dest,  a->status, a->seq,       a->since,
-                        a->block, a->pooled, a->result_len};
+    struct ack_out o = {a->dest,       a->status, a->seq,    a->since,
+                        a->refused_at, a->block,  a->pooled, a->result_len};
     a->state = ACK_FREE;
     a->sent = true;
     a->result_inflight = async;
@@ -155,6 +156,7 @@ static bool ack_giveback(struct ack_entry *a, const struct ack_out *o)
     a->result_inflight = false;
     a->status = o->status;
     a->since = o->since;
+    a->refused_at = o->refused_at;
     a->block = o->block;
     a->pooled = o->pooled;
     a->result_len = o->result_len;
@@ -228,6 +230,7 @@ struct ack_entry *xtq__ack_hold(struct xtq__engine *e, uint32_t src, uint64_t se
     a->seq = seq;
     a->status = 0;
     a->tries = 0;
+    a->refused_at = 0;
     a->block = NULL;
     a->result_len = 0;
     pthread_mutex_unlock(&e->ack_lock);
@@ -429,8 +432,11 @@ void xtq__ack_done(struct xtq__engine *e, struct ack_entry *a, int status)
     }
     a->since = xtq__now_ns();
     /* Nothing queued before it: send from this thread (an agent worker
-     * retiring the task, or the progress turn). */
-    if (e->acks_head || e->ofi.inject_size < ACK_HDR) {
+     * retiring the task, or the progress turn), unless the progress thread
+     * owns the endpoint (XTQ_ENDPOINT_OWNER=progress) and this is not its
+     * turn. */
+    if (e->acks_head || e->ofi.inject_size < ACK_HDR ||
+        (e->owner_only && !xtq__engine_in_turn(e))) {
         queue_push(e, a, false);
         pthread_mutex_unlock(&e->ack_lock);
         block_release(e, drop, drop_pooled, drop_len);
@@ -488,9 +494,13 @@ void xtq__ack_reask(struct xtq__engine *e, uint32_t src, uint64_t seq)
 
 /* ---- the control channel ---------------------------------------------------- */
 
-/* Receives of one header each; a few per peer would be enough, the
- * provider holds what arrives beyond them until they are reposted. */
-#define CTRL_RX 128u
+/* Receives of one header each: 4 per peer, 16 to 128; the provider holds
+ * what arrives beyond them until they are reposted. */
+static unsigned ctrl_rx_count(int nranks)
+{
+    unsigned n = 4u * (unsigned)nranks;
+    return n < 16 ? 16 : n > 128 ? 128 : n;
+}
 
 static void ctrl_post(struct xtq__engine *e, struct ctrl_rx *c)
 {
@@ -506,11 +516,29 @@ static void ctrl_post(struct xtq__engine *e, struct ctrl_rx *c)
 
 int xtq__ctrl_open(struct xtq__engine *e)
 {
-    e->ctrl = aligned_alloc(64, CTRL_RX * sizeof(*e->ctrl));
+    unsigned n = ctrl_rx_count(e->ctx->size);
+    /*
+     * A provider's receive entries hold posted receives and unexpected
+     * messages alike (shm: 1024, its maximum). Peers may have a whole
+     * window each waiting unexpected while our regions are held: where
+     * the control receives would take entries those need, a region could
+     * not be posted again (-FI_ENOMEM) and nothing would arrive any more.
+     * There, control messages travel untagged into the regions (as puts
+     * do), and say so once.
+     */
+    size_t need = (size_t)e->window * (size_t)(e->ctx->size - 1) + e->nregions + n;
+    if (e->ofi.rx_size && need > e->ofi.rx_size) {
+        xtq_info(ENGINE,
+                 "%s: %zu receive entries, %zu needed with a control channel; control "
+                 "messages share the receive regions",
+                 e->ofi.prov_name, e->ofi.rx_size, need);
+        return 0;
+    }
+    e->ctrl = aligned_alloc(64, n * sizeof(*e->ctrl));
     if (!e->ctrl)
         return -XTQ_ENOMEM;
-    memset(e->ctrl, 0, CTRL_RX * sizeof(*e->ctrl));
-    e->nctrl = CTRL_RX;
+    memset(e->ctrl, 0, n * sizeof(*e->ctrl));
+    e->nctrl = n;
     for (unsigned i = 0; i < e->nctrl; i++) {
         e->ctrl[i].kind = CTX_CTRL;
         int rc = xtq__ofi_post_trecv(&e->ofi, e->ctrl[i].buf, sizeof(e->ctrl[i].buf),
@@ -542,10 +570,15 @@ void xtq__ctrl_repost(struct xtq__engine *e)
 
 ssize_t xtq__ctrl_send(struct xtq__engine *e, int dest, const struct xtq__wire_hdr *hdr)
 {
-    return xtq__ofi_tinject(&e->ofi, hdr, sizeof(*hdr), dest, XTQ__CTRL_TAG);
+    if (e->nctrl)
+        return xtq__ofi_tinject(&e->ofi, hdr, sizeof(*hdr), dest, XTQ__CTRL_TAG);
+    /* No control channel here (ctrl_open): into the peer's regions. */
+    if (e->ofi.inject_size < sizeof(*hdr))
+        return -FI_ENOSPC;
+    return xtq__ofi_inject(&e->ofi, hdr, sizeof(*hdr), dest);
 }
 
-void xtq__ctrl_recv(struct xtq__engine *e, struct ctrl_rx *c, size_t len, bool ok)
+void xtq__ctrl_recv(struct xtq__engine *e, struct ctrl_rx *c, size_t len, fi_addr_t src, bool ok)
 {
     const struct xtq__wire_hdr *hdr;
     xtq_ctx_t *ctx = e->ctx;
@@ -555,6 +588,9 @@ void xtq__ctrl_recv(struct xtq__engine *e, struct ctrl_rx *c, size_t len, bool o
     /* Headers only: a put, or an ack with a result, does not belong here. */
     if (rc == 0 && (hdr->type == XTQ__MSG_PUT || hdr->result_len))
         rc = -XTQ_EPROTO;
+    /* The rank it claims must be the endpoint it came from (target.c). */
+    if (rc == 0 && !xtq__ofi_source_is(&e->ofi, (int)hdr->src_rank, src))
+        rc = -XTQ_ESRCRANK;
     if (rc) {
         xtq__stats_rejected(ctx, rc);
         XTQ_LOG_ONCE(ENGINE, WARN, "dropped an invalid control message of %zu bytes: %s", len,
@@ -645,13 +681,18 @@ int xtq__acks_flush(struct xtq__engine *e)
         if (rc == 0) {
             block_release(e, o.block, o.pooled, o.result_len);
             ack_counted(e, o.dest);
-        } else if (rc == -FI_EAGAIN && e->peer_timeout_ns &&
-                   xtq__now_ns() - o.since >= e->peer_timeout_ns) {
+        } else if (rc == -FI_EAGAIN && e->peer_timeout_ns && o.refused_at &&
+                   xtq__now_ns() - o.refused_at >= e->peer_timeout_ns) {
             /* A destination that takes nothing for a whole peer timeout
-             * is gone: drop its acks rather than hold up everyone's. */
+             * of tries is gone: drop its acks rather than hold up
+             * everyone's. Timed from the first refused try, not from when
+             * the ack was queued: a flusher that did not run for a while
+             * blames nobody. */
             block_release(e, o.block, o.pooled, o.result_len);
             xtq__peer_down(e, o.dest, "silent for longer than XTQ_PEER_TIMEOUT_MS");
         } else if (rc < 0) {
+            if (rc == -FI_EAGAIN && !o.refused_at)
+                o.refused_at = xtq__now_ns();
             ack_failed(e, a, &o, rc, true);
             if (rc == -FI_EAGAIN)
                 break;

@@ -86,7 +86,10 @@ struct ack_entry {
     uint32_t result_len; /* the put's result bytes */
     uint32_t tries;      /* sends that failed */
     uint64_t seq;
-    uint64_t since; /* queued at (ns), or when a retry is due */
+    uint64_t since;      /* queued at (ns), or when a retry is due */
+    uint64_t refused_at; /* first send the transport refused (ns), 0: none
+                          * yet; refused for a whole peer timeout: the
+                          * destination is gone */
     struct ack_entry *next;
     uint8_t *block; /* [struct ack_send][ack header][result], or NULL */
 };
@@ -117,15 +120,16 @@ struct rx_task {
     void *payload;
     uint64_t payload_len;
     bool counted_full;
-    struct ack_entry *ack;      /* its ack and result (acks.c) */
-    struct xtq__task_refs refs; /* from enqueue to retire (registry.h) */
+    struct ack_entry *ack;             /* its ack and result (acks.c) */
+    struct xtq__task_refs refs;        /* from enqueue to retire (registry.h) */
     _Alignas(16) uint8_t scratch[256]; /* kernel arguments that landed misaligned */
 };
 
 /* SLOT_BUSY from issue to DONE; SLOT_ARMED while a trigger holds it back;
- * SLOT_SENDING while a thread is handing it to the transport (the slot,
- * its stage and trigger stay until that thread lets go, even if the put
- * completes meanwhile: a peer declared down). */
+ * SLOT_SENDING while a thread is handing it to the transport, or while it
+ * waits in the send queue (XTQ_ENDPOINT_OWNER=progress) for the progress
+ * turn that does (the slot, its stage and trigger stay until it is let
+ * go, even if the put completes meanwhile: a peer declared down). */
 enum slot_state {
     SLOT_BUSY = 1u << 0,
     SLOT_LOCAL = 1u << 1,
@@ -164,6 +168,17 @@ struct put_trigger {
     struct iovec piov[]; /* the caller's pieces */
 };
 
+/* A multi-producer, single-consumer queue (D. Vyukov's intrusive one):
+ * any thread pushes without a lock; whoever holds the progress turn pops. */
+struct mpsc_node {
+    _Atomic(struct mpsc_node *) next;
+};
+struct mpsc {
+    _Atomic(struct mpsc_node *) head; /* producers */
+    struct mpsc_node *tail;           /* consumer */
+    struct mpsc_node stub;
+};
+
 /* One put in flight: the initiator's window holds XTQ_PUT_WINDOW per target. */
 struct put_slot {
     uint32_t kind;
@@ -185,6 +200,12 @@ struct put_slot {
      * gathers); kept for the slot's next put unless large. */
     uint8_t *stage;
     size_t stage_cap;
+    /* The send as the caller made it, for the progress turn that makes it
+     * (XTQ_ENDPOINT_OWNER=progress): layout, pieces, and the queue link. */
+    struct put_layout txl;
+    struct iovec txiov[WIRE_IOV_MAX];
+    uint8_t txniov;
+    struct mpsc_node txq;
 };
 
 /* Liveness probes are ACK headers with these reserved sequence numbers
@@ -205,7 +226,9 @@ struct peer {
     _Atomic bool down;
 };
 
-/* A rank's doorbell in POSIX shared memory (wakeup.c). */
+/* A rank's doorbell in POSIX shared memory (wakeup.c); its name travels
+ * in the address exchange. */
+#define XTQ__BELL_NAME_MAX 64
 struct doorbell {
     _Atomic uint32_t seq;
     _Atomic uint32_t sleeping;
@@ -223,6 +246,13 @@ struct xtq__engine {
     /* target.c */
     struct rx_region *regions;
     unsigned nregions;
+
+    /* XTQ_ENDPOINT_OWNER=progress: only the progress thread (or, in manual
+     * mode, whoever progresses) uses the endpoint; puts wait in txq, acks
+     * in the ack queue, reposts as needs_post. */
+    bool owner_only;
+    struct mpsc txq;
+    struct put_slot *tx_retry; /* popped, refused with -FI_EAGAIN: first next time */
 
     /* initiator.c */
     pthread_mutex_t put_lock;
@@ -258,13 +288,13 @@ struct xtq__engine {
     uint64_t acks_retry_due;      /* the earliest of them */
     _Atomic uint32_t acks_retrying;
     struct ack_send *acks_inflight; /* results being sent */
-    bool acks_closed; /* after stop: acks are dropped, not queued */
-    struct ctrl_rx *ctrl; /* the control channel's receives */
+    bool acks_closed;               /* after stop: acks are dropped, not queued */
+    struct ctrl_rx *ctrl;           /* the control channel's receives */
     unsigned nctrl;
-    uint64_t next_reask; /* initiator.c, progress turn only */
+    uint64_t next_reask;           /* initiator.c, progress turn only */
     _Atomic uint32_t acks_pending; /* in the send queue */
-    uint8_t *res_pool;      /* result blocks of RESULT_BLOCK bytes, agent-reachable */
-    uint32_t *res_free;     /* free block indices, under ack_lock */
+    uint8_t *res_pool;             /* result blocks of RESULT_BLOCK bytes, agent-reachable */
+    uint32_t *res_free;            /* free block indices, under ack_lock */
     uint32_t res_nfree;
     bool res_registered;
 
@@ -277,8 +307,9 @@ struct xtq__engine {
     _Atomic uint32_t kick; /* a turn is wanted before the thread sleeps */
     int wake_fd;
     int progress_cpu;
-    struct doorbell **bells; /* by rank; NULL unless doorbells are in use */
-    char bell_name[64];
+    struct doorbell **bells;            /* by rank; NULL unless doorbells are in use */
+    bool bell_fence;                    /* doorbells wanted: every rank takes the fence */
+    char bell_name[XTQ__BELL_NAME_MAX]; /* until every peer mapped it */
 
     uint64_t wait_spin_ns;     /* XTQ_WAIT_SPIN_US, resolved */
     uint64_t progress_spin_ns; /* XTQ_PROGRESS_SPIN_US, resolved */
@@ -294,8 +325,7 @@ struct xtq__engine {
 void xtq__slot_local(struct xtq__engine *e, struct put_slot *s, int status, int prov_errno);
 /* An ACK for one of our puts arrived (validated header; `result`: the
  * hdr->result_len bytes after it, or NULL). */
-void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr,
-                        const void *result);
+void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr, const void *result);
 /* Complete every put pending to rank `r` with `status` (peer down). */
 void xtq__puts_fail_peer(struct xtq__engine *e, int r, int status);
 /* Complete every put still pending, keeping an earlier error (stop). */
@@ -307,6 +337,10 @@ int xtq__triggers_poll(struct xtq__engine *e);
 void xtq__triggers_stop(struct xtq__engine *e);
 /* Progress turn: ask again for acks that are overdue (lost on the way). */
 void xtq__puts_reask(struct xtq__engine *e);
+/* XTQ_ENDPOINT_OWNER=progress, in a progress turn: send the queued puts;
+ * returns how many left the queue. Stop: forget them (already failed). */
+int xtq__txq_flush(struct xtq__engine *e);
+void xtq__txq_drop(struct xtq__engine *e);
 
 /* ---- target.c ----------------------------------------------------------- */
 /* Allocate, register with the agents and post the receive regions. */
@@ -320,8 +354,10 @@ void xtq__region_put(struct rx_region *r);
 void xtq__region_landed(struct rx_region *r, const void *buf, size_t len);
 /* The provider released region `r` (an FI_MULTI_RECV completion). */
 void xtq__region_released(struct rx_region *r, uint64_t flags);
-/* A message landed in region `r`: validate and dispatch it. */
-void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len);
+/* A message landed in region `r` from endpoint `src` (FI_SOURCE):
+ * validate and dispatch it. */
+void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len,
+                      fi_addr_t src);
 /* Retry backlogged tasks; returns how many left the backlog. */
 int xtq__backlog_drain(struct xtq__engine *e);
 /* Stop: drop the backlog (those commands never ran). */
@@ -357,12 +393,14 @@ int xtq__acks_flush(struct xtq__engine *e);
  * sent again if it left already, else it is on its way. */
 void xtq__ack_reask(struct xtq__engine *e, uint32_t src, uint64_t seq);
 /* The control channel: post its receives (create); send a header on it
- * (0, or the fabric's error); one arrived (progress turn: `len` bytes, or
- * an error when ok is false); repost what the provider refused earlier. */
+ * (0, or the fabric's error; a progress turn where the progress thread
+ * owns the endpoint); one arrived (progress turn: `len` bytes from
+ * endpoint `src`, or an error when ok is false); repost what the provider
+ * refused earlier. */
 int xtq__ctrl_open(struct xtq__engine *e);
 void xtq__ctrl_close(struct xtq__engine *e);
 ssize_t xtq__ctrl_send(struct xtq__engine *e, int dest, const struct xtq__wire_hdr *hdr);
-void xtq__ctrl_recv(struct xtq__engine *e, struct ctrl_rx *c, size_t len, bool ok);
+void xtq__ctrl_recv(struct xtq__engine *e, struct ctrl_rx *c, size_t len, fi_addr_t src, bool ok);
 void xtq__ctrl_repost(struct xtq__engine *e);
 /* Stop: acks never sent are dropped, and later ones too (any thread). */
 void xtq__acks_drop(struct xtq__engine *e);
@@ -377,11 +415,20 @@ void xtq__peer_down(struct xtq__engine *e, int r, const char *why);
 /* Progress thread: ping quiet peers, declare silent ones down. */
 void xtq__peers_check(struct xtq__engine *e);
 
+/* ---- progress.c ----------------------------------------------------------- */
+/* Whether this thread is taking a progress turn of `e` now: where the
+ * progress thread owns the endpoint (XTQ_ENDPOINT_OWNER=progress), only
+ * such a thread may use it. */
+bool xtq__engine_in_turn(const struct xtq__engine *e);
+
 /* ---- wakeup.c ----------------------------------------------------------- */
 /* Doorbells (same host, CQ without a wait fd) and the eventfd. */
 int xtq__wakeup_open(struct xtq__engine *e, bool same_host);
-/* After the address exchange: map the peers' doorbells. */
-void xtq__wakeup_connect(struct xtq__engine *e);
+/* Our doorbell's name for the address exchange ("" when none). */
+void xtq__wakeup_name(struct xtq__engine *e, char name[XTQ__BELL_NAME_MAX]);
+/* After the address exchange (`names`: every rank's, `stride` apart): map
+ * the peers' doorbells; then a fence, after which our name is unlinked. */
+int xtq__wakeup_connect(struct xtq__engine *e, const char *names, size_t stride);
 void xtq__wakeup_close(struct xtq__engine *e);
 /* A message went to `dest`: wake its progress thread if it sleeps. */
 void xtq__bell_ring(struct xtq__engine *e, int dest);

@@ -25,7 +25,7 @@ static const uint8_t zero_pad[64];
  * changes are polled (nothing on the host sees the change), host-side
  * changes kick the engine and this is a safety net. */
 #define TRIG_POLL_DEVICE_NS 50000
-#define TRIG_POLL_HOST_NS 1000000
+#define TRIG_POLL_HOST_NS   1000000
 
 enum { TRIG_NONE, TRIG_ARMED, TRIG_READY };
 
@@ -112,7 +112,7 @@ static void window_sleep(struct xtq__engine *e, uint32_t seen, int64_t timeout_n
         .waiters = &e->window_sleepers,
         .nap_ns = XTQ_TIMEOUT_INFINITE,
     };
-    (void)xtq__spin_wait(&w, xtq__now_ns() + (uint64_t)timeout_ns);
+    (void)xtq__spin_wait(&w, xtq__deadline_ns((uint64_t)timeout_ns));
 }
 
 /* ---- slots ------------------------------------------------------------- */
@@ -225,8 +225,7 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
 }
 
 /* The message left (status 0) or could not (caller holds put_lock). */
-static void slot_local_locked(struct xtq__engine *e, struct put_slot *s, int status,
-                              int prov_errno)
+static void slot_local_locked(struct xtq__engine *e, struct put_slot *s, int status, int prov_errno)
 {
     if (!(s->state & SLOT_BUSY) || (s->state & SLOT_LOCAL))
         return;
@@ -271,8 +270,7 @@ static void slot_sent(struct xtq__engine *e, struct put_slot *s, ssize_t rc, boo
     if (rc == 0)
         xtq__bell_ring(e, s->target);
     else if (rc != -FI_EAGAIN)
-        XTQ_LOG_ONCE(OFI, ERROR, "sending a put to rank %d: %s", s->target,
-                     fi_strerror((int)-rc));
+        XTQ_LOG_ONCE(OFI, ERROR, "sending a put to rank %d: %s", s->target, fi_strerror((int)-rc));
     xtq__mutex_lock(&e->put_lock);
     s->state &= ~(uint32_t)SLOT_SENDING;
     if (rc == 0 && injected)
@@ -284,8 +282,7 @@ static void slot_sent(struct xtq__engine *e, struct put_slot *s, ssize_t rc, boo
     pthread_mutex_unlock(&e->put_lock);
 }
 
-void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr,
-                        const void *result)
+void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr, const void *result)
 {
     uint32_t src = hdr->src_rank;
     struct put_slot *s = &e->peers[src].slots[hdr->seq % e->window];
@@ -540,6 +537,85 @@ static ssize_t put_transmit(struct xtq__engine *e, struct put_slot *s, const str
     return xtq__ofi_sendv(&e->ofi, iov, niov, s->target, s);
 }
 
+/* ---- the send queue (XTQ_ENDPOINT_OWNER=progress) ------------------------ */
+
+static void mpsc_push(struct mpsc *q, struct mpsc_node *n)
+{
+    atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
+    struct mpsc_node *prev = atomic_exchange_explicit(&q->head, n, memory_order_acq_rel);
+    atomic_store_explicit(&prev->next, n, memory_order_release);
+}
+
+/* NULL when empty, or when a producer is between its two steps (it is
+ * seen next time). One consumer at a time (the progress turn). */
+static struct mpsc_node *mpsc_pop(struct mpsc *q)
+{
+    struct mpsc_node *tail = q->tail;
+    struct mpsc_node *next = atomic_load_explicit(&tail->next, memory_order_acquire);
+    if (tail == &q->stub) {
+        if (!next)
+            return NULL;
+        q->tail = tail = next;
+        next = atomic_load_explicit(&tail->next, memory_order_acquire);
+    }
+    if (next) {
+        q->tail = next;
+        return tail;
+    }
+    if (tail != atomic_load_explicit(&q->head, memory_order_acquire))
+        return NULL;
+    mpsc_push(q, &q->stub);
+    next = atomic_load_explicit(&tail->next, memory_order_acquire);
+    if (next) {
+        q->tail = next;
+        return tail;
+    }
+    return NULL;
+}
+
+/* A queued slot is SLOT_SENDING (the caller handed it over with its
+ * pieces in s->txl, s->txiov): the progress turn sends it and lets go. */
+int xtq__txq_flush(struct xtq__engine *e)
+{
+    int n = 0;
+    for (;;) {
+        struct put_slot *s = e->tx_retry;
+        if (s) {
+            e->tx_retry = NULL;
+        } else {
+            struct mpsc_node *node = mpsc_pop(&e->txq);
+            if (!node)
+                break;
+            s = container_of(node, struct put_slot, txq);
+        }
+        /* Its peer went down while it was queued (the put was failed
+         * with -XTQ_EHOSTDOWN): nothing to send. */
+        ssize_t rc = -FI_EAGAIN;
+        if (!atomic_load(&e->peers[s->target].down)) {
+            rc = put_transmit(e, s, &s->txl, s->txiov, s->txniov);
+            if (rc == -FI_EAGAIN) {
+                e->tx_retry = s; /* the transport is full: first next turn */
+                break;
+            }
+            XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(e->ctx->rank, s->seq));
+        }
+        slot_sent(e, s, rc, s->txl.how == SEND_INJECT);
+        n++;
+    }
+    return n;
+}
+
+void xtq__txq_drop(struct xtq__engine *e)
+{
+    struct mpsc_node *node;
+    /* Their puts were failed by xtq__puts_fail_all: let the slots go. */
+    if (e->tx_retry)
+        slot_sent(e, e->tx_retry, -FI_EAGAIN, false);
+    e->tx_retry = NULL;
+    while ((node = mpsc_pop(&e->txq)) != NULL)
+        slot_sent(e, container_of(node, struct put_slot, txq), -FI_EAGAIN, false);
+}
+
 /* ---- triggered puts ------------------------------------------------------ */
 
 /* Engines with armed triggers that a host-side signal change kicks. */
@@ -650,8 +726,7 @@ int xtq__triggers_poll(struct xtq__engine *e)
         XTQ_TRACE_POINT(XTQ_TRACE_PUT_ISSUED, XTQ_TRACE_KEY(e->ctx->rank, s->seq));
         size_t niov = put_wire(&t->l, s->stage, NULL, t->piov, t->piovcnt, iov);
         ssize_t rc = put_transmit(e, s, &t->l, iov, niov);
-        if (rc == -FI_EAGAIN && !atomic_load(&e->peers[s->target].down) &&
-            !atomic_load(&e->stop)) {
+        if (rc == -FI_EAGAIN && !atomic_load(&e->peers[s->target].down) && !atomic_load(&e->stop)) {
             /* The transport is full: again next turn, in order. */
             xtq__mutex_lock(&e->put_lock);
             s->state &= ~(uint32_t)SLOT_SENDING;
@@ -877,21 +952,31 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
     XTQ_TRACE_POINT(XTQ_TRACE_PUT_ISSUED, XTQ_TRACE_KEY(ctx->rank, seq));
     size_t niov = put_wire(&l, s->stage, cmd, piov, iovcnt, iov);
 
-    ssize_t src;
-    for (;;) {
-        src = put_transmit(e, s, &l, iov, niov);
-        if (src != -FI_EAGAIN)
-            break;
-        /* The target died while we waited for room: xtq__peer_down() has
-         * completed the slot with -XTQ_EHOSTDOWN. */
-        if (atomic_load(&p->down))
-            break;
-        if (xtq__engine_progress(e) == 0)
-            sched_yield();
+    if (e->owner_only) {
+        /* XTQ_ENDPOINT_OWNER=progress: the progress turn sends it
+         * (txq_flush) and lets go; it is awake or woken. */
+        memcpy(s->txiov, iov, niov * sizeof(iov[0]));
+        s->txniov = (uint8_t)niov;
+        s->txl = l;
+        mpsc_push(&e->txq, &s->txq);
+        xtq__engine_wake(e);
+    } else {
+        ssize_t src;
+        for (;;) {
+            src = put_transmit(e, s, &l, iov, niov);
+            if (src != -FI_EAGAIN)
+                break;
+            /* The target died while we waited for room: xtq__peer_down()
+             * has completed the slot with -XTQ_EHOSTDOWN. */
+            if (atomic_load(&p->down))
+                break;
+            if (xtq__engine_progress(e) == 0)
+                sched_yield();
+        }
+        slot_sent(e, s, src, l.how == SEND_INJECT);
+        XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(ctx->rank, seq));
+        xtq__engine_wake(e);
     }
-    slot_sent(e, s, src, l.how == SEND_INJECT);
-    XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(ctx->rank, seq));
-    xtq__engine_wake(e);
 
     if (wait_local) {
         /* No completion object: return once the buffers are free. */
@@ -912,8 +997,7 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
 int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t timeout_ns)
 {
     struct comp_wait c = {e, (_Atomic uint32_t *)&comp->state, XTQ_COMPLETION_DONE};
-    uint64_t deadline =
-        timeout_ns == XTQ_TIMEOUT_INFINITE ? UINT64_MAX : xtq__now_ns() + (uint64_t)timeout_ns;
+    uint64_t deadline = xtq__deadline_ns(xtq__timeout_ns(timeout_ns));
 
     if (e->manual) {
         /* Nobody else progresses: we do, until done or the deadline. */
