@@ -197,14 +197,16 @@ static void engine_retire(void *cookie, int status)
 {
     struct rx_task *t = cookie;
     struct xtq__engine *e = t->e;
+    /* Its kernel, function and signal may be destroyed from now on:
+     * before the ack, so that once a remote-completion put is DONE the
+     * target's objects are free (a destroy there is not refused). */
+    live_del(e, t);
+    xtq__registry_task_end(&t->refs);
     /* With remote completion the ack (and a fetching put's result, which
      * the task has finished writing) leaves now. After xtq__engine_stop()
      * (finalize) nothing is sent: acks.c drops it. */
     if (t->wire_flags & XTQ__WIRE_REMOTE_COMPLETION)
         xtq__ack_done(e, t->ack, status);
-    live_del(e, t);
-    /* Its kernel, function and signal may be destroyed from now on. */
-    xtq__registry_task_end(&t->refs);
     XTQ__STAT_INC(e->ctx, tasks_completed);
     xtq__region_put(t->region);
     free(t);
