@@ -293,6 +293,8 @@ void xtq__counter_complete(xtq_counter_t *counter, int status);
 struct xtq__task_state {
     void *result;
     size_t result_len;
+    const void *payload;
+    size_t payload_len;
     int status; /* the first xtq_task_fail(), else 0 */
 };
 void xtq__task_enter(struct xtq__task_state *st);
@@ -308,10 +310,14 @@ struct xtq__queue_indices {
     uint8_t pad1_[XTQ_CACHELINE - 8];
 };
 
-/* A fetching put's result buffer, as a queue slot holds it. */
+/* What a queue slot holds beside its packet for the task: a fetching
+ * put's result buffer, and the payload that came with the put (for
+ * xtq_task_result() and xtq_task_payload(); NULL, 0: none). */
 struct xtq__result_buf {
     void *buf;
     uint64_t len;
+    const void *payload;
+    uint64_t payload_len;
 };
 
 /* Called by the agent when a packet that carried a cookie has finished

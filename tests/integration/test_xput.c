@@ -14,6 +14,7 @@
 #include "xtq_test.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -684,6 +685,73 @@ XTQ_TEST(results_args)
     CHECK(xtq_completion_state(&comp) & XTQ_COMPLETION_REMOTE);
     for (size_t i = 0; i < 16; i++)
         CHECK_EQ(res[i], pattern(1, i));
+    teardown();
+}
+
+/* ---- the task's payload ------------------------------------------------------- */
+
+#define FN_ECHO 3
+
+/* Sends back, as its result, the payload it sees through
+ * xtq_task_payload(), whose length must be arg[2]. */
+static void echo_fn(const uint64_t arg[4], void *ret, void *user_data)
+{
+    size_t rlen, plen = 7;
+    uint8_t *r = xtq_task_result(&rlen);
+    const uint8_t *pl = xtq_task_payload(&plen);
+    if (plen != arg[2] || (pl != NULL) != (plen != 0) || (plen && pl != (const void *)arg[1])) {
+        xtq_task_fail(-XTQ_EPROTO);
+        return;
+    }
+    if (r && pl)
+        memcpy(r, pl, plen < rlen ? plen : rlen);
+}
+
+/* A CPU task finds its payload and its length (xtq_task_payload), for
+ * payloads from none to many pieces, small (eager) to large. */
+XTQ_TEST(payload_echo)
+{
+    setup();
+    xtq_function_t *echo;
+    CHECK_OK(xtq_function_create_cpu(S.cpu, echo_fn, NULL, &echo));
+    CHECK_OK(xtq_register_function(S.ctx, FN_ECHO, echo, NULL));
+    start(0);
+    static const size_t sizes[] = {0, 1, 100, 4096, 60000};
+    size_t max = xtq_put_max_size(S.ctx);
+    uint8_t *src = malloc(60000), *res = malloc(60000 + GUARD);
+    CHECK(src && res);
+    for (int k = 0; k < ntargets(); k++) {
+        int t = target_k(k);
+        for (unsigned c = 0; c < sizeof(sizes) / sizeof(sizes[0]); c++) {
+            size_t len = sizes[c];
+            if (len + 64 > max)
+                continue;
+            for (size_t i = 0; i < len; i++)
+                src[i] = pattern((uint64_t)S.rank * 10 + c, i);
+            /* Three pieces: the payload arrives as one. */
+            struct iovec iov[3] = {{src, len / 3}, {src + len / 3, len / 3},
+                                   {src + 2 * (len / 3), len - 2 * (len / 3)}};
+            uint8_t cmd[64];
+            size_t cmd_len;
+            xtq_completion_t comp;
+            CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_ECHO, QUEUE_INDEX, len, 0, &cmd_len));
+            memset(res, 0xee, len + GUARD);
+            xtq_put_param_t p = {.field_mask =
+                                     XTQ_PUT_PARAM_FIELD_COMPLETION | XTQ_PUT_PARAM_FIELD_RESULT,
+                                 .comp = &comp,
+                                 .result = res,
+                                 .result_len = len ? len : 1};
+            CHECK_OK(xtq_putv(S.ctx, t, cmd, cmd_len, iov, 3, &p));
+            CHECK_OK(xtq_completion_wait(S.ctx, &comp, 60 * SEC));
+            CHECK(memcmp(res, src, len) == 0);
+            CHECK_EQ(res[len ? len : 1], 0xee);
+        }
+    }
+    free(src);
+    free(res);
+    CHECK_OK(xtq_barrier(S.ctx));
+    CHECK_OK(xtq_unregister_function(S.ctx, FN_ECHO));
+    CHECK_OK(xtq_function_destroy(echo));
     teardown();
 }
 

@@ -11,7 +11,7 @@ target_compile_options(test_faults PRIVATE ${XTQ_WARNINGS} -Wno-missing-prototyp
 target_link_libraries(test_faults PRIVATE xtq_internal xtq_test_harness)
 
 set(xput_self putv_args putv_pieces counter_many flush_load flush_timeout destroy_in_flight
-    results results_args triggers_chain trigger_never_fires triggers_misc)
+    results results_args triggers_chain trigger_never_fires triggers_misc payload_echo)
 foreach(c IN LISTS xput_self)
   add_test(NAME integration.xput.self.${c} COMMAND test_xput ${c})
   set_tests_properties(integration.xput.self.${c} PROPERTIES LABELS integration TIMEOUT 300
@@ -33,7 +33,7 @@ endforeach()
 if(MPIEXEC_EXECUTABLE)
   foreach(prov shm tcp)
     foreach(c putv_pieces counter_many flush_load flush_timeout results triggers_chain
-              trigger_never_fires triggers_misc)
+              trigger_never_fires triggers_misc payload_echo)
       xtq_add_mpi_case(NAME integration.xput.${c}.${prov}.np2 NP 2 PROVIDER ${prov}
                        COMMAND $<TARGET_FILE:test_xput> ${c})
     endforeach()

@@ -43,7 +43,7 @@ static void submit_result(xtq_queue_t *q, const xtq_aql_packet_t *p, void *cooki
         sched_yield();
     memcpy(xtq_queue_slot(q, i)->bytes + 4, p->bytes + 4, 60);
     q->cookies[i & q->mask] = cookie;
-    q->results[i & q->mask] = (struct xtq__result_buf){result, result_len};
+    q->results[i & q->mask] = (struct xtq__result_buf){result, result_len, NULL, 0};
     memcpy(&first, p->bytes, 4);
     xtq_queue_publish(q, i, (uint16_t)first, (uint16_t)(first >> 16));
     xtq_queue_ring_doorbell(q, i);
@@ -1064,6 +1064,84 @@ XTQ_TEST(task_result_and_fail)
     CHECK_OK(xtq_queue_destroy(q));
     CHECK_OK(xtq_function_destroy(f));
     CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_signal_destroy(done));
+    close_agent(a);
+}
+
+/* ---- the task's payload ----------------------------------------------------------- */
+
+/* Copies what xtq_task_payload() shows into the task's result buffer:
+ * its length first (8 bytes), then the bytes. */
+static void payload_fn(const uint64_t arg[4], void *ret, void *user)
+{
+    size_t rlen, plen = 12345;
+    uint8_t *r = xtq_task_result(&rlen);
+    const uint8_t *pl = xtq_task_payload(&plen);
+    if (!r || rlen < 8)
+        return;
+    uint64_t n = plen;
+    memcpy(r, &n, 8);
+    if (pl && plen <= rlen - 8)
+        memcpy(r + 8, pl, plen);
+    if ((pl != NULL) != (plen != 0))
+        xtq_task_fail(-XTQ_EPROTO);
+}
+
+/* A producer (the engine) puts the payload beside the cookie; the task
+ * sees it, and only its own: the next task in that slot has none. */
+XTQ_TEST(task_payload)
+{
+    xtq_agent_t *a = open_agent(1);
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    xtq_signal_t *done;
+    xtq_aql_packet_t p;
+    static struct result_task with, without;
+    static const char payload[] = "payload of 24 bytes....";
+    uint64_t n;
+
+    size_t len = 7;
+    CHECK(xtq_task_payload(&len) == NULL);
+    CHECK_EQ(len, 0);
+    CHECK(xtq_task_payload(NULL) == NULL);
+
+    CHECK_OK(xtq_queue_create(a, 2, &q));
+    q->retire = result_retire;
+    CHECK_OK(xtq_function_create_cpu(a, payload_fn, NULL, &f));
+    CHECK_OK(xtq_signal_create(3, &done));
+    for (int round = 0; round < 2; round++) {
+        uint64_t i;
+        uint32_t first;
+        with.len = 40;
+        function_packet(&p, f, 0, done, 0, 0, 0, 0, NULL);
+        while (xtq_queue_reserve(q, 1, &i) == -XTQ_EAGAIN)
+            sched_yield();
+        memcpy(xtq_queue_slot(q, i)->bytes + 4, p.bytes + 4, 60);
+        q->cookies[i & q->mask] = &with;
+        q->results[i & q->mask] =
+            (struct xtq__result_buf){with.buf, with.len, payload, sizeof(payload)};
+        memcpy(&first, p.bytes, 4);
+        xtq_queue_publish(q, i, (uint16_t)first, (uint16_t)(first >> 16));
+        xtq_queue_ring_doorbell(q, i);
+        wait_retired(&with);
+        CHECK_EQ(atomic_load(&with.status), 0);
+        memcpy(&n, with.buf, 8);
+        CHECK_EQ(n, sizeof(payload));
+        CHECK(memcmp(with.buf + 8, payload, sizeof(payload)) == 0);
+        memset(&with, 0, sizeof(with));
+    }
+    /* The slot is reused (queue of 2) by a task without payload. */
+    without.len = 40;
+    function_packet(&p, f, 0, done, 0, 0, 0, 0, NULL);
+    submit_task(q, &p, &without);
+    wait_retired(&without);
+    CHECK_EQ(atomic_load(&without.status), 0);
+    memcpy(&n, without.buf, 8);
+    CHECK_EQ(n, 0);
+    wait_zero(done);
+
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_function_destroy(f));
     CHECK_OK(xtq_signal_destroy(done));
     close_agent(a);
 }
