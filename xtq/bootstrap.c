@@ -6,6 +6,7 @@
 #include "internal.h"
 #include "bootstrap.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <pmix.h>
 
@@ -40,6 +41,33 @@ static uint64_t job_key_of(const struct xtq__bootstrap *bs)
     return fnv1a(&t, sizeof(t), h);
 }
 
+/*
+ * Which ranks may share memory (shm) and which must talk over the network:
+ * those with the same hostname, network namespace and boot. The hostname
+ * alone is not enough: network namespaces and containers share it while
+ * their networks (and usually /dev/shm) are their own; the boot id tells
+ * apart a host name reused by another machine image.
+ */
+static void host_identity(char *out, size_t len)
+{
+    char host[XTQ__HOSTNAME_MAX] = {0};
+    char boot[64] = "";
+    unsigned long long netns = 0;
+    struct stat st;
+    FILE *f;
+
+    gethostname(host, sizeof(host) - 1);
+    if (stat("/proc/self/ns/net", &st) == 0)
+        netns = (unsigned long long)st.st_ino;
+    if ((f = fopen("/proc/sys/kernel/random/boot_id", "r"))) {
+        if (!fgets(boot, sizeof(boot), f))
+            boot[0] = '\0';
+        fclose(f);
+        boot[strcspn(boot, "\n")] = '\0';
+    }
+    snprintf(out, len, "%s|%llu|%s", host, netns, boot);
+}
+
 /* Read an integer job or process attribute; `fallback` when absent. */
 static long pmix_get_int(const pmix_proc_t *proc, const char *key, long fallback)
 {
@@ -62,12 +90,12 @@ static long pmix_get_int(const pmix_proc_t *proc, const char *key, long fallback
 int xtq__bootstrap_init(struct xtq__bootstrap **out)
 {
     struct xtq__bootstrap *bs = calloc(1, sizeof(*bs));
-    char host[XTQ__HOSTNAME_MAX] = {0};
+    char host[XTQ__HOST_ID_MAX] = {0};
     int rc;
 
     if (!bs)
         return -XTQ_ENOMEM;
-    gethostname(host, sizeof(host) - 1);
+    host_identity(host, sizeof(host));
 
     if (getenv("PMIX_RANK") && getenv("PMIX_NAMESPACE")) {
         pmix_status_t prc = PMIx_Init(&my_proc, NULL, 0);
@@ -97,22 +125,22 @@ int xtq__bootstrap_init(struct xtq__bootstrap **out)
         bs->local_size = 1;
     }
 
-    bs->hosts = calloc((size_t)bs->size, XTQ__HOSTNAME_MAX);
+    bs->hosts = calloc((size_t)bs->size, XTQ__HOST_ID_MAX);
     if (!bs->hosts) {
         rc = -XTQ_ENOMEM;
         goto err_fini;
     }
-    rc = xtq__bootstrap_allgather(bs, "xtq.host", host, XTQ__HOSTNAME_MAX, bs->hosts);
+    rc = xtq__bootstrap_allgather(bs, "xtq.host", host, XTQ__HOST_ID_MAX, bs->hosts);
     if (rc)
         goto err_hosts;
     bs->same_host = true;
     for (int r = 0; r < bs->size; r++)
-        if (strncmp(bs->hosts[r], host, XTQ__HOSTNAME_MAX) != 0)
+        if (strncmp(bs->hosts[r], host, XTQ__HOST_ID_MAX) != 0)
             bs->same_host = false;
     bs->job_key = job_key_of(bs);
-    xtq_dbg(CORE, "bootstrap: rank %d of %d (local %d of %d) %s, job key %016llx", bs->rank,
-            bs->size, bs->local_rank, bs->local_size, bs->pmix ? "PMIx" : "singleton",
-            (unsigned long long)bs->job_key);
+    xtq_dbg(CORE, "bootstrap: rank %d of %d (local %d of %d) %s, job key %016llx, host %s%s",
+            bs->rank, bs->size, bs->local_rank, bs->local_size, bs->pmix ? "PMIx" : "singleton",
+            (unsigned long long)bs->job_key, host, bs->same_host ? " (all ranks)" : "");
     *out = bs;
     return 0;
 

@@ -9,6 +9,8 @@
 #include "internal.h"
 
 #define XTQ__HOSTNAME_MAX 64
+/* hostname|network namespace|boot id (see host_identity in bootstrap.c) */
+#define XTQ__HOST_ID_MAX 128
 
 struct xtq__bootstrap {
     int rank;
@@ -16,10 +18,10 @@ struct xtq__bootstrap {
     int local_rank; /* index among the ranks on this host */
     int local_size; /* ranks on this host */
     bool pmix;      /* false: singleton */
-    bool same_host; /* every rank on this host */
+    bool same_host; /* every rank on this host (same host identity) */
     uint64_t job_key;
     char nspace[256];
-    char (*hosts)[XTQ__HOSTNAME_MAX]; /* size entries */
+    char (*hosts)[XTQ__HOST_ID_MAX]; /* host identities, size entries */
 };
 
 int xtq__bootstrap_init(struct xtq__bootstrap **bs);
