@@ -21,6 +21,15 @@
  * hung; no payload arrived corrupted; with recover=MS every pair of live
  * ranks was usable again within MS of `restored`.
  *
+ * `soak DIR SECONDS` (soak.sh): every rank puts to every other for
+ * SECONDS, payloads 0 B to 1 MiB, kernel and function commands alike, all
+ * with remote completion; every CHURN_MS each target unregisters its
+ * "churning" kernel and function indices and, CHURN_AWAY_MS later,
+ * registers them again with the other of two objects. Puts naming a stable index must all succeed;
+ * puts naming a churning one succeed or get -XTQ_ENOKERNEL / -XTQ_ENOFUNC. At the end each target
+ * checks, per source, that it ran exactly as many tasks as the source saw acknowledged, and no
+ * payload was corrupted. The script samples RSS and open file descriptors every second.
+ *
  * `clock`: prints CLOCK_MONOTONIC in ns (the scripts' timestamps).
  */
 #include <xtq/xtq.h>
@@ -571,6 +580,279 @@ XTQ_TEST(check)
         free(ran[r]);
     }
     printf("check: ok%s\n", recover_ms >= 0 ? " (every live pair usable again in time)" : "");
+}
+
+/* ---- soak ---------------------------------------------------------------- */
+
+#define SOAK_QUEUE    7
+#define K_STABLE      30
+#define F_STABLE      31
+#define K_CHURN       32
+#define F_CHURN       33
+#define SOAK_SLOTS    8
+#define CHURN_MS      250
+#define CHURN_AWAY_MS 20
+
+struct soak_args {
+    void *target;            /* rewritten: registered buffer (unused) */
+    const uint64_t *payload; /* rewritten: where the payload landed */
+    uint64_t tag;            /* src << 40 | id */
+    uint64_t len;
+};
+
+static struct {
+    int size;
+    _Atomic uint64_t ran[MAX_RANKS], ran_churn[MAX_RANKS], bad;
+} K;
+
+enum { KIND_STABLE = 1, KIND_CHURN = 2 };
+static int kind_stable = KIND_STABLE, kind_churn = KIND_CHURN;
+
+static uint64_t word_of(uint64_t tag, size_t i)
+{
+    return mix(tag) + i * 0x9e3779b97f4a7c15ull;
+}
+
+static size_t soak_len(uint64_t tag, size_t max)
+{
+    uint64_t m = mix(tag ^ 0x50a4ull);
+    size_t cap = (m & 63) == 0 ? max : (m & 7) == 0 ? 65536 : 4096;
+    if (cap > max)
+        cap = max;
+    return (size_t)((m >> 8) % (cap + 1)) & ~(size_t)7; /* whole words */
+}
+
+static void soak_task(uint64_t tag, const uint64_t *p, uint64_t len, const int *kind)
+{
+    uint32_t src = (uint32_t)(tag >> 40);
+    bool ok = src < (uint32_t)K.size && (kind == &kind_stable || kind == &kind_churn) &&
+              ((len == 0) == (p == NULL));
+    for (size_t i = 0; ok && i < len / 8; i++)
+        ok = p[i] == word_of(tag, i);
+    if (!ok) {
+        if (atomic_fetch_add(&K.bad, 1) < 5)
+            fprintf(stderr, "soak: bad task tag=%llx len=%llu\n", (unsigned long long)tag,
+                    (unsigned long long)len);
+        return;
+    }
+    atomic_fetch_add_explicit(kind == &kind_stable ? &K.ran[src] : &K.ran_churn[src], 1,
+                              memory_order_relaxed);
+}
+
+static void soak_kernel(const xtq_dispatch_t *d, void *kernarg)
+{
+    const struct soak_args *a = kernarg;
+    soak_task(a->tag, a->payload, a->len, d->user_data);
+}
+
+static void soak_function(const uint64_t arg[4], void *ret, void *user_data)
+{
+    (void)ret;
+    soak_task(arg[2], (const uint64_t *)(uintptr_t)arg[1], arg[3], user_data);
+}
+
+struct soak_slot {
+    xtq_completion_t c;
+    uint8_t cmd[XTQ_AQL_PACKET_SIZE + sizeof(struct soak_args)];
+    uint64_t *buf;
+    bool busy, churn;
+};
+
+struct soak_result {
+    uint64_t acked[MAX_RANKS], acked_churn[MAX_RANKS], rejected_churn[MAX_RANKS];
+    uint64_t ran[MAX_RANKS], ran_churn[MAX_RANKS];
+    uint64_t bad, errors, churns, bytes;
+};
+
+XTQ_TEST(soak)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    xtq_agent_t *cpu;
+    xtq_queue_t *q;
+    xtq_kernel_t *ks, *kc[2];
+    xtq_function_t *fs, *fc[2];
+    CHECK(xtq_test_argc >= 2);
+    const double seconds = atof(xtq_test_argv[1]);
+    CHECK_OK(xtq_init(&attr, &ctx));
+    const int rank = xtq_rank(ctx), size = xtq_size(ctx);
+    if (size < 2 || size > MAX_RANKS) {
+        xtq_finalize(ctx);
+        XTQ_SKIP("soak runs at 2 to %d ranks under tests/multihost/soak.sh", MAX_RANKS);
+    }
+    K.size = size;
+    const size_t max_len =
+        (xtq_put_max_size(ctx) - XTQ_AQL_PACKET_SIZE - sizeof(struct soak_args)) & ~(size_t)7;
+    const size_t buf_len = max_len < (1u << 20) ? max_len : (1u << 20);
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_queue_create(cpu, 256, &q));
+    const uint32_t ksz = sizeof(struct soak_args);
+    CHECK_OK(xtq_kernel_create_cpu(cpu, soak_kernel, ksz, &kind_stable, &ks));
+    CHECK_OK(xtq_function_create_cpu(cpu, soak_function, &kind_stable, &fs));
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(xtq_kernel_create_cpu(cpu, soak_kernel, ksz, &kind_churn, &kc[i]));
+        CHECK_OK(xtq_function_create_cpu(cpu, soak_function, &kind_churn, &fc[i]));
+    }
+    CHECK_OK(xtq_register_queue(ctx, SOAK_QUEUE, q));
+    CHECK_OK(xtq_register_kernel(ctx, K_STABLE, ks, NULL, NULL));
+    CHECK_OK(xtq_register_function(ctx, F_STABLE, fs, NULL));
+    CHECK_OK(xtq_register_kernel(ctx, K_CHURN, kc[0], NULL, NULL));
+    CHECK_OK(xtq_register_function(ctx, F_CHURN, fc[0], NULL));
+
+    struct soak_slot(*slots)[SOAK_SLOTS] = calloc((size_t)size, sizeof(*slots));
+    struct soak_result res = {0};
+    CHECK(slots);
+    for (int t = 0; t < size; t++)
+        for (int k = 0; t != rank && k < SOAK_SLOTS; k++)
+            CHECK((slots[t][k].buf = malloc(buf_len ? buf_len : 8)));
+    CHECK_OK(xtq_barrier(ctx));
+    write_blob("ready", rank, "1", 1, NULL, 0);
+
+    const uint64_t start = now_ns(), end = start + (uint64_t)(seconds * 1e9);
+    uint64_t id = 0, next_churn = start + CHURN_MS * 1000000ull, next_report = start;
+    int which = 0;
+    bool away = false;
+    for (uint64_t now = start; now < end; now = now_ns()) {
+        bool moved = false;
+        if (now >= next_churn && !away) {
+            /* Under load: the churning indices go away for CHURN_AWAY_MS
+             * and come back with the other object; puts arriving meanwhile
+             * get ENOKERNEL/ENOFUNC, those enqueued before run. */
+            CHECK_OK(xtq_unregister_kernel(ctx, K_CHURN));
+            CHECK_OK(xtq_unregister_function(ctx, F_CHURN));
+            away = true;
+            next_churn = now + CHURN_AWAY_MS * 1000000ull;
+        } else if (now >= next_churn) {
+            which ^= 1;
+            CHECK_OK(xtq_register_kernel(ctx, K_CHURN, kc[which], NULL, NULL));
+            CHECK_OK(xtq_register_function(ctx, F_CHURN, fc[which], NULL));
+            away = false;
+            next_churn = now + CHURN_MS * 1000000ull;
+            res.churns++;
+        }
+        if (rank == 0 && now >= next_report) {
+            next_report = now + 10000000000ull;
+            printf("soak: %.0f s of %.0f\n", (now - start) / 1e9, seconds);
+            fflush(stdout);
+        }
+        for (int t = 0; t < size; t++) {
+            for (int k = 0; t != rank && k < SOAK_SLOTS; k++) {
+                struct soak_slot *s = &slots[t][k];
+                if (s->busy) {
+                    if (!xtq_completion_test(&s->c))
+                        continue;
+                    int st = s->c.status;
+                    if (st == 0)
+                        (s->churn ? res.acked_churn : res.acked)[t]++;
+                    else if (s->churn && (st == -XTQ_ENOKERNEL || st == -XTQ_ENOFUNC))
+                        res.rejected_churn[t]++;
+                    else if (res.errors++ < 5)
+                        fprintf(stderr, "rank %d: put to %d failed: %s\n", rank, t,
+                                xtq_errname(st));
+                    s->busy = false;
+                    moved = true;
+                }
+                uint64_t tag = ((uint64_t)rank << 40) | id;
+                size_t len = soak_len(tag, buf_len);
+                for (size_t i = 0; i < len / 8; i++)
+                    s->buf[i] = word_of(tag, i);
+                s->churn = (id & 15) == 7;
+                bool kernel = id & 1;
+                uint32_t index =
+                    kernel ? (s->churn ? K_CHURN : K_STABLE) : (s->churn ? F_CHURN : F_STABLE);
+                size_t cmd_len;
+                if (kernel) {
+                    struct soak_args a = {NULL, NULL, tag, len};
+                    CHECK_OK(xtq_cmd_kernel(s->cmd, sizeof(s->cmd), index, SOAK_QUEUE, NULL, &a,
+                                            sizeof(a), &cmd_len));
+                } else {
+                    CHECK_OK(xtq_cmd_function(s->cmd, sizeof(s->cmd), index, SOAK_QUEUE, tag, len,
+                                              &cmd_len));
+                }
+                memset(&s->c, 0, sizeof(s->c));
+                CHECK_OK(xtq_put(ctx, t, s->cmd, cmd_len, len ? s->buf : NULL, len,
+                                 XTQ_PUT_REMOTE_COMPLETION, &s->c));
+                s->busy = true;
+                res.bytes += len;
+                id++;
+                moved = true;
+            }
+        }
+        if (!moved)
+            nap_us(200);
+    }
+    for (int t = 0; t < size; t++)
+        for (int k = 0; t != rank && k < SOAK_SLOTS; k++) {
+            struct soak_slot *s = &slots[t][k];
+            if (!s->busy)
+                continue;
+            int st = xtq_completion_wait(ctx, &s->c, 60ll * 1000000000);
+            if (st == 0)
+                (s->churn ? res.acked_churn : res.acked)[t]++;
+            else if (s->churn && (st == -XTQ_ENOKERNEL || st == -XTQ_ENOFUNC))
+                res.rejected_churn[t]++;
+            else if (res.errors++ < 5)
+                fprintf(stderr, "rank %d: put to %d failed: %s\n", rank, t, xtq_errname(st));
+        }
+    /* All acknowledged: every task that will run here has run. */
+    CHECK_OK(xtq_barrier(ctx));
+    for (int s = 0; s < size; s++) {
+        res.ran[s] = atomic_load(&K.ran[s]);
+        res.ran_churn[s] = atomic_load(&K.ran_churn[s]);
+    }
+    res.bad = atomic_load(&K.bad);
+    write_blob("soak", rank, &res, sizeof(res), NULL, 0);
+    CHECK_OK(xtq_barrier(ctx));
+
+    /* What each source saw acknowledged ran here, exactly. */
+    uint64_t sent = 0, ran = 0, rejected = 0;
+    for (int s = 0; s < size; s++) {
+        if (s == rank)
+            continue;
+        size_t len = 0;
+        struct soak_result *o = read_blob("soak", s, &len);
+        CHECK(o && len == sizeof(*o));
+        CHECK_EQ(res.ran[s], o->acked[rank]);
+        CHECK_EQ(res.ran_churn[s], o->acked_churn[rank]);
+        sent += o->acked[rank] + o->acked_churn[rank] + o->rejected_churn[rank];
+        rejected += o->rejected_churn[rank];
+        ran += res.ran[s] + res.ran_churn[s];
+        free(o);
+    }
+    xtq_stats_t st;
+    CHECK_OK(xtq_get_stats(ctx, &st));
+    printf("rank %d: %llu puts received (%llu ran, %llu rejected while their index was away), "
+           "%llu puts sent (%.1f GiB), %llu registration changes; stats: puts_issued %llu "
+           "puts_failed %llu msgs_received %llu tasks_completed %llu msgs_rejected %llu "
+           "acks_sent %llu queue_full_events %llu\n",
+           rank, (unsigned long long)sent, (unsigned long long)ran, (unsigned long long)rejected,
+           (unsigned long long)id, res.bytes / 1073741824.0, (unsigned long long)res.churns,
+           (unsigned long long)st.puts_issued, (unsigned long long)st.puts_failed,
+           (unsigned long long)st.msgs_received, (unsigned long long)st.tasks_completed,
+           (unsigned long long)st.msgs_rejected, (unsigned long long)st.acks_sent,
+           (unsigned long long)st.queue_full_events);
+    CHECK_EQ(res.bad, 0);
+    CHECK_EQ(res.errors, 0);
+
+    CHECK_OK(xtq_unregister_kernel(ctx, K_STABLE));
+    CHECK_OK(xtq_unregister_function(ctx, F_STABLE));
+    if (!away) {
+        CHECK_OK(xtq_unregister_kernel(ctx, K_CHURN));
+        CHECK_OK(xtq_unregister_function(ctx, F_CHURN));
+    }
+    CHECK_OK(xtq_unregister_queue(ctx, SOAK_QUEUE));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(ks));
+    CHECK_OK(xtq_function_destroy(fs));
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(xtq_kernel_destroy(kc[i]));
+        CHECK_OK(xtq_function_destroy(fc[i]));
+    }
+    CHECK_OK(xtq_finalize(ctx));
+    for (int t = 0; t < size; t++)
+        for (int k = 0; t != rank && k < SOAK_SLOTS; k++)
+            free(slots[t][k].buf);
+    free(slots);
 }
 
 XTQ_TEST(clock)
