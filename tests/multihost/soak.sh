@@ -32,22 +32,28 @@ for h in "${MH_HOSTS[@]}"; do
 done
 mh_log "soak: $np ranks (pids ${pids[*]}) for $secs s; sampling every second into $csv"
 echo "t_s,pid,rss_kib,fds" >"$csv"
-t0=$(date +%s)
+# Builtins only (no forks), so that a loaded machine still samples each second.
+t0=$SECONDS
+next=$t0
 while kill -0 $job 2>/dev/null; do
-    t=$(($(date +%s) - t0))
+    t=$((SECONDS - t0))
     for p in "${pids[@]}"; do
-        rss=$(awk '/^VmRSS:/ {print $2}' /proc/$p/status 2>/dev/null) || continue
+        rss=
+        while read -r k v _; do
+            [ "$k" = VmRSS: ] && { rss=$v; break; }
+        done <"/proc/$p/status" 2>/dev/null
         [ -n "$rss" ] || continue
-        fds=$(ls /proc/$p/fd 2>/dev/null | wc -l)
-        echo "$t,$p,$rss,$fds" >>"$csv"
+        fds=(/proc/$p/fd/*)
+        echo "$t,$p,$rss,${#fds[@]}" >>"$csv"
     done
-    sleep 1
+    next=$((next + 1))
+    while [ $SECONDS -lt $next ]; do sleep 0.2; done
 done
 wait $job
 rc=$?
 cat "$MH_TMP/job.log"
 warm=60
-[ "$secs" -lt 180 ] && warm=$((secs / 3))
+[ "$secs" -lt 180 ] && warm=$((secs / 2))
 # Per rank: RSS and fds at the end of the warm-up, then the largest after
 # it; the run ends when the puts stop (the last samples are the drain).
 if ! awk -F, -v warm="$warm" -v end="$secs" '
