@@ -34,7 +34,7 @@ esac
 MH_TIMEOUT=$((secs + 6 * tmo_s + 200))
 mh_mpirun -np 3 "${opts[@]}" "$exe" stream "$dir" "${extra[@]}" >"$MH_TMP/job.log" 2>&1 &
 job=$!
-for ((i = 0; i < 600; i++)); do
+for ((i = 0; i < 1800; i++)); do
     [ -e "$dir/ready.0" ] && [ -e "$dir/ready.1" ] && [ -e "$dir/ready.2" ] && break
     kill -0 $job 2>/dev/null || break
     sleep 0.1

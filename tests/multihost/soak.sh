@@ -18,7 +18,7 @@ mh_setup "$hosts" || { mh_log "namespace setup failed"; exit 1; }
 MH_TIMEOUT=$((secs + 300))
 mh_mpirun -np "$np" "$exe" soak "$MH_TMP" "$secs" >"$MH_TMP/job.log" 2>&1 &
 job=$!
-for ((i = 0; i < 600; i++)); do
+for ((i = 0; i < 1800; i++)); do
     n=$(ls "$MH_TMP"/ready.* 2>/dev/null | wc -l)
     [ "$n" -eq "$np" ] && break
     kill -0 $job 2>/dev/null || break
