@@ -8,7 +8,8 @@ PKGS=(build-essential cmake pkg-config git
       libopenmpi-dev openmpi-bin
       libhsa-runtime-dev
       clang libclang-rt-14-dev
-      gnuplot-nox)
+      gnuplot-nox
+      iproute2)
 
 missing=()
 for p in "${PKGS[@]}"; do
