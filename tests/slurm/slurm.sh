@@ -147,7 +147,9 @@ run)
     start "$dir" || exit 1
     srun --mpi=list 2>&1 | grep -qw pmix || die_skip "this Slurm has no mpi/pmix plugin"
     echo "slurm: private cluster up ($SLURM_CONF); srun --mpi=pmix -n $n $*"
-    timeout -k 10 "$tmo" srun --mpi=pmix -n "$n" --time=$(((tmo + 59) / 60)) "$@"
+    # A rank that fails ends the step at once (as under mpirun), not at the
+    # timeout while the others wait for it in a fence.
+    timeout -k 10 "$tmo" srun --mpi=pmix --kill-on-bad-exit=1 -n "$n" --time=$(((tmo + 59) / 60)) "$@"
     rc=$?
     echo "slurm: srun exit $rc"
     exit $rc
