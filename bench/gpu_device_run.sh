@@ -9,6 +9,19 @@
 #  5. CPU agent on 16 cores (issue 4): round trip x3, stage breakdown,
 #     message rate
 #  6. ctest unit + integration on 16 cores
+#  7. (stage "mutex", not in the default list) the data-path locks,
+#     XTQ_MUTEX=spin against adaptive: bench/mutex_compare.sh, round trip
+#     and message rate alternating (issue 10: keep adaptive where it
+#     measures the same or better)
+#  8. train (apps/cntk-shim, docs/training.md): xtq_train on the GPU and on
+#     1 and 4 CPU ranks per shim back-end, the shim's device-buffer test,
+#     and the PyTorch DDP hook against NCCL/gloo. Fashion-MNIST is carried
+#     under .carry/fashion-mnist (TRAIN_DATA overrides).
+#  9. mpi (not in the default): the MPI layer's tests (ctest -L mpi: Open
+#     MPI 4.1.6 fails MPI_Win_create here, so windows are shells with
+#     put/get over XTQ) and its accumulate benchmark, host windows on the
+#     CPU agent and GPU windows on the CUDA agent against the host-staged
+#     round trip (mpi-ext/bench/run.sh): STAGES="build mpi"
 # STAGES (default "build gpu san gpurtt gpubench cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -48,8 +61,17 @@ echo "commit $COMMIT" | tee $W/commit.txt
 
 if want build; then
   stage build
+  # zlib's header (xtq_train) may be carried like libfabric's; the
+  # machine's own libz.so.1 is linked (Debian's libz.so link points at a
+  # file Ubuntu names differently).
+  ZARG=()
+  if [ ! -f /usr/include/zlib.h ] && [ -f "$ROOT/.carry/root/usr/include/zlib.h" ]; then
+    ZLIB_SO=$(ldconfig -p | awk '/libz\.so\.1 .*x86-64/ {print $NF; exit}')
+    ZARG=(-DZLIB_INCLUDE_DIR="$ROOT/.carry/root/usr/include" -DZLIB_LIBRARY="$ZLIB_SO")
+  fi
   timeout 200 cmake -S "$ROOT" -B $B -DCMAKE_BUILD_TYPE=Release -DXTQ_ENABLE_CUDA=ON \
-    -DXTQ_ENABLE_ROCR=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DXTQ_BUILD_APPS=ON >$W/cmake.txt 2>&1
+    -DXTQ_ENABLE_ROCR=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DXTQ_BUILD_APPS=ON "${ZARG[@]}" \
+    >$W/cmake.txt 2>&1
   echo "cmake rc=$?"
   timeout 240 cmake --build $B -j16 >$W/build.txt 2>&1
   echo "build rc=$?"; grep -E "error|warning:" $W/build.txt | head -20
@@ -143,4 +165,79 @@ if want ctest; then
   echo "rc=$?"; grep -E "tests passed|\*\*\*Failed|\*\*\*Timeout" $W/ctest_all.txt | head -20
   pack
 fi
+if want mutex; then
+  stage "data-path locks: XTQ_MUTEX spin vs adaptive (5 alternating rounds)"
+  # Look at the "median per kind" lines: adaptive/spin for rtt_* should be
+  # <= 1.0 and for rate_* >= 1.0 to prefer the adaptive mutex.
+  BUILD=0 ROUNDS=${MUTEX_ROUNDS:-5} ITERS=5000 SIZES=64,4K RATE=1 RATE_ITERS=${RATE_ITERS:-20000} \
+    MACHINE=gpu-host MPIRUN="mpirun" timeout 300 "$ROOT/bench/mutex_compare.sh" $B \
+    >$W/cpu/mutex_run.txt 2>&1
+  echo "rc=$?"; sed -n '/^# median per kind/,$p' $W/cpu/mutex_run.txt
+  cp "$ROOT/bench/results/gpu-host/mutex.txt" $W/cpu/mutex.txt 2>/dev/null
+  pack
+fi
+if want train; then
+  TW=$W/train
+  mkdir -p $TW
+  DATA=${TRAIN_DATA:-$ROOT/.carry/fashion-mnist}
+  [ -f "$DATA/train-images-idx3-ubyte.gz" ] || DATA=/usr/share/datasets/fashion-mnist
+  TB=$B/apps/cntk-shim
+  EP=${TRAIN_EPOCHS:-10}
+  stage "train: data $DATA, $EP epochs"
+  if [ ! -x $TB/xtq_train ]; then
+    echo "xtq_train was not built: $(grep -m2 'cntk-shim' $W/cmake.txt)"
+  elif [ ! -f "$DATA/train-images-idx3-ubyte.gz" ]; then
+    echo "no Fashion-MNIST here: carry it (mkdir -p .carry/fashion-mnist; cp" \
+      "/usr/share/datasets/fashion-mnist/*.gz .carry/fashion-mnist/)"
+  else
+    (cd $B && timeout 120 ctest -R '^shim\.device_staged' --output-on-failure) \
+      >$TW/shim_device.txt 2>&1
+    echo "shim device test rc=$?"; grep -E "tests passed|Failed|SKIP" $TW/shim_device.txt | head
+    for be in ${TRAIN_BACKENDS:-mpi xtq}; do
+      for run in "cuda 1" "cpu 1" "cpu 4"; do
+        set -- $run
+        tag=${be}_$1_np$2
+        timeout ${TRAIN_T:-150} "${MPI[@]}" -np $2 -x XTQ_SHIM_BACKEND=$be $TB/xtq_train \
+          --data "$DATA" --device $1 --epochs $EP --progress off --csv $TW/$tag.csv >$TW/$tag.txt 2>&1
+        echo "$tag rc=$?"; grep -E "^ +$EP |final|SKIP|rank 0|not available" $TW/$tag.txt | head -3
+      done
+      pack
+    done
+    # Aggregation alone, every back-end in one process (ratios to mpi).
+    NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+    for run in "cpu 4" "cuda ${NGPU:-1}"; do
+      set -- $run
+      timeout 120 "${MPI[@]}" -np $2 $TB/xtq_shim_bench --modes mpi,xtq --device $1 \
+        --iters ${SHIM_ITERS:-2000} --sizes 4K,64K,1M --csv $TW/shim_bench_$1_np$2.csv \
+        >$TW/shim_bench_$1_np$2.txt 2>&1
+      echo "xtq_shim_bench $1 np$2 rc=$?"; grep -E "^ +(mpi|xtq) |available" $TW/shim_bench_$1_np$2.txt
+    done
+    PY=$(command -v python3)
+    if [ -n "$PY" ] && $PY -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+      NG=$($PY -c "import torch; print(torch.cuda.device_count())")
+      for comm in nccl shim; do
+        timeout ${TRAIN_T:-150} "${MPI[@]}" -np $NG -x PYTHONPATH=$TB $PY $TB/train_ddp.py \
+          --data "$DATA" --device cuda --comm $comm --epochs ${DDP_EPOCHS:-3} \
+          --csv $TW/ddp_$comm.csv >$TW/ddp_$comm.txt 2>&1
+        echo "ddp $comm ($NG GPUs) rc=$?"; grep -E "final|Error|error" $TW/ddp_$comm.txt | head -3
+      done
+    else
+      echo "ddp: no python3 with CUDA torch here"
+    fi
+  fi
+  pack
+fi
+if want mpi; then
+  stage "MPI layer: ctest -L mpi"
+  mkdir -p $W/mpi
+  (cd $B && timeout 200 ctest -L mpi --output-on-failure --timeout 90) >$W/mpi/ctest.txt 2>&1
+  echo "rc=$?"; grep -E "Test +#|tests passed|FAIL|SKIP" $W/mpi/ctest.txt | head -60; pack
+  stage "MPI layer: accumulate latency (host and GPU windows), overlap"
+  BUILD_DIR=$B OUT=$W/mpi MACHINE=h100-16c COMMIT=$COMMIT MPIS=openmpi WINDOWS="create device" \
+    MODES=lock,flush ITERS=100 OVERLAP_MS=400 timeout 270 bash "$ROOT/mpi-ext/bench/run.sh" \
+    >$W/mpi/run.txt 2>&1
+  echo "rc=$?"; cat $W/mpi/ratios.txt 2>/dev/null; grep -vh "^csv" $W/mpi/overlap.txt 2>/dev/null
+  grep -h "xtq-mpi" $W/mpi/acc_latency.txt 2>/dev/null | sort | uniq -c | head -20; pack
+fi
+
 stage done

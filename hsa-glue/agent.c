@@ -2,7 +2,9 @@
  * Agent enumeration: one provider per kind, indexed by kind (libfabric's
  * hmem pattern). Every kind is probed; an unusable kind records why and
  * the context carries on with the others. A kind whose back-end was not
- * compiled in has a provider that says so.
+ * compiled in has a provider that says so. What the rest of libxtq does to
+ * all agents at once (map host memory for them) goes through here; what it
+ * does to one queue goes through that agent's operations table.
  */
 #include "internal.h"
 
@@ -128,6 +130,34 @@ void xtq__agents_close(xtq_ctx_t *ctx)
         ctx->agents[ctx->nagents] = NULL;
         agent->ops->close(agent);
     }
+}
+
+int xtq__agents_mem_register(xtq_ctx_t *ctx, void *addr, size_t len)
+{
+    unsigned done;
+    int rc = 0;
+
+    for (done = 0; done < ctx->nagents; done++) {
+        xtq_agent_t *agent = ctx->agents[done];
+        rc = agent->ops->mem_register(agent, addr, len);
+        if (rc != 0) {
+            xtq_err(AGENT, "agent %s cannot map %zu bytes of host memory: %s", agent->info.name,
+                    len, xtq_errname(rc));
+            goto err;
+        }
+    }
+    return 0;
+
+err:
+    while (done-- > 0)
+        (void)ctx->agents[done]->ops->mem_deregister(ctx->agents[done], addr, len);
+    return rc;
+}
+
+void xtq__agents_mem_deregister(xtq_ctx_t *ctx, void *addr, size_t len)
+{
+    for (unsigned i = ctx->nagents; i-- > 0;)
+        (void)ctx->agents[i]->ops->mem_deregister(ctx->agents[i], addr, len);
 }
 
 unsigned xtq_agent_count(xtq_ctx_t *ctx)

@@ -21,6 +21,13 @@
  * Kernel and function objects live in an agent-owned pool, so a kernel
  * object taken from a packet is validated (range, alignment, magic) before
  * anything is called through it.
+ *
+ * While a kernel or function runs, its worker publishes the task's state
+ * thread-locally: the result buffer its producer attached (q->result, asked
+ * with the cookie) for xtq_task_result(), and the first xtq_task_fail()
+ * status, which retire reports as the task's status. A task that failed
+ * itself still decrements its completion signal; only packets the agent
+ * could not run count as bad packets.
  */
 #include "internal.h"
 
@@ -28,7 +35,6 @@
 #include <sched.h>
 #include <sys/mman.h>
 
-#include "bootstrap.h"
 #include "cpu_agent.h"
 #include "queue_int.h"
 
@@ -114,6 +120,7 @@ struct cpu_task {
     xtq_aql_packet_t pkt;
     void *cookie;
     xtq__retire_fn retire;
+    xtq__result_fn result; /* the producer's result-buffer hook, or NULL */
     struct cpu_queue *q;
     int status; /* an error found when taking (bad dependency handle) */
 };
@@ -196,6 +203,7 @@ int xtq_kernel_create_cpu(xtq_agent_t *agent, xtq_cpu_kernel_fn fn, uint32_t ker
     o->base.kernel.object = (uint64_t)(uintptr_t)o;
     o->base.kernel.kernarg_size = kernarg_size;
     o->base.kernel.flags = 0;
+    atomic_init(&o->base.kernel.refs, 0); /* the pool reuses destroyed objects */
     o->fn.kernel = fn;
     o->user_data = user_data;
     atomic_store_explicit(&o->magic, CPU_KERNEL_MAGIC, memory_order_release);
@@ -219,6 +227,7 @@ int xtq_function_create_cpu(xtq_agent_t *agent, xtq_cpu_function_fn fn, void *us
     }
     o->base.function.agent = agent;
     o->base.function.object = (uint64_t)(uintptr_t)o;
+    atomic_init(&o->base.function.refs, 0);
     o->fn.function = fn;
     o->user_data = user_data;
     atomic_store_explicit(&o->magic, CPU_FUNCTION_MAGIC, memory_order_release);
@@ -343,6 +352,7 @@ static int cpu_try_take(struct cpu_queue *cq, struct cpu_task *t, bool *more)
     t->cookie = q->cookies[r & q->mask];
     q->cookies[r & q->mask] = NULL;
     t->retire = q->retire;
+    t->result = q->result;
     t->q = cq;
     atomic_fetch_add_explicit(&cq->state, 1, memory_order_relaxed);
     /* Free the slot, then publish the new read index: a producer that sees
@@ -430,11 +440,16 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
     xtq_signal_handle_t h = t->pkt.kernel.completion_signal;
     struct cpu_queue *cq = t->q;
     xtq_signal_t *sig = NULL;
-    int status = t->status;
+    int status = t->status; /* the agent's: the packet could not run */
+    struct xtq__task_state task = {NULL, 0, 0};
 
     if (acq != XTQ_FENCE_SCOPE_NONE)
         cpu_fence(memory_order_acquire);
     if (status == 0) {
+        /* The task's result buffer (a fetching put), from its producer. */
+        if (t->cookie != NULL && t->result != NULL)
+            task.result = t->result(t->cookie, &task.result_len);
+        xtq__task_enter(&task);
         switch (type) {
         case XTQ_PACKET_TYPE_KERNEL_DISPATCH:
             status = cpu_run_kernel(a, &t->pkt.kernel);
@@ -450,6 +465,7 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
             status = -XTQ_EPACKET;
             break;
         }
+        xtq__task_leave();
     }
     if (rel != XTQ_FENCE_SCOPE_NONE)
         cpu_fence(memory_order_release);
@@ -464,6 +480,10 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
     if (status != 0)
         atomic_fetch_add_explicit(&a->bad_packets, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&a->done, 1, memory_order_relaxed);
+    /* A task that ran and failed itself still completed (its signal was
+     * decremented above); its status is what its initiator hears. */
+    if (status == 0)
+        status = task.status;
 
     if (t->cookie != NULL) {
         if (likely(t->retire != NULL))
@@ -488,21 +508,17 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
         cpu_wake(a, -1);
 }
 
-/* Poll the doorbell word until it moves from `seq` or spin_ns passes.
- * Returns true if it moved (there may be work). */
-static bool cpu_spin(struct cpu_agent *a, uint32_t seq)
+/* Work may have come: the doorbell word moved since the scan, or stop. */
+struct cpu_idle {
+    struct cpu_agent *a;
+    uint32_t seq; /* work_seq read before the scan */
+};
+
+static bool cpu_work_may_wait(void *arg)
 {
-    uint64_t end = xtq__now_ns() + a->spin_ns;
-    for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(&a->work_seq, memory_order_acquire) != seq ||
-            atomic_load_explicit(&a->stop, memory_order_relaxed))
-            return true;
-        /* No yield: spins are on only where each thread has a core
-         * (sched_yield costs ~0.5 us in a virtual machine). */
-        if ((i & 63) == 0 && xtq__now_ns() >= end)
-            return false;
-        xtq__cpu_relax();
-    }
+    struct cpu_idle *idle = arg;
+    return atomic_load_explicit(&idle->a->work_seq, memory_order_acquire) != idle->seq ||
+           atomic_load_explicit(&idle->a->stop, memory_order_relaxed);
 }
 
 static void *cpu_worker(void *arg)
@@ -541,23 +557,31 @@ static void *cpu_worker(void *arg)
             spun = false;
             continue;
         }
-        if (!deps && !spun && a->spin_ns) {
-            spun = true;
-            if (cpu_spin(a, seq))
-                continue;
-        }
-        spun = false;
-        atomic_fetch_add_explicit(&a->sleepers, 1, memory_order_seq_cst);
+        /* Idle: watch the doorbell word, then sleep on it. One spin per
+         * idle spell: a worker whose spin saw a doorbell but found the
+         * packet taken by another sleeps next time. While a barrier waits
+         * on signals changed outside this agent, naps instead (its
+         * completions wake dep_nappers, others do not). */
+        struct cpu_idle idle = {a, seq};
+        struct xtq__spin_wait w = {
+            .ready = cpu_work_may_wait,
+            .arg = &idle,
+            .word = &a->work_seq,
+            .waiters = &a->sleepers,
+            .spin_ns = !deps && !spun ? a->spin_ns : 0,
+            .nap_ns = XTQ_TIMEOUT_INFINITE,
+        };
         if (deps) {
             atomic_fetch_add_explicit(&a->dep_nappers, 1, memory_order_seq_cst);
-            (void)xtq__futex_wait(&a->work_seq, seq, nap);
+            (void)xtq__spin_wait(&w, xtq__now_ns() + (uint64_t)nap);
             atomic_fetch_sub_explicit(&a->dep_nappers, 1, memory_order_relaxed);
             nap = nap * 2 > CPU_NAP_MAX_NS ? CPU_NAP_MAX_NS : nap * 2;
+            spun = false;
         } else {
-            (void)xtq__futex_wait(&a->work_seq, seq, XTQ_TIMEOUT_INFINITE);
+            int rc = xtq__spin_wait(&w, UINT64_MAX);
+            spun = rc == 0 && w.spin_ns != 0;
             nap = CPU_NAP_MIN_NS;
         }
-        atomic_fetch_sub_explicit(&a->sleepers, 1, memory_order_relaxed);
     }
     return NULL;
 }
@@ -682,6 +706,7 @@ static const struct xtq__agent_ops cpu_ops = {
     .name = "cpu",
     .queue_create = cpu_queue_create,
     .queue_destroy = cpu_queue_destroy,
+    .enqueue = xtq__queue_enqueue,
     .doorbell = cpu_doorbell,
     .kernel_destroy = cpu_kernel_destroy,
     .function_destroy = cpu_function_destroy,
@@ -714,9 +739,7 @@ static int cpu_agent_create(xtq_ctx_t *ctx, unsigned device_index, unsigned work
     a->base.info.workers = workers;
     a->base.info.max_queue_size = CPU_MAX_QUEUE_SIZE;
     a->nworkers = workers;
-    a->spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_AGENT_SPIN_US,
-                              ctx && ctx->bootstrap ? (unsigned)ctx->bootstrap->local_size : 1,
-                              50, 0);
+    a->spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_AGENT_SPIN_US, ctx ? ctx->local_ranks : 1, 50, 0);
     pthread_rwlock_init(&a->qlock, NULL);
     pthread_mutex_init(&a->obj_lock, NULL);
 

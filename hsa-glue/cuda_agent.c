@@ -28,7 +28,6 @@
 
 #include <xtq/cuda_abi.h>
 
-#include "bootstrap.h"
 #include "cuda_builtin.h"
 #include "queue_int.h"
 
@@ -363,6 +362,22 @@ static void cuda_doorbell(xtq_queue_t *queue, uint64_t index)
         xtq__futex_wake(&a->bell, 1);
 }
 
+/* The generic enqueue, plus hints for the processor in fields HSA reserves
+ * (the rewrite left them zero): the payload's length, to decide where the
+ * task reads it (XTQ_CUDA_COPY_MIN), and the arguments' length, to fetch
+ * them before the kernel object is looked up (checked against it there). */
+static int cuda_enqueue(xtq_queue_t *queue, const struct xtq__enqueue *desc)
+{
+    if (xtq_aql_header_type(desc->packet->header) != XTQ_PACKET_TYPE_KERNEL_DISPATCH)
+        return xtq__queue_enqueue(queue, desc);
+    xtq_aql_packet_t pkt = *desc->packet;
+    struct xtq__enqueue hinted = *desc;
+    pkt.kernel.reserved2 = desc->payload_len;
+    pkt.kernel.reserved0 = (uint16_t)desc->kernarg_len;
+    hinted.packet = &pkt;
+    return xtq__queue_enqueue(queue, &hinted);
+}
+
 static int cuda_queue_create(xtq_agent_t *agent, uint32_t size, xtq_queue_t **queue)
 {
     struct cuda_agent *a = to_cuda(agent);
@@ -618,6 +633,7 @@ static const struct xtq__agent_ops cuda_ops = {
     .name = "cuda",
     .queue_create = cuda_queue_create,
     .queue_destroy = cuda_queue_destroy,
+    .enqueue = cuda_enqueue,
     .doorbell = cuda_doorbell,
     .kernel_destroy = cuda_kernel_destroy,
     .function_destroy = cuda_function_destroy,
@@ -781,9 +797,8 @@ static int cuda_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
     a->launch = xtq__builtin_xtq_launch;
     a->tag = CUDA_TAG_BUILTIN;
     snprintf(a->module_name, sizeof(a->module_name), CUDA_BUILTIN_NAME);
-    a->idle_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_AGENT_SPIN_US,
-                                   ctx && ctx->bootstrap ? (unsigned)ctx->bootstrap->local_size : 1,
-                                   50, 0);
+    a->idle_spin_ns =
+        xtq__spin_ns(XTQ__PARAM_XTQ_AGENT_SPIN_US, ctx ? ctx->local_ranks : 1, 50, 0);
     if (pthread_create(&a->retire_thread, NULL, cuda_retire_main, a) != 0) {
         rc = -XTQ_ENOMEM;
         goto err;

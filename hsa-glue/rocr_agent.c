@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "hsa-glue/rocr_agent.h"
+#include "queue_int.h"
 
 #ifdef XTQ_HAVE_ROCR
 
@@ -1037,6 +1038,7 @@ static const struct xtq__agent_ops rocr_agent_ops = {
     .name = "rocr",
     .queue_create = rocr_queue_create,
     .queue_destroy = rocr_queue_destroy,
+    .enqueue = xtq__queue_enqueue, /* the prepare hook swaps in HSA signals */
     .doorbell = rocr_doorbell,
     .kernel_destroy = rocr_kernel_destroy,
     .function_destroy = rocr_function_destroy,

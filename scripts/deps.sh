@@ -6,9 +6,11 @@ set -euo pipefail
 PKGS=(build-essential cmake pkg-config git
       libfabric-dev libfabric-bin libhwloc-dev hwloc libpmix-dev
       libopenmpi-dev openmpi-bin
+      libmpich-dev mpich
       libhsa-runtime-dev
       clang libclang-rt-14-dev
       gnuplot-nox
+      zlib1g-dev dataset-fashion-mnist python3-torch
       iproute2)
 
 missing=()

@@ -119,7 +119,8 @@ static void print_topology(bool brief)
 
 static void print_agents(bool brief)
 {
-    xtq_init_attr_t attr = {.progress = XTQ_PROGRESS_MANUAL, .provider = NULL};
+    xtq_init_attr_t attr = {.field_mask = XTQ_INIT_ATTR_FIELD_PROGRESS,
+                            .progress = XTQ_PROGRESS_MANUAL};
     xtq_ctx_t *ctx = NULL;
     int rc = xtq_init(&attr, &ctx);
     if (rc) {

@@ -36,12 +36,14 @@ int xtq_cmd_kernel(void *cmd, size_t cmd_cap, uint32_t kernel_index, uint32_t qu
     memset(&pkt, 0, sizeof(pkt));
     pkt.header = dispatch_header(XTQ_PACKET_TYPE_KERNEL_DISPATCH);
     pkt.setup = (uint16_t)(dims << XTQ_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS);
+    /* HSA: a dimension beyond `dims` has grid and work-group size 1 (the
+     * target's rewrite refuses anything else). */
     pkt.workgroup_size_x = (uint16_t)one_if_zero(g->workgroup[0]);
-    pkt.workgroup_size_y = (uint16_t)one_if_zero(g->workgroup[1]);
-    pkt.workgroup_size_z = (uint16_t)one_if_zero(g->workgroup[2]);
+    pkt.workgroup_size_y = dims > 1 ? (uint16_t)one_if_zero(g->workgroup[1]) : 1;
+    pkt.workgroup_size_z = dims > 2 ? (uint16_t)one_if_zero(g->workgroup[2]) : 1;
     pkt.grid_size_x = one_if_zero(g->grid[0]);
-    pkt.grid_size_y = one_if_zero(g->grid[1]);
-    pkt.grid_size_z = one_if_zero(g->grid[2]);
+    pkt.grid_size_y = dims > 1 ? one_if_zero(g->grid[1]) : 1;
+    pkt.grid_size_z = dims > 2 ? one_if_zero(g->grid[2]) : 1;
     pkt.kernel_object = kernel_index;
     pkt.reserved2 = queue_index;
 

@@ -9,9 +9,19 @@
 
 #include <strings.h>
 
+/* Every XTQ_INIT_ATTR_FIELD_* this library knows. */
+#define INIT_ATTR_FIELDS                                                                    \
+    (XTQ_INIT_ATTR_FIELD_PROGRESS | XTQ_INIT_ATTR_FIELD_PROVIDER | XTQ_INIT_ATTR_FIELD_OOB | \
+     XTQ_INIT_ATTR_FIELD_JOB_KEY)
+
+static bool has_field(const xtq_init_attr_t *attr, uint64_t field)
+{
+    return attr && (attr->field_mask & field);
+}
+
 static enum xtq_progress_mode progress_mode(const xtq_init_attr_t *attr)
 {
-    if (attr && attr->progress != XTQ_PROGRESS_DEFAULT)
+    if (has_field(attr, XTQ_INIT_ATTR_FIELD_PROGRESS) && attr->progress != XTQ_PROGRESS_DEFAULT)
         return attr->progress;
     const char *p = xtq__param_string(XTQ__PARAM_XTQ_PROGRESS);
     if (strcasecmp(p, "manual") == 0)
@@ -21,27 +31,53 @@ static enum xtq_progress_mode progress_mode(const xtq_init_attr_t *attr)
     return XTQ_PROGRESS_THREAD;
 }
 
+/* Only the fields named in the mask are read; bits this library does not
+ * know are refused (a newer caller asking for what we cannot do). */
+static int check_attr(const xtq_init_attr_t *attr)
+{
+    if (!attr)
+        return 0;
+    if (attr->field_mask & ~(uint64_t)INIT_ATTR_FIELDS) {
+        xtq_err(CORE, "xtq_init: unknown field_mask bits 0x%llx",
+                (unsigned long long)(attr->field_mask & ~(uint64_t)INIT_ATTR_FIELDS));
+        return -XTQ_EINVAL;
+    }
+    if (has_field(attr, XTQ_INIT_ATTR_FIELD_PROGRESS) &&
+        attr->progress != XTQ_PROGRESS_DEFAULT && attr->progress != XTQ_PROGRESS_THREAD &&
+        attr->progress != XTQ_PROGRESS_MANUAL)
+        return -XTQ_EINVAL;
+    return 0;
+}
+
 int xtq_init(const xtq_init_attr_t *attr, xtq_ctx_t **out)
 {
+    struct xtq__bootstrap_attr battr = {0};
     xtq_ctx_t *ctx;
     int rc;
 
     if (!out)
         return -XTQ_EINVAL;
-    if (attr && attr->progress != XTQ_PROGRESS_DEFAULT && attr->progress != XTQ_PROGRESS_THREAD &&
-        attr->progress != XTQ_PROGRESS_MANUAL)
-        return -XTQ_EINVAL;
     xtq__log_init();
+    rc = check_attr(attr);
+    if (rc)
+        return rc;
+    if (has_field(attr, XTQ_INIT_ATTR_FIELD_OOB))
+        battr.oob = &attr->oob;
+    if (has_field(attr, XTQ_INIT_ATTR_FIELD_JOB_KEY)) {
+        battr.has_job_key = true;
+        battr.job_key = attr->job_key;
+    }
     ctx = calloc(1, sizeof(*ctx));
     if (!ctx)
         return -XTQ_ENOMEM;
     ctx->progress = progress_mode(attr);
 
-    rc = xtq__bootstrap_init(&ctx->bootstrap);
+    rc = xtq__bootstrap_init(&battr, &ctx->bootstrap);
     if (rc)
         goto err_ctx;
     ctx->rank = ctx->bootstrap->rank;
     ctx->size = ctx->bootstrap->size;
+    ctx->local_ranks = (unsigned)ctx->bootstrap->local_size;
     ctx->job_key = ctx->bootstrap->job_key;
 
     int64_t tsize = xtq__param_int(XTQ__PARAM_XTQ_TABLE_SIZE);
@@ -57,8 +93,9 @@ int xtq_init(const xtq_init_attr_t *attr, xtq_ctx_t **out)
     if (rc)
         goto err_registry;
 
-    const char *prov = attr && attr->provider ? attr->provider
-                                              : xtq__param_string(XTQ__PARAM_XTQ_PROVIDER);
+    const char *prov = has_field(attr, XTQ_INIT_ATTR_FIELD_PROVIDER) && attr->provider
+                           ? attr->provider
+                           : xtq__param_string(XTQ__PARAM_XTQ_PROVIDER);
     rc = xtq__engine_create(ctx, prov, ctx->progress, &ctx->engine);
     if (rc)
         goto err_agents;
@@ -160,6 +197,33 @@ int xtq_progress(xtq_ctx_t *ctx)
 const char *xtq_provider_name(const xtq_ctx_t *ctx)
 {
     return ctx ? xtq__engine_provider(ctx->engine) : NULL;
+}
+
+/* Runtime codes each need a slot of their own below the named ones. */
+XTQ_STATIC_ASSERT(XTQ_EFINALIZED < XTQ_ENOKERNEL + XTQ_STATS_REJECT_RANGE,
+                  "a runtime error code has no rejected_by_reason slot: extend the slots");
+
+unsigned xtq_stats_reject_slot(int err)
+{
+    int code = err < 0 ? -err : err;
+    if (code >= XTQ_ENOKERNEL && code < XTQ_ENOKERNEL + XTQ_STATS_REJECT_RANGE)
+        return (unsigned)(code - XTQ_ENOKERNEL);
+    switch (code) {
+    case XTQ_ERANGE: return XTQ_STATS_REJECT_RANGE;
+    case XTQ_EBADMSG: return XTQ_STATS_REJECT_BADMSG;
+    case XTQ_EMSGSIZE: return XTQ_STATS_REJECT_MSGSIZE;
+    case XTQ_ENOMEM: return XTQ_STATS_REJECT_NOMEM;
+    case XTQ_EPROTO: return XTQ_STATS_REJECT_PROTO;
+    case XTQ_EINVAL: return XTQ_STATS_REJECT_INVAL;
+    default: return XTQ_STATS_REJECT_OTHER;
+    }
+}
+
+void xtq__stats_rejected(xtq_ctx_t *ctx, int err)
+{
+    XTQ__STAT_INC(ctx, msgs_rejected);
+    atomic_fetch_add_explicit(&ctx->stats.rejected_by_reason[xtq_stats_reject_slot(err)], 1,
+                              memory_order_relaxed);
 }
 
 int xtq_get_stats(xtq_ctx_t *ctx, xtq_stats_t *st)

@@ -116,11 +116,51 @@ static inline void xtq__cpu_relax(void)
 /* Futex helpers on a 32-bit word (Linux). */
 int xtq__futex_wait(_Atomic uint32_t *addr, uint32_t expected, int64_t timeout_ns);
 void xtq__futex_wake(_Atomic uint32_t *addr, int count);
-/* xtq_completion_t.state: a thread sleeps on the word (engine.c). */
+/* xtq_completion_t.state: a thread sleeps on the word (nic-emul/initiator.c). */
 #define XTQ__COMPLETION_SLEEPER (1u << 31)
 
-/* Lock a data-path mutex: poll up to xtq__lock_spin_ns before sleeping (util.c). */
+/*
+ * Spin, then sleep (util.c): the one way libxtq waits for a condition that
+ * another thread makes true. Poll `ready` for up to spin_ns (a hand-off
+ * within the spin costs no wake-up), then sleep on the futex word `word`,
+ * which the waker changes (or, for a bit word, sets bits in) whenever the
+ * condition may have changed. The waker makes the system call only when
+ * somebody sleeps, and learns it either from a count (`waiters`: the
+ * sleeper increments it before its last check) or from a bit of the word
+ * itself (`sleeper_bit`: set with a read-modify-write, as completion words
+ * do). Give one of the two. `ready` may do work itself (a progress turn)
+ * and is called again after every wake-up.
+ */
+struct xtq__spin_wait {
+    bool (*ready)(void *arg);
+    void *arg;
+    _Atomic uint32_t *word;
+    _Atomic uint32_t *waiters;
+    uint32_t sleeper_bit;
+    uint64_t spin_ns; /* 0: sleep at once */
+    /* Longest single sleep, or XTQ_TIMEOUT_INFINITE: bounded where a
+     * waker cannot wake futexes (a GPU changes the condition). */
+    int64_t nap_ns;
+};
+/* 0: ready while spinning; 1: ready after a sleep; -XTQ_ETIMEDOUT once the
+ * deadline (ns, xtq__now_ns; UINT64_MAX: none) has passed. */
+int xtq__spin_wait(const struct xtq__spin_wait *w, uint64_t deadline);
+/* The spin alone: poll `ready` for up to spin_ns, the clock read every 64
+ * polls (it costs as much as a poll). Whether it became ready. */
+bool xtq__spin_until(bool (*ready)(void *arg), void *arg, uint64_t spin_ns);
+
+/*
+ * Data-path mutexes (the transport, the put window, the ack queue, the live
+ * tasks): xtq__mutex_init gives them the kind XTQ_MUTEX chose (util.c),
+ * xtq__mutex_lock takes one. "spin": a plain mutex that contenders poll for
+ * up to xtq__lock_spin_ns before sleeping; "adaptive": glibc's adaptive
+ * mutex, which spins a bounded number of times itself.
+ */
 extern _Atomic uint64_t xtq__lock_spin_ns;
+/* Read XTQ_MUTEX and set the spin from the spin policy; before the first
+ * xtq__mutex_init. */
+void xtq__mutex_configure(uint64_t spin_ns);
+void xtq__mutex_init(pthread_mutex_t *m);
 void xtq__mutex_lock(pthread_mutex_t *m);
 /* Spin policy (util.c): cores this rank can use, and a spin parameter
  * resolved ("auto" = -1) for that many cores. */
@@ -137,6 +177,46 @@ uint64_t xtq__spin_ns(enum xtq__param_id id, unsigned local_ranks, int64_t roomy
  * bounded naps instead of indefinitely. */
 enum { XTQ__SIGNAL_DEVICE = 1u << 0, XTQ__SIGNAL_EXTERNAL_MEM = 1u << 1 };
 
+/* ---- references --------------------------------------------------------
+ * Kernels, functions and signals count what names them: each registration
+ * (lookup-table entry) and each task the engine enqueued until it retires.
+ * Destroy refuses (-XTQ_EBUSY) while any is left, and marks the object
+ * dead so that nothing registers it again (issue 10, bug 2). */
+#define XTQ__REFS_DEAD (1u << 31)
+
+/* Take a reference: 0, or -XTQ_EINVAL if the object was destroyed. */
+static inline int xtq__refs_get(_Atomic uint32_t *refs)
+{
+    uint32_t v = atomic_load_explicit(refs, memory_order_relaxed);
+    do {
+        if (v & XTQ__REFS_DEAD)
+            return -XTQ_EINVAL;
+    } while (!atomic_compare_exchange_weak_explicit(refs, &v, v + 1, memory_order_acq_rel,
+                                                    memory_order_relaxed));
+    return 0;
+}
+
+static inline void xtq__refs_put(_Atomic uint32_t *refs)
+{
+    atomic_fetch_sub_explicit(refs, 1, memory_order_release);
+}
+
+/* Destroy's check: 0 (no reference left; now dead) or -XTQ_EBUSY. */
+static inline int xtq__refs_kill(_Atomic uint32_t *refs)
+{
+    uint32_t zero = 0;
+    return atomic_compare_exchange_strong_explicit(refs, &zero, XTQ__REFS_DEAD,
+                                                   memory_order_acq_rel, memory_order_acquire)
+               ? 0
+               : -XTQ_EBUSY;
+}
+
+/* Undo xtq__refs_kill() when the destroy itself failed. */
+static inline void xtq__refs_revive(_Atomic uint32_t *refs)
+{
+    atomic_store_explicit(refs, 0, memory_order_release);
+}
+
 struct xtq_signal {
     _Atomic int64_t value;
     _Atomic uint32_t seq;
@@ -146,7 +226,8 @@ struct xtq_signal {
     /* Host-side changes in progress: destroy waits for it to drain, so a
      * waiter may destroy the signal as soon as it sees the new value. */
     _Atomic uint32_t busy;
-    uint8_t pad_[36];
+    _Atomic uint32_t refs; /* registrations and queued tasks naming it */
+    uint8_t pad_[32];
 };
 XTQ_STATIC_ASSERT(sizeof(struct xtq_signal) == 64, "signal is one cache line");
 #define XTQ__SIGNAL_MAGIC 0x5851534eu
@@ -164,12 +245,33 @@ struct xtq_kernel {
     uint64_t object; /* what kernel_object holds after the rewrite */
     uint32_t kernarg_size;
     uint32_t flags;
+    _Atomic uint32_t refs; /* registrations and queued tasks; zero at creation */
 };
 
 struct xtq_function {
     xtq_agent_t *agent;
     uint64_t object; /* what reserved2 holds after the rewrite */
+    _Atomic uint32_t refs; /* registrations and queued tasks; zero at creation */
 };
+
+/* ---- completion counters (counter.c) ----------------------------------
+ * The engine's side of xtq_counter_t: a put that names a counter attaches
+ * when it is issued and completes into it once, when it is DONE (after the
+ * completion object, if any, is final). */
+void xtq__counter_attach(xtq_counter_t *counter);
+void xtq__counter_complete(xtq_counter_t *counter, int status);
+
+/* ---- the running CPU task (kernel.c) ----------------------------------
+ * A CPU agent's worker enters this around each kernel (all its work-groups)
+ * or function it runs, so that the task can reach its result buffer
+ * (xtq_task_result) and fail itself (xtq_task_fail). Thread-local. */
+struct xtq__task_state {
+    void *result;
+    size_t result_len;
+    int status; /* the first xtq_task_fail(), else 0 */
+};
+void xtq__task_enter(struct xtq__task_state *st);
+void xtq__task_leave(void);
 
 /* ---- queues ----------------------------------------------------------
  * Indices and the ring live where the agent's consumer can read them
@@ -182,9 +284,16 @@ struct xtq__queue_indices {
 };
 
 /* Called by the agent when a packet that carried a cookie has finished
- * (status 0, or a negative XTQ error if the agent could not run it).
+ * (status 0, a negative XTQ error if the agent could not run it, or the
+ * status the task failed itself with: xtq_task_fail()).
  * Runs on the agent's thread: must be short and thread-safe. */
 typedef void (*xtq__retire_fn)(void *cookie, int status);
+
+/* Asked by the agent when it takes a packet that carried a cookie: the
+ * zero-filled buffer (and its length) the task may fill for its initiator
+ * (a fetching put; xtq_task_result()), or NULL. The producer owns the
+ * cookie's layout and the buffer, which must stay valid until retire. */
+typedef void *(*xtq__result_fn)(void *cookie, size_t *len);
 
 struct xtq_queue {
     xtq_aql_packet_t *ring;
@@ -198,6 +307,9 @@ struct xtq_queue {
      * retire(cookie, status) when the packet has finished. NULL: nothing. */
     void **cookies;
     xtq__retire_fn retire;
+    /* Optional (NULL: no task has a result buffer); set with retire, by
+     * the same producer, under the same rules. */
+    xtq__result_fn result;
     _Atomic uint32_t registrations; /* lookup-table entries naming it */
     uint32_t id;
     /* Where producers and the agent find the indices. xtq_queue_create()
@@ -217,15 +329,40 @@ struct xtq_queue {
 /* ---- agents (hsa-glue/) ---------------------------------------------
  * One const operations table per kind; every slot filled (unsupported ones
  * return -XTQ_ENOSYS). */
+
+/* One rewritten packet on its way into a queue (the engine's step 6, Fig.
+ * 4): what the agent needs to place it, and whom to tell when it finished. */
+struct xtq__enqueue {
+    const xtq_aql_packet_t *packet; /* rewritten; bytes 0..3 are published last */
+    /* Where the kernel arguments and the payload landed (the receive
+     * region, or a copy), and their lengths; NULL and 0 when absent. */
+    const void *kernarg;
+    uint32_t kernarg_len;
+    const void *payload;
+    uint64_t payload_len;
+    /* retire(cookie, status) runs on the agent's thread when the packet
+     * has finished. The same retire for every packet of a queue. */
+    xtq__retire_fn retire;
+    void *cookie;
+    uint64_t trace_key; /* XTQ_TRACE_KEY() of the put, for the stage trace */
+};
+
 struct xtq__agent_ops {
     const char *name;
     int (*queue_create)(xtq_agent_t *agent, uint32_t size, xtq_queue_t **queue);
     int (*queue_destroy)(xtq_queue_t *queue);
+    /* Write one packet into `queue` and make it visible: reserve a slot,
+     * write the body, attach the retire cookie, publish, ring the
+     * doorbell. 0, or -XTQ_EAGAIN when the queue is full (nothing
+     * written). Once it returns 0 the packet may have run and retired.
+     * Most agents use xtq__queue_enqueue (queue_int.h). */
+    int (*enqueue)(xtq_queue_t *queue, const struct xtq__enqueue *desc);
     /* Wake the agent's packet processor for `queue` after a doorbell store. */
     void (*doorbell)(xtq_queue_t *queue, uint64_t index);
     int (*kernel_destroy)(xtq_kernel_t *kernel);
     int (*function_destroy)(xtq_function_t *function);
-    /* Make host memory (receive regions) reachable by the agent's device. */
+    /* Make host memory (receive regions) reachable by the agent's device.
+     * Callers outside hsa-glue/ use xtq__agents_mem_register. */
     int (*mem_register)(xtq_agent_t *agent, void *addr, size_t len);
     int (*mem_deregister)(xtq_agent_t *agent, void *addr, size_t len);
     /* Stop workers, free everything. */
@@ -258,6 +395,12 @@ extern const struct xtq__agent_provider xtq__rocr_agent_provider;
 /* hsa-glue/agent.c: open every available agent into the context. */
 int xtq__agents_open(xtq_ctx_t *ctx);
 void xtq__agents_close(xtq_ctx_t *ctx);
+/* Make host memory readable by every agent of the context in place (the
+ * engine's receive regions: tasks read their arguments and payload where
+ * they landed). All or nothing: on failure, logged with the agent's name,
+ * none keeps it registered. */
+int xtq__agents_mem_register(xtq_ctx_t *ctx, void *addr, size_t len);
+void xtq__agents_mem_deregister(xtq_ctx_t *ctx, void *addr, size_t len);
 
 /* ---- the context ------------------------------------------------------ */
 
@@ -278,13 +421,18 @@ struct xtq__stats {
     _Atomic uint64_t msgs_rejected;
     _Atomic uint64_t acks_sent;
     _Atomic uint64_t queue_full_events;
-    _Atomic uint64_t rejected_by_reason[16];
+    _Atomic uint64_t rejected_by_reason[XTQ_STATS_REJECT_SLOTS];
 };
 #define XTQ__STAT_INC(ctx, field) atomic_fetch_add_explicit(&(ctx)->stats.field, 1, memory_order_relaxed)
+/* A command rejected with `err`: msgs_rejected and its reason's slot
+ * (context.c). The engine counts every rejection, wire-level ones too,
+ * through this. */
+void xtq__stats_rejected(xtq_ctx_t *ctx, int err);
 
 struct xtq_ctx {
     int rank;
     int size;
+    unsigned local_ranks; /* ranks on this host, for the spin policy */
     uint64_t job_key;
     enum xtq_progress_mode progress;
     xtq_agent_t *agents[XTQ__MAX_AGENTS];

@@ -1,15 +1,29 @@
 /*
  * Kernel and function objects: the generic accessors. Each agent kind
  * creates its own objects (xtq_kernel_create_cpu lives with the CPU agent)
- * and frees them through its operations table.
+ * and frees them through its operations table. Also the running CPU
+ * task's result buffer and status (xtq_task_result / xtq_task_fail).
  */
 #include "internal.h"
 
 int xtq_kernel_destroy(xtq_kernel_t *kernel)
 {
+    int rc;
+
     if (kernel == NULL || kernel->agent == NULL)
         return -XTQ_EINVAL;
-    return kernel->agent->ops->kernel_destroy(kernel);
+    /* Registered, or named by a queued task: freeing it now would let its
+     * pool slot be reused under the table entry or the task. */
+    rc = xtq__refs_kill(&kernel->refs);
+    if (rc) {
+        xtq_dbg(CORE, "kernel %p destroy refused: %u registrations or tasks name it",
+                (void *)kernel, atomic_load(&kernel->refs) & ~XTQ__REFS_DEAD);
+        return rc;
+    }
+    rc = kernel->agent->ops->kernel_destroy(kernel);
+    if (rc)
+        xtq__refs_revive(&kernel->refs);
+    return rc;
 }
 
 uint64_t xtq_kernel_object(const xtq_kernel_t *kernel)
@@ -29,12 +43,57 @@ xtq_agent_t *xtq_kernel_agent(const xtq_kernel_t *kernel)
 
 int xtq_function_destroy(xtq_function_t *function)
 {
+    int rc;
+
     if (function == NULL || function->agent == NULL)
         return -XTQ_EINVAL;
-    return function->agent->ops->function_destroy(function);
+    rc = xtq__refs_kill(&function->refs);
+    if (rc) {
+        xtq_dbg(CORE, "function %p destroy refused: %u registrations or tasks name it",
+                (void *)function, atomic_load(&function->refs) & ~XTQ__REFS_DEAD);
+        return rc;
+    }
+    rc = function->agent->ops->function_destroy(function);
+    if (rc)
+        xtq__refs_revive(&function->refs);
+    return rc;
 }
 
 uint64_t xtq_function_object(const xtq_function_t *function)
 {
     return function->object;
+}
+
+/* The task this thread runs (CPU agent workers), or NULL. */
+static __thread struct xtq__task_state *current_task;
+
+void xtq__task_enter(struct xtq__task_state *st)
+{
+    current_task = st;
+}
+
+void xtq__task_leave(void)
+{
+    current_task = NULL;
+}
+
+void *xtq_task_result(size_t *len)
+{
+    struct xtq__task_state *st = current_task;
+    void *buf = st && st->result_len ? st->result : NULL;
+
+    if (len)
+        *len = buf ? st->result_len : 0;
+    return buf;
+}
+
+void xtq_task_fail(int status)
+{
+    struct xtq__task_state *st = current_task;
+
+    if (!st || status == 0)
+        return;
+    /* Either sign, as xtq_strerror takes it; the first failure wins. */
+    if (st->status == 0)
+        st->status = status < 0 ? status : -status;
 }

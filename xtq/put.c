@@ -15,6 +15,15 @@ size_t xtq_put_max_size(const xtq_ctx_t *ctx)
     return ctx ? xtq__engine_max_put(ctx->engine) : 0;
 }
 
+uint32_t xtq_completion_state(const xtq_completion_t *comp)
+{
+    if (!comp)
+        return 0;
+    uint32_t st = atomic_load_explicit((_Atomic uint32_t *)&comp->state, memory_order_acquire);
+    /* The sleeper bit and any later library bits are not the caller's. */
+    return st & (XTQ_COMPLETION_LOCAL | XTQ_COMPLETION_REMOTE | XTQ_COMPLETION_DONE);
+}
+
 int xtq_completion_test(const xtq_completion_t *comp)
 {
     if (!comp)

@@ -162,45 +162,55 @@ void xtq_queue_ring_doorbell(xtq_queue_t *queue, uint64_t index)
     queue->agent->ops->doorbell(queue, index);
 }
 
+struct queue_space {
+    xtq_queue_t *q;
+    uint32_t count;
+};
+
+static bool queue_has_space(void *arg)
+{
+    struct queue_space *qs = arg;
+    uint64_t w = atomic_load_explicit(qs->q->write_index, memory_order_relaxed);
+    uint64_t r = atomic_load_explicit(qs->q->read_index, memory_order_seq_cst);
+    return w + qs->count - r <= qs->q->size || r > w;
+}
+
 /* Wait until `count` slots could be free, or the deadline passes. Sleeps
  * on the doorbell signal's futex: host consumers wake it through
  * xtq__queue_notify_space, others are covered by the bounded naps. */
 static int queue_wait_space(xtq_queue_t *q, uint32_t count, uint64_t deadline)
 {
-    struct xtq_signal *db = q->doorbell;
-    uint64_t now = xtq__now_ns();
-    uint64_t spin_end = now + QUEUE_SPIN_NS;
-    int rc = 0;
+    struct queue_space qs = {q, count};
+    struct xtq__spin_wait w = {
+        .ready = queue_has_space,
+        .arg = &qs,
+        .word = &q->doorbell->seq,
+        .waiters = &q->doorbell->waiters,
+        .spin_ns = QUEUE_SPIN_NS,
+        .nap_ns = QUEUE_NAP_NS,
+    };
+    int rc = xtq__spin_wait(&w, deadline);
+    return rc > 0 ? 0 : rc;
+}
 
-    for (unsigned i = 1;; i++) {
-        uint64_t w = atomic_load_explicit(q->write_index, memory_order_relaxed);
-        uint64_t r = atomic_load_explicit(q->read_index, memory_order_acquire);
-        if (w + count - r <= q->size || r > w)
-            return 0;
-        if ((i & 31) == 0 && xtq__now_ns() >= spin_end)
-            break;
-        xtq__cpu_relax();
-    }
-
-    atomic_fetch_add_explicit(&db->waiters, 1, memory_order_seq_cst);
-    for (;;) {
-        uint32_t seq = atomic_load_explicit(&db->seq, memory_order_seq_cst);
-        uint64_t w = atomic_load_explicit(q->write_index, memory_order_relaxed);
-        uint64_t r = atomic_load_explicit(q->read_index, memory_order_seq_cst);
-        int64_t nap;
-
-        if (w + count - r <= q->size || r > w)
-            break;
-        now = xtq__now_ns();
-        if (now >= deadline) {
-            rc = -XTQ_ETIMEDOUT;
-            break;
-        }
-        nap = deadline - now < QUEUE_NAP_NS ? (int64_t)(deadline - now) : QUEUE_NAP_NS;
-        (void)xtq__futex_wait(&db->seq, seq, nap);
-    }
-    atomic_fetch_sub_explicit(&db->waiters, 1, memory_order_relaxed);
-    return rc;
+int xtq__queue_enqueue(xtq_queue_t *q, const struct xtq__enqueue *d)
+{
+    uint64_t i;
+    uint32_t first;
+    int rc = xtq_queue_reserve(q, 1, &i);
+    if (rc)
+        return rc;
+    xtq_aql_packet_t *slot = xtq_queue_slot(q, i);
+    memcpy(slot->bytes + 4, d->packet->bytes + 4, XTQ_AQL_PACKET_SIZE - 4);
+    if (d->cookie != NULL && q->retire != d->retire)
+        q->retire = d->retire;
+    q->cookies[i & q->mask] = d->cookie;
+    memcpy(&first, d->packet->bytes, sizeof(first));
+    xtq_queue_publish(q, i, (uint16_t)(first & 0xffffu), (uint16_t)(first >> 16));
+    XTQ_TRACE_POINT(XTQ_TRACE_ENQUEUED, d->trace_key);
+    xtq_queue_ring_doorbell(q, i);
+    XTQ_TRACE_POINT(XTQ_TRACE_DOORBELL, d->trace_key);
+    return 0;
 }
 
 int xtq_queue_submit(xtq_queue_t *queue, const xtq_aql_packet_t *packet, int64_t timeout_ns,

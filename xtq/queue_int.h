@@ -1,15 +1,17 @@
 /*
  * Internal queue helpers for agents (hsa-glue/) and the engine.
  *
- * Producer protocol (the engine, xtq_queue_submit, applications):
+ * Producer protocol (xtq__queue_enqueue for the engine, xtq_queue_submit,
+ * applications):
  *   1. xtq_queue_reserve(q, 1, &i)            -- slot i is free (header INVALID)
  *   2. write bytes 4..63 of xtq_queue_slot(q, i)
  *   3. q->cookies[i & q->mask] = cookie       -- ALWAYS, NULL when none; plain store
  *   4. xtq_queue_publish(q, i, header, rest)  -- release: orders 2 and 3 before it
  *   5. xtq_queue_ring_doorbell(q, i)
- * q->retire is set once (by the engine, when it first takes the queue into
- * its queue table) before any packet that carries a cookie is published;
- * it is never changed while such packets are in flight. The publish in
+ * q->retire is set once (by the first enqueue that carries a cookie, from
+ * its descriptor: the engine's retire function) before any packet that
+ * carries a cookie is published; it is never changed while such packets
+ * are in flight. The publish in
  * step 4 is what makes both the cookie and q->retire visible to the agent.
  *
  * Consumer protocol (a host-side packet processor such as the CPU agent):
@@ -49,6 +51,11 @@ static inline bool xtq__queue_size_ok(uint32_t size)
 {
     return size >= 2 && (size & (size - 1)) == 0;
 }
+
+/* The generic enqueue operation (xtq__agent_ops.enqueue) for agents whose
+ * queues follow the producer protocol above: reserve, bytes 4..63, cookie
+ * and retire, publish, doorbell. 0 or -XTQ_EAGAIN (full). */
+int xtq__queue_enqueue(xtq_queue_t *q, const struct xtq__enqueue *desc);
 
 /* A consumer advanced read_index: wake producers waiting for space in
  * xtq_queue_submit (they sleep on the doorbell signal's futex). Cheap when

@@ -27,6 +27,7 @@ static void signal_init(struct xtq_signal *sig, int64_t initial, uint32_t flags)
     atomic_init(&sig->seq, 0);
     atomic_init(&sig->waiters, 0);
     atomic_init(&sig->busy, 0);
+    atomic_init(&sig->refs, 0);
     sig->flags = flags;
     sig->magic = XTQ__SIGNAL_MAGIC;
 }
@@ -82,6 +83,10 @@ int xtq_signal_destroy(xtq_signal_t *signal)
 {
     if (signal == NULL || signal->magic != XTQ__SIGNAL_MAGIC)
         return -XTQ_EINVAL;
+    /* Registered as a completion signal, or named by a queued task: an
+     * agent would decrement freed memory. */
+    if (xtq__refs_kill(&signal->refs) != 0)
+        return -XTQ_EBUSY;
     /* A store/add whose value a waiter already saw may still be waking. */
     for (unsigned i = 0; atomic_load_explicit(&signal->busy, memory_order_acquire) != 0; i++) {
         if (i < 1000)
@@ -120,6 +125,31 @@ int64_t xtq_signal_add(xtq_signal_t *signal, int64_t delta)
     return old;
 }
 
+int64_t xtq_signal_exchange(xtq_signal_t *signal, int64_t value)
+{
+    int64_t old;
+
+    signal_change_begin(signal);
+    old = atomic_exchange_explicit(&signal->value, value, memory_order_acq_rel);
+    signal_wake(signal);
+    signal_change_end(signal);
+    return old;
+}
+
+int64_t xtq_signal_cas(xtq_signal_t *signal, int64_t expected, int64_t value)
+{
+    int64_t seen = expected;
+
+    signal_change_begin(signal);
+    /* A failed swap reads with acquire order, as HSA's scacq_screl does. */
+    if (atomic_compare_exchange_strong_explicit(&signal->value, &seen, value,
+                                                memory_order_acq_rel, memory_order_acquire) &&
+        value != expected)
+        signal_wake(signal);
+    signal_change_end(signal);
+    return seen;
+}
+
 static bool signal_cond_holds(enum xtq_signal_condition cond, int64_t value, int64_t compare)
 {
     switch (cond) {
@@ -135,20 +165,33 @@ static bool signal_cond_holds(enum xtq_signal_condition cond, int64_t value, int
     return false;
 }
 
+struct signal_cond {
+    struct xtq_signal *sig;
+    enum xtq_signal_condition cond;
+    int64_t compare;
+    int64_t value; /* last seen */
+};
+
+static bool signal_cond_ready(void *arg)
+{
+    struct signal_cond *c = arg;
+    c->value = atomic_load_explicit(&c->sig->value, memory_order_acquire);
+    return signal_cond_holds(c->cond, c->value, c->compare);
+}
+
 int xtq_signal_wait(const xtq_signal_t *signal, enum xtq_signal_condition cond, int64_t compare,
                     int64_t timeout_ns, int64_t *observed)
 {
     /* Waiting registers in the signal; the value itself is not changed. */
     struct xtq_signal *sig = (struct xtq_signal *)signal;
-    uint64_t now, deadline, spin_end;
-    int64_t value;
+    struct signal_cond c = {sig, cond, compare, 0};
+    uint64_t now, deadline;
     int rc = 0;
 
     if (sig == NULL || (unsigned)cond > XTQ_SIGNAL_GTE || timeout_ns < 0)
         return -XTQ_EINVAL;
 
-    value = atomic_load_explicit(&sig->value, memory_order_acquire);
-    if (signal_cond_holds(cond, value, compare))
+    if (signal_cond_ready(&c))
         goto out;
     if (timeout_ns == 0) {
         rc = -XTQ_ETIMEDOUT;
@@ -159,41 +202,23 @@ int xtq_signal_wait(const xtq_signal_t *signal, enum xtq_signal_condition cond, 
     deadline = timeout_ns == XTQ_TIMEOUT_INFINITE || (uint64_t)timeout_ns > UINT64_MAX - now
                    ? UINT64_MAX
                    : now + (uint64_t)timeout_ns;
-    spin_end = now + SIGNAL_SPIN_NS < deadline ? now + SIGNAL_SPIN_NS : deadline;
-
-    /* Short poll. The clock is read every 64 polls to keep it cheap. */
-    for (unsigned i = 1;; i++) {
-        value = atomic_load_explicit(&sig->value, memory_order_acquire);
-        if (signal_cond_holds(cond, value, compare))
-            goto out;
-        if ((i & 63) == 0 && xtq__now_ns() >= spin_end)
-            break;
-        xtq__cpu_relax();
-    }
-
-    atomic_fetch_add_explicit(&sig->waiters, 1, memory_order_seq_cst);
-    for (;;) {
-        uint32_t seq = atomic_load_explicit(&sig->seq, memory_order_seq_cst);
-        int64_t nap;
-
-        value = atomic_load_explicit(&sig->value, memory_order_acquire);
-        if (signal_cond_holds(cond, value, compare))
-            break;
-        now = xtq__now_ns();
-        if (now >= deadline) {
-            rc = -XTQ_ETIMEDOUT;
-            break;
-        }
-        nap = deadline == UINT64_MAX ? XTQ_TIMEOUT_INFINITE : (int64_t)(deadline - now);
-        if ((sig->flags & XTQ__SIGNAL_DEVICE) && nap > SIGNAL_DEVICE_NAP_NS)
-            nap = SIGNAL_DEVICE_NAP_NS;
-        (void)xtq__futex_wait(&sig->seq, seq, nap);
-    }
-    atomic_fetch_sub_explicit(&sig->waiters, 1, memory_order_relaxed);
+    /* Every host-side change bumps `seq`; a device's does not, so its
+     * waiters nap. */
+    struct xtq__spin_wait w = {
+        .ready = signal_cond_ready,
+        .arg = &c,
+        .word = &sig->seq,
+        .waiters = &sig->waiters,
+        .spin_ns = SIGNAL_SPIN_NS,
+        .nap_ns = (sig->flags & XTQ__SIGNAL_DEVICE) ? SIGNAL_DEVICE_NAP_NS : XTQ_TIMEOUT_INFINITE,
+    };
+    rc = xtq__spin_wait(&w, deadline);
+    if (rc > 0)
+        rc = 0;
 
 out:
     if (observed != NULL)
-        *observed = value;
+        *observed = c.value;
     return rc;
 }
 

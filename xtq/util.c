@@ -73,35 +73,117 @@ uint64_t xtq__spin_ns(enum xtq__param_id id, unsigned local_ranks, int64_t roomy
     return (uint64_t)us * 1000u;
 }
 
+/* ---- spin, then sleep ------------------------------------------------- */
+
+bool xtq__spin_until(bool (*ready)(void *arg), void *arg, uint64_t spin_ns)
+{
+    if (ready(arg))
+        return true;
+    if (!spin_ns)
+        return false;
+    uint64_t end = xtq__now_ns() + spin_ns;
+    for (unsigned i = 1;; i++) {
+        /* No yield: spins are on only where each thread has a core
+         * (sched_yield costs ~0.5 us in a virtual machine). */
+        xtq__cpu_relax();
+        if (ready(arg))
+            return true;
+        if ((i & 63) == 0 && xtq__now_ns() >= end)
+            return false;
+    }
+}
+
+int xtq__spin_wait(const struct xtq__spin_wait *w, uint64_t deadline)
+{
+    uint64_t now = xtq__now_ns();
+    uint64_t spin = w->spin_ns;
+    int rc = -XTQ_ETIMEDOUT;
+
+    if (deadline <= now)
+        spin = 0;
+    else if (deadline - now < spin)
+        spin = deadline - now;
+    if (xtq__spin_until(w->ready, w->arg, spin))
+        return 0;
+    /* Past the deadline already: not worth announcing a sleeper (the
+     * waker would pay for a wake-up nobody waits for). */
+    if (xtq__now_ns() >= deadline)
+        return -XTQ_ETIMEDOUT;
+    if (w->waiters)
+        atomic_fetch_add_explicit(w->waiters, 1, memory_order_seq_cst);
+    for (bool slept = false;; slept = true) {
+        /* The value the sleep compares against is read before the last
+         * check: a change after the check makes the futex return at once. */
+        uint32_t v = w->sleeper_bit
+                         ? atomic_fetch_or_explicit(w->word, w->sleeper_bit, memory_order_acq_rel) |
+                               w->sleeper_bit
+                         : atomic_load_explicit(w->word, memory_order_seq_cst);
+        if (w->ready(w->arg)) {
+            rc = slept ? 1 : 0;
+            break;
+        }
+        now = xtq__now_ns();
+        if (now >= deadline)
+            break;
+        int64_t nap = deadline == UINT64_MAX || deadline - now > (uint64_t)INT64_MAX
+                          ? XTQ_TIMEOUT_INFINITE
+                          : (int64_t)(deadline - now);
+        if (w->nap_ns != XTQ_TIMEOUT_INFINITE && (nap == XTQ_TIMEOUT_INFINITE || nap > w->nap_ns))
+            nap = w->nap_ns;
+        (void)xtq__futex_wait(w->word, v, nap);
+    }
+    if (w->waiters)
+        atomic_fetch_sub_explicit(w->waiters, 1, memory_order_relaxed);
+    return rc;
+}
+
 /*
  * Locks on the data path (the transport, the put window, the live-task
  * list) are held for well under a microsecond, while a plain mutex puts a
  * contender to sleep at once and makes it pay a futex wake-up (seen: ~15 us
  * on a virtual 16-core host) whenever the progress thread meets an agent
- * worker or the application there. Where the spin policy allows it
- * (xtq__lock_spin_ns, set from it at init: on only where each thread has a
- * core), contenders poll first and sleep only after that long. On an
- * oversubscribed host the holder may need the contender's core: they
- * sleep at once.
+ * worker or the application there. Two ways to avoid it, chosen with
+ * XTQ_MUTEX: "spin", contenders poll first and sleep only after
+ * xtq__lock_spin_ns (set from the spin policy at init: on only where each
+ * thread has a core; on an oversubscribed host the holder may need the
+ * contender's core, so they sleep at once); or "adaptive", glibc's
+ * PTHREAD_MUTEX_ADAPTIVE_NP, which polls a bounded number of times (about
+ * 100 tries, glibc.pthread.mutex_spin_count) whatever the core count.
  */
 _Atomic uint64_t xtq__lock_spin_ns;
+static _Atomic bool mutex_adaptive;
+
+void xtq__mutex_configure(uint64_t spin_ns)
+{
+    const char *kind = xtq__param_string(XTQ__PARAM_XTQ_MUTEX);
+    bool adaptive = strcmp(kind, "adaptive") == 0;
+    if (!adaptive && strcmp(kind, "spin") != 0)
+        xtq_warn(CORE, "XTQ_MUTEX=%s is neither spin nor adaptive; using spin", kind);
+    atomic_store(&mutex_adaptive, adaptive);
+    xtq_dbg(CORE, "data-path locks: %s", adaptive ? "glibc adaptive" : "spin, then sleep");
+    /* The adaptive mutex spins by itself: no second spin around it. */
+    atomic_store(&xtq__lock_spin_ns, adaptive ? 0 : spin_ns);
+}
+
+void xtq__mutex_init(pthread_mutex_t *m)
+{
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    if (atomic_load(&mutex_adaptive))
+        pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(m, &attr);
+    pthread_mutexattr_destroy(&attr);
+}
+
+static bool mutex_taken(void *m)
+{
+    return pthread_mutex_trylock(m) == 0;
+}
 
 void xtq__mutex_lock(pthread_mutex_t *m)
 {
     uint64_t spin = atomic_load_explicit(&xtq__lock_spin_ns, memory_order_relaxed);
-    if (!spin) {
-        pthread_mutex_lock(m);
+    if (spin && xtq__spin_until(mutex_taken, m, spin))
         return;
-    }
-    if (pthread_mutex_trylock(m) == 0)
-        return;
-    uint64_t end = xtq__now_ns() + spin;
-    for (unsigned i = 1;; i++) {
-        xtq__cpu_relax();
-        if (pthread_mutex_trylock(m) == 0)
-            return;
-        if ((i & 63) == 0 && xtq__now_ns() >= end)
-            break;
-    }
     pthread_mutex_lock(m);
 }

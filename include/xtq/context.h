@@ -27,7 +27,10 @@ enum xtq_progress_mode {
  * Only an allgather is needed; libxtq builds its barrier from it. The
  * allgather is nonblocking so that a manual-progress engine keeps turning
  * while it completes: `allgather` starts it and returns a request in
- * `*req`, `req_test` polls it, `req_free` releases it.
+ * `*req`, `req_test` polls it, `req_free` releases it. One allgather is in
+ * flight at a time. xtq_init() copies this struct; the callbacks and
+ * `coll_info` are used until xtq_finalize() returns (its barriers), so an
+ * MPI communicator given here must outlive the context.
  */
 typedef struct xtq_oob_coll {
     /**
@@ -69,12 +72,19 @@ typedef struct xtq_init_attr {
      * agreed through the allgather (rank 0's random value), so that two
      * jobs started by the same launcher never accept each other's messages.
      * The key guards against cross-talk between jobs; it is not an
-     * authentication secret.
+     * authentication secret. Every rank must be given the same key, or
+     * none: xtq_init() fails with -XTQ_EINVAL on every rank otherwise.
      */
     uint64_t job_key;
 } xtq_init_attr_t;
 
-/** Create the process's context. Collective over all ranks. */
+/**
+ * Create the process's context. Collective over all ranks.
+ * @return 0, -XTQ_EINVAL (unknown field_mask bits, a bad value, an OOB
+ *         description with a missing callback or a rank outside 0..size-1,
+ *         ranks given different job keys), -XTQ_EBOOTSTRAP (PMIx or an OOB
+ *         collective failed), -XTQ_ENOMEM, or a transport or agent error.
+ */
 XTQ_API int xtq_init(const xtq_init_attr_t *attr, xtq_ctx_t **ctx);
 
 /**
@@ -106,6 +116,27 @@ XTQ_API int xtq_progress(xtq_ctx_t *ctx);
 /** The libfabric provider in use ("shm", "tcp", ...). */
 XTQ_API const char *xtq_provider_name(const xtq_ctx_t *ctx);
 
+/**
+ * Slots of xtq_stats_t.rejected_by_reason: every code a target rejects a
+ * command with has one. Runtime codes keep slot (code - XTQ_ENOKERNEL),
+ * 0..15 (XTQ_ENOKERNEL is slot 0, XTQ_EJOBKEY slot 5, ...); errno-valued
+ * codes have the named slots from 16; a code not listed counts in OTHER.
+ * xtq_stats_reject_slot() maps a code to its slot.
+ */
+enum xtq_stats_reject_slot {
+    XTQ_STATS_REJECT_RANGE = 16,   /**< -XTQ_ERANGE: grid or bounded offset + extent */
+    XTQ_STATS_REJECT_BADMSG = 17,  /**< -XTQ_EBADMSG: malformed message */
+    XTQ_STATS_REJECT_MSGSIZE = 18, /**< -XTQ_EMSGSIZE: larger than this target takes */
+    XTQ_STATS_REJECT_NOMEM = 19,   /**< -XTQ_ENOMEM: no memory for the task */
+    XTQ_STATS_REJECT_PROTO = 20,   /**< -XTQ_EPROTO: flags or reserved fields set */
+    XTQ_STATS_REJECT_INVAL = 21,   /**< -XTQ_EINVAL */
+    XTQ_STATS_REJECT_OTHER = 31,   /**< any code without a slot of its own */
+    XTQ_STATS_REJECT_SLOTS = 32,   /**< entries of rejected_by_reason */
+};
+
+/** The rejected_by_reason slot that counts error code `err` (either sign). */
+XTQ_API unsigned xtq_stats_reject_slot(int err);
+
 /** Counters of the target engine and initiator side. */
 typedef struct xtq_stats {
     uint64_t puts_issued;       /**< xtq_put calls that were accepted */
@@ -117,8 +148,8 @@ typedef struct xtq_stats {
     uint64_t msgs_rejected;     /**< commands dropped by validation (all reasons) */
     uint64_t acks_sent;         /**< acknowledgements (success or error) sent */
     uint64_t queue_full_events; /**< times an enqueue found its queue full */
-    /** Rejections per reason, indexed by (error code - XTQ_ENOKERNEL). */
-    uint64_t rejected_by_reason[16];
+    /** Rejections per reason, at xtq_stats_reject_slot(code). */
+    uint64_t rejected_by_reason[XTQ_STATS_REJECT_SLOTS];
 } xtq_stats_t;
 
 /** Snapshot the counters. */

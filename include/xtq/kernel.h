@@ -41,7 +41,14 @@ typedef void (*xtq_cpu_function_fn)(const uint64_t arg[4], void *return_address,
 XTQ_API int xtq_kernel_create_cpu(xtq_agent_t *agent, xtq_cpu_kernel_fn fn, uint32_t kernarg_size,
                                   void *user_data, xtq_kernel_t **kernel);
 
-/** Destroy a kernel object (unregister it first). */
+/**
+ * Destroy a kernel object. Refused while anything names it, so that no
+ * table entry or queued task is left pointing at a freed (or reused)
+ * object: unregister it at every index, and let the tasks that commands
+ * sent to it retire (they hold it from enqueue to retire), then destroy.
+ * @return 0, -XTQ_EBUSY (still registered, or tasks naming it are queued
+ *         or running; nothing is freed), -XTQ_EINVAL.
+ */
 XTQ_API int xtq_kernel_destroy(xtq_kernel_t *kernel);
 
 /** Value to store in kernel_object for a local (non-XTQ) dispatch. */
@@ -57,7 +64,11 @@ XTQ_API xtq_agent_t *xtq_kernel_agent(const xtq_kernel_t *kernel);
 XTQ_API int xtq_function_create_cpu(xtq_agent_t *agent, xtq_cpu_function_fn fn, void *user_data,
                                     xtq_function_t **function);
 
-/** Destroy a function object (unregister it first). */
+/**
+ * Destroy a function object; refused as xtq_kernel_destroy() is.
+ * @return 0, -XTQ_EBUSY (registered, or tasks naming it are queued or
+ *         running), -XTQ_EINVAL.
+ */
 XTQ_API int xtq_function_destroy(xtq_function_t *function);
 
 /**
@@ -76,9 +87,10 @@ XTQ_API uint64_t xtq_function_object(const xtq_function_t *function);
 XTQ_API void *xtq_task_result(size_t *len);
 
 /**
- * Inside a CPU task: fail it with `status` (a negative XTQ_E* code, such as
- * -XTQ_ERANGE for arguments that point outside the task's bound). The
- * initiator's completion carries the first status reported; the task's
+ * Inside a CPU task: fail it with `status` (an XTQ_E* code, such as
+ * -XTQ_ERANGE for arguments that point outside the task's bound; either
+ * sign, 0 is no failure). The initiator's completion carries the first
+ * status reported; the task's remaining work-groups still run, and its
  * completion signal is still decremented. Outside a task: no effect.
  */
 XTQ_API void xtq_task_fail(int status);

@@ -181,7 +181,12 @@ static inline size_t xtq_cmd_kernel_size(size_t kernarg_size)
     return XTQ_AQL_PACKET_SIZE + kernarg_size;
 }
 
-/** Geometry of a kernel dispatch. Zero sizes are read as 1. */
+/**
+ * Geometry of a kernel dispatch. Zero sizes are read as 1; sizes of the
+ * dimensions beyond `dimensions` are written as 1 (HSA). The target
+ * refuses (-XTQ_ERANGE) a work-group larger than its grid and a grid of
+ * more work-items than the registration's max_work_items.
+ */
 typedef struct xtq_dispatch_geometry {
     uint32_t dimensions; /**< 1..3 (0 is read as 1) */
     uint32_t grid[3];

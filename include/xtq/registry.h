@@ -7,7 +7,10 @@
  *
  * The rewrite the engine applies to an incoming command (paper Fig. 5):
  *  - queue:   reserved2 (queue index) selects the queue table entry;
- *  - kernel dispatch: kernel_object := registered kernel object;
+ *  - kernel dispatch: the grid must follow HSA (non-zero sizes, work-group
+ *             no larger than the grid, unused dimensions 1) and hold at
+ *             most max_work_items work-items (-XTQ_ERANGE otherwise);
+ *             kernel_object := registered kernel object;
  *             kernarg_address := where the kernel arguments landed;
  *             kernel argument 0 := registered target buffer (or NULL);
  *             kernel argument 1 := payload address (or NULL when empty);
@@ -17,6 +20,9 @@
  *             arg[0] := registered target buffer (or NULL);
  *             arg[1] := payload address (or NULL); arg[2], arg[3] as sent;
  *             return_address := NULL; completion_signal := none.
+ * With XTQ_REGISTER_BOUNDED, argument 0 as sent is an offset and argument
+ * 2 an extent: argument 0 := target buffer + offset once offset + extent
+ * <= target_size (-XTQ_ERANGE otherwise).
  * Other fields pass through. Barrier packets are local only: a barrier
  * arriving from a peer is rejected (its dependency signals would be peer
  * pointers).
@@ -83,12 +89,20 @@ typedef struct xtq_register_attr {
  * Register a kernel at `index` with the options of `attr` (NULL: no target
  * buffer, no signal, default bounds). xtq_register_kernel() is this with
  * the buffer and the signal.
- * @return 0, -XTQ_ERANGE (index), -XTQ_EEXIST (occupied), -XTQ_EINVAL.
+ * @return 0, -XTQ_ERANGE (index), -XTQ_EEXIST (occupied), -XTQ_EINVAL
+ *         (unknown field_mask bits or flags; BOUNDED without a buffer or
+ *         with fewer than 24 bytes of kernel arguments; a target_size
+ *         without a buffer; max_work_items 0).
  */
 XTQ_API int xtq_register_kernel_attr(xtq_ctx_t *ctx, uint32_t index, xtq_kernel_t *kernel,
                                      const xtq_register_attr_t *attr);
 
-/** Register a function at `index` with the options of `attr` (no signal). */
+/**
+ * Register a function at `index` with the options of `attr`. Function
+ * packets carry no completion signal (naming one is -XTQ_EINVAL) and no
+ * grid (max_work_items is not used). xtq_register_function() is this with
+ * the buffer.
+ */
 XTQ_API int xtq_register_function_attr(xtq_ctx_t *ctx, uint32_t index,
                                        xtq_function_t *function,
                                        const xtq_register_attr_t *attr);
@@ -100,6 +114,15 @@ XTQ_API int xtq_register_queue(xtq_ctx_t *ctx, uint32_t index, xtq_queue_t *queu
  * Remove a registration. Commands that name the index afterwards fail with
  * -XTQ_ENOKERNEL / -XTQ_ENOFUNC / -XTQ_ENOQUEUE at their initiator.
  * Returns -XTQ_ENOENT if nothing is registered there.
+ *
+ * Unregistration does not wait for tasks already enqueued: they run
+ * against the old entry. Objects stay safe to use until they are
+ * destroyed, and destroy refuses (-XTQ_EBUSY) while a registration or a
+ * queued or running task still names the kernel, function or completion
+ * signal; a queue registered anywhere cannot be destroyed either. So:
+ * unregister, wait for the tasks in flight (a completion signal, the puts'
+ * remote completions), then destroy; a destroy that returns -XTQ_EBUSY
+ * changed nothing and may be retried.
  */
 XTQ_API int xtq_unregister_kernel(xtq_ctx_t *ctx, uint32_t index);
 XTQ_API int xtq_unregister_function(xtq_ctx_t *ctx, uint32_t index);

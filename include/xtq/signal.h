@@ -25,7 +25,13 @@ enum xtq_signal_condition {
  */
 XTQ_API int xtq_signal_create(int64_t initial_value, xtq_signal_t **signal);
 
-/** Destroy a signal. Nobody may wait on it or reference it in a packet. */
+/**
+ * Destroy a signal. Nobody may wait on it or reference it in a packet the
+ * caller submitted. Refused while a kernel registration names it as its
+ * completion signal, or tasks enqueued for such a kernel are queued or
+ * running (they decrement it when they finish).
+ * @return 0, -XTQ_EBUSY (nothing is freed), -XTQ_EINVAL.
+ */
 XTQ_API int xtq_signal_destroy(xtq_signal_t *signal);
 
 /** Load the value (acquire order). */

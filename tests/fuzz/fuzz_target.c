@@ -8,7 +8,12 @@
  *  - a rejected packet changes nothing (packet, kernel arguments, queue);
  *  - a rewritten packet points only at registered objects or inside the
  *    message, carries exactly the registered values, and every field the
- *    rewrite does not own is as sent.
+ *    rewrite does not own is as sent;
+ *  - an accepted kernel's grid follows HSA and holds at most its
+ *    registration's max_work_items (counted in 128 bits here); a bounded
+ *    registration's offset + extent lies inside its buffer and argument 0
+ *    points at buffer + offset;
+ *  - -XTQ_ERANGE is returned only for such a violation (no false refusal).
  * The message is copied into an exactly-sized heap block so ASan sees any
  * read past its end.
  */
@@ -34,7 +39,7 @@ static struct xtq_queue queues[ARRAY_SIZE(fuzz_queues)];
 static struct xtq_kernel kernels[ARRAY_SIZE(fuzz_kernels)];
 static struct xtq_function functions[ARRAY_SIZE(fuzz_functions)];
 static struct xtq_signal signals[ARRAY_SIZE(fuzz_kernels)];
-static char buffers[8][64];
+static char buffers[12][FUZZ_BUFFER];
 
 /* Expected table contents, independent of the registry's own layout. */
 struct expect_kernel {
@@ -44,12 +49,17 @@ struct expect_kernel {
     enum xtq_agent_kind kind;
     void *buffer;
     xtq_signal_t *signal;
+    int bounded;
+    uint64_t size;
+    uint64_t max_items;
 };
 struct expect_function {
     int used;
     uint64_t object;
     enum xtq_agent_kind kind;
     void *buffer;
+    int bounded;
+    uint64_t size;
 };
 static struct expect_kernel ek[FUZZ_TABLE];
 static struct expect_function ef[FUZZ_TABLE];
@@ -79,10 +89,25 @@ static void setup(void)
         e->kind = agents[s->agent].kind;
         e->buffer = s->has_buffer ? buffers[nb++] : NULL;
         e->signal = s->has_signal ? &signals[i] : NULL;
+        e->bounded = s->bounded;
+        e->size = s->buffer_size;
+        e->max_items = s->max_items ? s->max_items : 1ull << 32;
         /* A CUDA kernel's signal must be one the GPU can reach. */
         if (e->signal && e->kind == XTQ_AGENT_CUDA)
             signals[i].flags = XTQ__SIGNAL_DEVICE;
-        FAIL_IF(xtq__registry_set_kernel(reg, s->index, &kernels[i], e->buffer, e->signal) != 0);
+        xtq_register_attr_t a = {
+            .field_mask = XTQ_REGISTER_ATTR_FIELD_BUFFER | XTQ_REGISTER_ATTR_FIELD_SIGNAL |
+                          XTQ_REGISTER_ATTR_FIELD_FLAGS,
+            .target_buffer = e->buffer,
+            .target_size = s->buffer_size,
+            .completion_signal = e->signal,
+            .flags = s->bounded ? XTQ_REGISTER_BOUNDED : 0,
+        };
+        if (s->max_items) {
+            a.field_mask |= XTQ_REGISTER_ATTR_FIELD_MAX_WORK_ITEMS;
+            a.max_work_items = s->max_items;
+        }
+        FAIL_IF(xtq__registry_set_kernel_attr(reg, s->index, &kernels[i], &a) != 0);
     }
     for (size_t i = 0; i < ARRAY_SIZE(fuzz_functions); i++) {
         const struct fuzz_function_slot *s = &fuzz_functions[i];
@@ -93,7 +118,15 @@ static void setup(void)
         e->object = functions[i].object;
         e->kind = agents[s->agent].kind;
         e->buffer = s->has_buffer ? buffers[nb++] : NULL;
-        FAIL_IF(xtq__registry_set_function(reg, s->index, &functions[i], e->buffer) != 0);
+        e->bounded = s->bounded;
+        e->size = s->buffer_size;
+        xtq_register_attr_t a = {
+            .field_mask = XTQ_REGISTER_ATTR_FIELD_BUFFER | XTQ_REGISTER_ATTR_FIELD_FLAGS,
+            .target_buffer = e->buffer,
+            .target_size = s->buffer_size,
+            .flags = s->bounded ? XTQ_REGISTER_BOUNDED : 0,
+        };
+        FAIL_IF(xtq__registry_set_function_attr(reg, s->index, &functions[i], &a) != 0);
     }
 }
 
@@ -117,7 +150,34 @@ static int is_wire_error(int rc)
 static int is_rewrite_error(int rc)
 {
     return rc == -XTQ_EPACKET || rc == -XTQ_ENOQUEUE || rc == -XTQ_ENOKERNEL ||
-           rc == -XTQ_ENOFUNC || rc == -XTQ_EKERNARG || rc == -XTQ_EAGENTKIND;
+           rc == -XTQ_ENOFUNC || rc == -XTQ_EKERNARG || rc == -XTQ_EAGENTKIND ||
+           rc == -XTQ_ERANGE;
+}
+
+/* HSA's grid rules and the bound, counted in 128 bits: an independent
+ * statement of what the rewrite must accept. */
+static int geometry_ok(const xtq_kernel_dispatch_packet_t *p, uint64_t max_items)
+{
+    unsigned dims = p->setup & 3;
+    uint32_t grid[3] = {p->grid_size_x, p->grid_size_y, p->grid_size_z};
+    uint32_t wg[3] = {p->workgroup_size_x, p->workgroup_size_y, p->workgroup_size_z};
+    unsigned __int128 items = 1;
+    for (unsigned d = 0; d < 3; d++) {
+        if (d >= dims) {
+            if (grid[d] != 1 || wg[d] != 1)
+                return 0;
+            continue;
+        }
+        if (!grid[d] || !wg[d] || wg[d] > grid[d])
+            return 0;
+        items *= grid[d];
+    }
+    return items <= max_items;
+}
+
+static int bounds_ok(uint64_t size, uint64_t offset, uint64_t extent)
+{
+    return (unsigned __int128)offset + extent <= size;
 }
 
 static int inside(const void *p, size_t n, const unsigned char *buf, size_t len)
@@ -145,7 +205,16 @@ static void check_kernel(const xtq_kernel_dispatch_packet_t *in,
     FAIL_IF(out->reserved2 != 0);
     memcpy(&a0, kout, 8);
     memcpy(&a1, kout + 8, 8);
-    FAIL_IF(a0 != (uint64_t)(uintptr_t)e->buffer);
+    FAIL_IF(!geometry_ok(in, e->max_items));
+    if (e->bounded) {
+        uint64_t off, ext;
+        memcpy(&off, kin, 8);
+        memcpy(&ext, kin + 16, 8);
+        FAIL_IF(klen < 24 || !bounds_ok(e->size, off, ext));
+        FAIL_IF(a0 != (uint64_t)(uintptr_t)e->buffer + off);
+    } else {
+        FAIL_IF(a0 != (uint64_t)(uintptr_t)e->buffer);
+    }
     if (payload_len) {
         FAIL_IF(a1 != (uint64_t)(uintptr_t)payload);
         FAIL_IF(!inside(payload, payload_len, buf, len));
@@ -174,7 +243,12 @@ static void check_function(const xtq_agent_dispatch_packet_t *in,
     FAIL_IF(in->type >= FUZZ_TABLE || in->reserved2 >= FUZZ_TABLE);
     e = &ef[in->type];
     FAIL_IF(!e->used || q != eq[in->reserved2] || q->agent->kind != e->kind);
-    FAIL_IF(out->arg[0] != (uint64_t)(uintptr_t)e->buffer);
+    if (e->bounded) {
+        FAIL_IF(!bounds_ok(e->size, in->arg[0], in->arg[2]));
+        FAIL_IF(out->arg[0] != (uint64_t)(uintptr_t)e->buffer + in->arg[0]);
+    } else {
+        FAIL_IF(out->arg[0] != (uint64_t)(uintptr_t)e->buffer);
+    }
     if (payload_len) {
         FAIL_IF(out->arg[1] != (uint64_t)(uintptr_t)payload);
         FAIL_IF(!inside(payload, payload_len, buf, len));
@@ -186,6 +260,40 @@ static void check_function(const xtq_agent_dispatch_packet_t *in,
     FAIL_IF(out->completion_signal.handle != 0);
     FAIL_IF(out->reserved2 != e->object);
     FAIL_IF(out->header != in->header || out->type != in->type || out->reserved0 != in->reserved0);
+}
+
+/* -XTQ_ERANGE comes last: the packet passed every other check, and its
+ * grid or its bounded offset + extent really is out of range. */
+static void check_range_refusal(const xtq_aql_packet_t *in, const unsigned char *kin,
+                                uint32_t klen)
+{
+    switch (xtq_aql_header_type(in->header)) {
+    case XTQ_PACKET_TYPE_KERNEL_DISPATCH: {
+        const struct expect_kernel *e;
+        FAIL_IF(in->kernel.kernel_object >= FUZZ_TABLE);
+        e = &ek[in->kernel.kernel_object];
+        FAIL_IF(!e->used || klen != e->kernarg_size);
+        int in_bounds = 1;
+        if (e->bounded) {
+            uint64_t off, ext;
+            memcpy(&off, kin, 8);
+            memcpy(&ext, kin + 16, 8);
+            in_bounds = bounds_ok(e->size, off, ext);
+        }
+        FAIL_IF(geometry_ok(&in->kernel, e->max_items) && in_bounds);
+        break;
+    }
+    case XTQ_PACKET_TYPE_AGENT_DISPATCH: {
+        const struct expect_function *e;
+        FAIL_IF(in->agent.type >= FUZZ_TABLE);
+        e = &ef[in->agent.type];
+        FAIL_IF(!e->used || !e->bounded);
+        FAIL_IF(bounds_ok(e->size, in->agent.arg[0], in->agent.arg[2]));
+        break;
+    }
+    default:
+        FAIL_IF(1 && "-XTQ_ERANGE for a packet type the rewrite does not accept");
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -251,6 +359,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fprintf(stderr, "rewrite: %s\n", xtq_errname(rc));
     if (rc) {
         FAIL_IF(!is_rewrite_error(rc));
+        if (rc == -XTQ_ERANGE)
+            check_range_refusal(&orig, ksnap, klen);
         FAIL_IF(memcmp(&pkt, &orig, sizeof(pkt)) != 0);
         FAIL_IF(klen && memcmp(ksnap, kernarg, klen) != 0);
         FAIL_IF(q != q_sentinel);

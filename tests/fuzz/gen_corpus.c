@@ -83,6 +83,12 @@ static size_t function_put(uint32_t findex, uint32_t qindex, uint64_t payload)
     return len;
 }
 
+/* Kernel argument `i` (8 bytes) of the kernel PUT in msg. */
+static void set_kernarg(unsigned i, uint64_t v)
+{
+    memcpy(msg + 128 + 8 * i, &v, sizeof(v));
+}
+
 static uint32_t queue_for(int agent)
 {
     for (size_t i = 0; i < ARRAY_SIZE(fuzz_queues); i++)
@@ -107,11 +113,21 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    /* Valid: every kernel and function on a queue of its kind. */
+    /* Valid: every kernel and function on a queue of its kind (bounded
+     * ones with an offset and extent inside their buffer). */
     for (size_t i = 0; i < ARRAY_SIZE(fuzz_kernels); i++)
         for (size_t p = 0; p < ARRAY_SIZE(payloads); p++) {
             const struct fuzz_kernel_slot *k = &fuzz_kernels[i];
             len = kernel_put(k->index, queue_for(k->agent), k->kernarg_size, payloads[p]);
+            if (k->bounded) {
+                set_kernarg(0, 8);
+                set_kernarg(2, k->buffer_size - 8);
+            }
+            if (k->max_items && k->max_items < 512) {
+                /* 8 x 8 work-items in groups of 4 x 2: within 64. */
+                packet()->kernel.grid_size_x = packet()->kernel.grid_size_y = 8;
+                packet()->kernel.workgroup_size_x = 4;
+            }
             snprintf(name, sizeof(name), "ok-kernel%u-p%llu", k->index,
                      (unsigned long long)payloads[p]);
             emit(name, len);
@@ -120,6 +136,10 @@ int main(int argc, char **argv)
         for (size_t p = 0; p < ARRAY_SIZE(payloads); p++) {
             const struct fuzz_function_slot *f = &fuzz_functions[i];
             len = function_put(f->index, queue_for(f->agent), payloads[p]);
+            if (f->bounded) {
+                packet()->agent.arg[0] = 4;
+                packet()->agent.arg[2] = f->buffer_size - 4;
+            }
             snprintf(name, sizeof(name), "ok-function%u-p%llu", f->index,
                      (unsigned long long)payloads[p]);
             emit(name, len);
@@ -185,6 +205,39 @@ int main(int argc, char **argv)
                                       XTQ_FENCE_SCOPE_SYSTEM);
     packet()->agent.type = 0;
     emit("rej-function-kernarg", len);
+
+    /* Out of range: bounded offset + extent past the buffer (and wrapping
+     * 64 bits), grids past a bound or against HSA's rules. */
+    len = kernel_put(3, 0, 24, 8);
+    set_kernarg(0, 40);
+    set_kernarg(2, 9);
+    emit("rej-bounded-kernel", len);
+    len = kernel_put(3, 0, 24, 8);
+    set_kernarg(0, UINT64_MAX - 3);
+    set_kernarg(2, 8);
+    emit("rej-bounded-kernel-wrap", len);
+    len = function_put(5, 0, 8);
+    packet()->agent.arg[0] = 41;
+    packet()->agent.arg[2] = 0;
+    emit("rej-bounded-function", len);
+    len = kernel_put(5, 0, 32, 8);
+    set_kernarg(0, 0);
+    set_kernarg(2, 64);
+    packet()->kernel.grid_size_x = 65;
+    packet()->kernel.grid_size_y = 1;
+    packet()->kernel.workgroup_size_y = 1;
+    emit("rej-grid-bound", len);
+    len = kernel_put(1, 0, 32, 8);
+    packet()->kernel.setup = 3;
+    packet()->kernel.grid_size_x = packet()->kernel.grid_size_y = UINT32_MAX;
+    packet()->kernel.grid_size_z = UINT32_MAX;
+    emit("rej-grid-wrap", len);
+    len = kernel_put(1, 0, 32, 8);
+    packet()->kernel.workgroup_size_x = 128;
+    emit("rej-workgroup-larger", len);
+    len = kernel_put(1, 0, 32, 8);
+    packet()->kernel.grid_size_z = 2;
+    emit("rej-unused-dimension", len);
 
     printf("wrote %u seeds to %s\n", count, dir);
     return 0;

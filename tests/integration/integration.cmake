@@ -27,7 +27,7 @@ if(MPIEXEC_EXECUTABLE)
 endif()
 
 # A process started without a launcher is rank 0 of 1: puts go to itself.
-foreach(c stress put_args bad_nokernel large window_nonblocking)
+foreach(c stress put_args bad_nokernel large window_nonblocking destroy_busy)
   add_test(NAME integration.self.${c} COMMAND test_integration ${c})
   set_tests_properties(integration.self.${c} PROPERTIES LABELS integration SKIP_RETURN_CODE 77
                        TIMEOUT 300)

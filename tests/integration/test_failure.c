@@ -100,8 +100,10 @@ XTQ_TEST(peer_death)
      * shared memory, and a process killed while holding one wedges every
      * peer that sends to it (docs/flow-control.md, peer failure). */
     const char *wr = getenv("OMPI_COMM_WORLD_RANK");
-    if (wr && atoi(wr) == VICTIM)
+    if (wr && atoi(wr) == VICTIM) {
+        attr.field_mask = XTQ_INIT_ATTR_FIELD_PROGRESS;
         attr.progress = XTQ_PROGRESS_MANUAL;
+    }
     CHECK_OK(xtq_init(&attr, &ctx));
     S.rank = xtq_rank(ctx);
     S.size = xtq_size(ctx);

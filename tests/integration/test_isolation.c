@@ -7,7 +7,7 @@
  * commands that name indices the victim did register.
  *
  * Victim: every foreign message is rejected and counted under
- * rejected_by_reason[XTQ_EJOBKEY - XTQ_ENOKERNEL], none runs, and its own
+ * rejected_by_reason[xtq_stats_reject_slot(-XTQ_EJOBKEY)], none runs, and its own
  * tasks keep running before and after. Attacker: no ack ever comes (the
  * victim answers only peers of its own job), so its puts do not complete
  * with success; finalize fails them.
@@ -122,7 +122,7 @@ XTQ_TEST(victim)
     size_t dlen;
     char *done = wait_file("attacker.done", &dlen);
     uint64_t sent = strtoull(done, NULL, 10);
-    const int idx = XTQ_EJOBKEY - XTQ_ENOKERNEL;
+    const unsigned idx = xtq_stats_reject_slot(-XTQ_EJOBKEY);
     xtq_stats_t st;
     for (int i = 0; i < 3000; i++) {
         CHECK_OK(xtq_get_stats(ctx, &st));

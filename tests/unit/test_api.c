@@ -91,3 +91,62 @@ XTQ_TEST(error_extremes)
     CHECK(strcmp(xtq_errname(-2147483647 - 1), "XTQ_E?") == 0);
     CHECK(strcmp(xtq_strerror(2147483647), "Unknown error") == 0);
 }
+
+/* xtq_completion_state: the caller's bits only, never the library's. */
+XTQ_TEST(completion_state_bits)
+{
+    xtq_completion_t c;
+    memset(&c, 0, sizeof(c));
+    CHECK_EQ(xtq_completion_state(NULL), 0);
+    CHECK_EQ(xtq_completion_state(&c), 0);
+    c.state = XTQ_COMPLETION_LOCAL;
+    CHECK_EQ(xtq_completion_state(&c), XTQ_COMPLETION_LOCAL);
+    CHECK_EQ(xtq_completion_test(&c), 0);
+    /* A sleeper's bit (bit 31) and any other library bit are masked off. */
+    c.state = XTQ_COMPLETION_LOCAL | XTQ_COMPLETION_REMOTE | XTQ_COMPLETION_DONE | (1u << 31) |
+              (1u << 20);
+    CHECK_EQ(xtq_completion_state(&c),
+             XTQ_COMPLETION_LOCAL | XTQ_COMPLETION_REMOTE | XTQ_COMPLETION_DONE);
+    CHECK_EQ(xtq_completion_test(&c), 1);
+}
+
+/* Every code a target may reject with has a slot; runtime codes keep
+ * (code - XTQ_ENOKERNEL); no two codes of the table share a named slot. */
+XTQ_TEST(stats_reject_slots)
+{
+    static const int codes[] = {
+#define X(name, value, desc) value,
+        XTQ_ERROR_LIST(X)
+#undef X
+    };
+    unsigned owner[XTQ_STATS_REJECT_SLOTS];
+    xtq_stats_t st;
+
+    CHECK_EQ(sizeof(st.rejected_by_reason) / sizeof(st.rejected_by_reason[0]),
+             XTQ_STATS_REJECT_SLOTS);
+    memset(owner, 0, sizeof(owner));
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+        unsigned slot = xtq_stats_reject_slot(-codes[i]);
+        CHECK(slot < XTQ_STATS_REJECT_SLOTS);
+        CHECK_EQ(slot, xtq_stats_reject_slot(codes[i]));
+        if (codes[i] >= XTQ_ENOKERNEL)
+            CHECK_EQ(slot, codes[i] - XTQ_ENOKERNEL);
+        if (slot == XTQ_STATS_REJECT_OTHER)
+            continue;
+        if (owner[slot])
+            XTQ_FAIL("%s and %s share slot %u", xtq_errname(codes[i]),
+                     xtq_errname((int)owner[slot]), slot);
+        owner[slot] = (unsigned)codes[i];
+    }
+    /* Wire-level and rewrite rejections have slots of their own. */
+    CHECK_EQ(xtq_stats_reject_slot(-XTQ_ERANGE), XTQ_STATS_REJECT_RANGE);
+    CHECK_EQ(xtq_stats_reject_slot(-XTQ_EBADMSG), XTQ_STATS_REJECT_BADMSG);
+    CHECK_EQ(xtq_stats_reject_slot(-XTQ_EMSGSIZE), XTQ_STATS_REJECT_MSGSIZE);
+    CHECK_EQ(xtq_stats_reject_slot(-XTQ_ENOMEM), XTQ_STATS_REJECT_NOMEM);
+    CHECK_EQ(xtq_stats_reject_slot(-XTQ_EPROTO), XTQ_STATS_REJECT_PROTO);
+    CHECK_EQ(xtq_stats_reject_slot(-XTQ_EJOBKEY), XTQ_EJOBKEY - XTQ_ENOKERNEL);
+    CHECK_EQ(xtq_stats_reject_slot(-XTQ_EVERSION), XTQ_EVERSION - XTQ_ENOKERNEL);
+    CHECK_EQ(xtq_stats_reject_slot(-XTQ_ESRCRANK), XTQ_ESRCRANK - XTQ_ENOKERNEL);
+    CHECK_EQ(xtq_stats_reject_slot(-99999), XTQ_STATS_REJECT_OTHER);
+    CHECK_EQ(xtq_stats_reject_slot(-XTQ_ETIMEDOUT), XTQ_STATS_REJECT_OTHER);
+}

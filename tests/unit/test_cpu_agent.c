@@ -2,7 +2,8 @@
  * The CPU agent: kernel dispatch geometry, function dispatch, barrier-AND
  * and barrier-OR, the barrier bit, completion signals, retire callbacks,
  * bad packets, a 100k-packet stress through a small queue, idle CPU use,
- * and agent enumeration. Threads meet on signals, never on sleeps.
+ * agent enumeration, destroy refused while objects are named (registered
+ * or by queued tasks), and task results and failures. Threads meet on signals, never on sleeps.
  */
 #include "internal.h"
 
@@ -11,6 +12,7 @@
 
 #include "cpu_agent.h"
 #include "queue_int.h"
+#include "registry/registry.h"
 #include "xtq_test.h"
 
 static xtq_agent_t *open_agent(unsigned workers)
@@ -673,5 +675,282 @@ XTQ_TEST(kernel_create_checks)
     CHECK_OK(xtq_kernel_destroy(k));
     CHECK_OK(xtq_function_create_cpu(a, nop_fn, NULL, &f));
     CHECK_OK(xtq_function_destroy(f));
+    close_agent(a);
+}
+
+/* ---- destroy while named (issue 10, bug 2) -------------------------------------- */
+
+/* Registered objects cannot be destroyed: the table entry would point at a
+ * freed object, and the pool would hand its slot to the next kernel. */
+XTQ_TEST(destroy_refused_while_registered)
+{
+    xtq_agent_t *a = open_agent(1);
+    struct xtq__registry *reg;
+    xtq_kernel_t *k;
+    xtq_function_t *f;
+    xtq_signal_t *sig;
+
+    CHECK_OK(xtq__registry_create(8, &reg));
+    CHECK_OK(xtq_kernel_create_cpu(a, grid_kernel, 16, NULL, &k));
+    CHECK_OK(xtq_function_create_cpu(a, nop_fn, NULL, &f));
+    CHECK_OK(xtq_signal_create(0, &sig));
+    CHECK_OK(xtq__registry_set_kernel(reg, 1, k, NULL, sig));
+    CHECK_OK(xtq__registry_set_kernel(reg, 2, k, NULL, NULL));
+    CHECK_OK(xtq__registry_set_function(reg, 3, f, NULL));
+    CHECK_ERR(xtq_kernel_destroy(k), -XTQ_EBUSY);
+    CHECK_ERR(xtq_function_destroy(f), -XTQ_EBUSY);
+    CHECK_ERR(xtq_signal_destroy(sig), -XTQ_EBUSY);
+    /* Refusals changed nothing: the objects still work. */
+    CHECK_EQ(xtq_kernel_kernarg_size(k), 16);
+    xtq_signal_store(sig, 5);
+    CHECK_EQ(xtq_signal_load(sig), 5);
+    /* One registration left still holds the kernel; not the signal. */
+    CHECK_OK(xtq__registry_clear_kernel(reg, 1));
+    CHECK_ERR(xtq_kernel_destroy(k), -XTQ_EBUSY);
+    CHECK_OK(xtq_signal_destroy(sig));
+    CHECK_OK(xtq__registry_clear_kernel(reg, 2));
+    CHECK_OK(xtq__registry_clear_function(reg, 3));
+    CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_function_destroy(f));
+
+    /* Destroying the tables (finalize) releases what they still named. */
+    CHECK_OK(xtq_kernel_create_cpu(a, grid_kernel, 16, NULL, &k));
+    CHECK_OK(xtq_signal_create(0, &sig));
+    CHECK_OK(xtq__registry_set_kernel(reg, 1, k, NULL, sig));
+    CHECK_ERR(xtq_kernel_destroy(k), -XTQ_EBUSY);
+    xtq__registry_destroy(reg);
+    CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_signal_destroy(sig));
+    close_agent(a);
+}
+
+/* A task the engine enqueued holds its kernel, function and signal from
+ * enqueue (task_begin) to retire (task_end), past unregistration. */
+XTQ_TEST(destroy_refused_while_tasks_queued)
+{
+    xtq_agent_t *a = open_agent(1);
+    struct xtq__registry *reg;
+    struct xtq__task_refs kt, ft;
+    xtq_kernel_t *k, *k2;
+    xtq_function_t *f;
+    xtq_signal_t *sig;
+    xtq_aql_packet_t kp, fp;
+
+    CHECK_OK(xtq__registry_create(8, &reg));
+    CHECK_OK(xtq_kernel_create_cpu(a, grid_kernel, 16, NULL, &k));
+    CHECK_OK(xtq_function_create_cpu(a, nop_fn, NULL, &f));
+    CHECK_OK(xtq_signal_create(1, &sig));
+    CHECK_OK(xtq__registry_set_kernel(reg, 4, k, NULL, sig));
+    CHECK_OK(xtq__registry_set_function(reg, 6, f, NULL));
+    /* Packets as they arrive: indices, not pointers. */
+    memset(&kp, 0, sizeof(kp));
+    kp.kernel.header = xtq_aql_header(XTQ_PACKET_TYPE_KERNEL_DISPATCH, 0, XTQ_FENCE_SCOPE_SYSTEM,
+                                      XTQ_FENCE_SCOPE_SYSTEM);
+    kp.kernel.kernel_object = 4;
+    memset(&fp, 0, sizeof(fp));
+    fp.agent.header = xtq_aql_header(XTQ_PACKET_TYPE_AGENT_DISPATCH, 0, XTQ_FENCE_SCOPE_SYSTEM,
+                                     XTQ_FENCE_SCOPE_SYSTEM);
+    fp.agent.type = 6;
+    pthread_rwlock_rdlock(&reg->lock);
+    xtq__registry_task_begin(reg, &kp, &kt);
+    xtq__registry_task_begin(reg, &fp, &ft);
+    pthread_rwlock_unlock(&reg->lock);
+    CHECK(kt.kernel == k && kt.signal == sig && kt.function == NULL);
+    CHECK(ft.function == f && ft.kernel == NULL && ft.signal == NULL);
+
+    CHECK_OK(xtq__registry_clear_kernel(reg, 4));
+    CHECK_OK(xtq__registry_clear_function(reg, 6));
+    /* Unregistered, but the tasks are still queued. */
+    CHECK_ERR(xtq_kernel_destroy(k), -XTQ_EBUSY);
+    CHECK_ERR(xtq_signal_destroy(sig), -XTQ_EBUSY);
+    CHECK_ERR(xtq_function_destroy(f), -XTQ_EBUSY);
+    /* The pool slot is not handed out meanwhile. */
+    CHECK_OK(xtq_kernel_create_cpu(a, grid_kernel, 16, NULL, &k2));
+    CHECK(k2 != k);
+    /* The kernel task retires: its kernel and signal are free to go. */
+    xtq__registry_task_end(&kt);
+    CHECK(kt.kernel == NULL);
+    CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_signal_destroy(sig));
+    CHECK_ERR(xtq_function_destroy(f), -XTQ_EBUSY);
+    xtq__registry_task_end(&ft);
+    CHECK_OK(xtq_function_destroy(f));
+    /* A new kernel in the recycled slot starts with no references. */
+    CHECK_OK(xtq_kernel_create_cpu(a, grid_kernel, 16, NULL, &k));
+    CHECK_OK(xtq__registry_set_kernel(reg, 4, k, NULL, NULL));
+    CHECK_OK(xtq__registry_clear_kernel(reg, 4));
+    CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_kernel_destroy(k2));
+    xtq__registry_destroy(reg);
+    close_agent(a);
+}
+
+/* ---- task results and failures -------------------------------------------------- */
+
+/* What a producer (the engine, for a fetching put) attaches to a packet:
+ * its cookie, whose result buffer the queue's result hook returns. */
+struct result_task {
+    unsigned char buf[64];
+    size_t len;
+    _Atomic int status;
+    _Atomic int retired;
+};
+
+static void *result_of(void *cookie, size_t *len)
+{
+    struct result_task *rt = cookie;
+    *len = rt->len;
+    return rt->len ? rt->buf : NULL;
+}
+
+static void result_retire(void *cookie, int status)
+{
+    struct result_task *rt = cookie;
+    atomic_store(&rt->status, status);
+    atomic_store_explicit(&rt->retired, 1, memory_order_release);
+}
+
+static void wait_retired(struct result_task *rt)
+{
+    while (!atomic_load_explicit(&rt->retired, memory_order_acquire)) {
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* arg[2] selects: 0 write the sum into the result, 1 fail twice (the first
+ * status wins), 2 record what xtq_task_result sees (no buffer expected),
+ * 3 fail with a positive code. */
+static _Atomic uint64_t seen_len = 99;
+static _Atomic uintptr_t seen_buf = 1;
+
+static void result_fn(const uint64_t arg[4], void *ret, void *user)
+{
+    size_t len = 12345;
+    char *r = xtq_task_result(&len);
+    switch (arg[2]) {
+    case 0:
+        CHECK(r != NULL);
+        snprintf(r, len, "sum=%llu", (unsigned long long)(arg[0] + arg[3]));
+        break;
+    case 1:
+        xtq_task_fail(-XTQ_ERANGE);
+        xtq_task_fail(-XTQ_EINVAL);
+        break;
+    case 2:
+        atomic_store(&seen_len, len);
+        atomic_store(&seen_buf, (uintptr_t)r);
+        break;
+    case 3:
+        xtq_task_fail(XTQ_EPROTO);
+        break;
+    }
+}
+
+/* Every work-group of one dispatch sees the one buffer. */
+static void result_kernel(const xtq_dispatch_t *d, void *kernarg)
+{
+    size_t len;
+    unsigned char *r = xtq_task_result(&len);
+    if (r && d->workgroup_id[0] < len)
+        r[d->workgroup_id[0]] = (unsigned char)(0x40 + d->workgroup_id[0]);
+    if (d->workgroup_id[0] == 2)
+        xtq_task_fail(-XTQ_ECANCELED);
+}
+
+XTQ_TEST(task_result_and_fail)
+{
+    xtq_agent_t *a = open_agent(2);
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    xtq_kernel_t *k;
+    xtq_signal_t *done;
+    xtq_aql_packet_t p;
+    static struct result_task sum, fail, none, pos, kern;
+    uint32_t kernarg[4] = {0};
+
+    /* Outside a task: nothing, and no effect. */
+    size_t len = 7;
+    CHECK(xtq_task_result(&len) == NULL);
+    CHECK_EQ(len, 0);
+    CHECK(xtq_task_result(NULL) == NULL);
+    xtq_task_fail(-XTQ_EIO);
+
+    CHECK_OK(xtq_queue_create(a, 8, &q));
+    q->retire = result_retire;
+    q->result = result_of;
+    CHECK_OK(xtq_function_create_cpu(a, result_fn, NULL, &f));
+    CHECK_OK(xtq_kernel_create_cpu(a, result_kernel, 16, NULL, &k));
+    CHECK_OK(xtq_signal_create(5, &done));
+
+    sum.len = 16;
+    function_packet(&p, f, 0, done, 40, 0, 0, 2, NULL);
+    submit(q, &p, &sum);
+    fail.len = 8;
+    function_packet(&p, f, 0, done, 0, 0, 1, 0, NULL);
+    submit(q, &p, &fail);
+    none.len = 0; /* a put that asked for no result */
+    function_packet(&p, f, 0, done, 0, 0, 2, 0, NULL);
+    submit(q, &p, &none);
+    function_packet(&p, f, 0, done, 0, 0, 3, 0, NULL);
+    submit(q, &p, &pos);
+    /* A kernel of 4 work-groups, one result buffer. */
+    kern.len = 4;
+    memset(&p, 0, sizeof(p));
+    p.kernel.header = xtq_aql_header(XTQ_PACKET_TYPE_KERNEL_DISPATCH, 0, XTQ_FENCE_SCOPE_SYSTEM,
+                                     XTQ_FENCE_SCOPE_SYSTEM);
+    p.kernel.setup = 1;
+    p.kernel.grid_size_x = 4;
+    p.kernel.grid_size_y = p.kernel.grid_size_z = 1;
+    p.kernel.workgroup_size_x = p.kernel.workgroup_size_y = p.kernel.workgroup_size_z = 1;
+    p.kernel.kernel_object = xtq_kernel_object(k);
+    p.kernel.kernarg_address = kernarg;
+    p.kernel.completion_signal = xtq_signal_handle(done);
+    submit(q, &p, &kern);
+
+    /* Failed tasks still decrement their completion signal. */
+    wait_zero(done);
+    wait_retired(&sum);
+    wait_retired(&fail);
+    wait_retired(&none);
+    wait_retired(&pos);
+    wait_retired(&kern);
+    CHECK_EQ(atomic_load(&sum.status), 0);
+    CHECK(strcmp((char *)sum.buf, "sum=42") == 0);
+    CHECK_EQ(atomic_load(&fail.status), -XTQ_ERANGE);
+    CHECK_EQ(atomic_load(&none.status), 0);
+    CHECK_EQ(atomic_load(&seen_len), 0);
+    CHECK_EQ(atomic_load(&seen_buf), 0);
+    CHECK_EQ(atomic_load(&pos.status), -XTQ_EPROTO);
+    CHECK_EQ(atomic_load(&kern.status), -XTQ_ECANCELED);
+    CHECK(memcmp(kern.buf, "\x40\x41\x42\x43", 4) == 0);
+    /* Failures of the task are not the agent's bad packets. */
+    CHECK_EQ(xtq__cpu_agent_bad_packets(a), 0);
+
+    /* A queue without a result hook: the task sees no buffer. */
+    q->result = NULL;
+    atomic_store(&seen_len, 99);
+    atomic_store(&seen_buf, 1);
+    memset(&none, 0, sizeof(none));
+    none.len = 16;
+    xtq_signal_store(done, 1);
+    function_packet(&p, f, 0, done, 0, 0, 2, 0, NULL);
+    submit(q, &p, &none);
+    wait_zero(done);
+    wait_retired(&none);
+    CHECK_EQ(atomic_load(&seen_len), 0);
+    CHECK_EQ(atomic_load(&seen_buf), 0);
+    /* Nor one run without a cookie (a local submission). */
+    atomic_store(&seen_len, 99);
+    xtq_signal_store(done, 1);
+    function_packet(&p, f, 0, done, 0, 0, 2, 0, NULL);
+    CHECK_OK(xtq_queue_submit(q, &p, XTQ_TIMEOUT_INFINITE, NULL));
+    wait_zero(done);
+    CHECK_EQ(atomic_load(&seen_len), 0);
+
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_function_destroy(f));
+    CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_signal_destroy(done));
     close_agent(a);
 }

@@ -47,6 +47,7 @@ static const struct xtq__agent_ops t_ops = {
     .name = "test",
     .queue_create = t_queue_create,
     .queue_destroy = t_queue_destroy,
+    .enqueue = xtq__queue_enqueue,
     .doorbell = t_doorbell,
     .kernel_destroy = t_kernel_destroy,
     .function_destroy = t_function_destroy,
@@ -330,4 +331,127 @@ XTQ_TEST(destroy_busy_while_registered)
     CHECK_ERR(xtq_queue_create(&t->agent, 6, &q), -XTQ_EINVAL);
     CHECK_ERR(xtq_queue_create(&t->agent, 1u << 17, &q), -XTQ_EINVAL);
     tq_free(t);
+}
+
+/* ---- the agents' enqueue operation (what the engine calls) ---------------- */
+
+static int retired_status = 1;
+static void *retired_cookie;
+
+static void t_retire(void *cookie, int status)
+{
+    retired_cookie = cookie;
+    retired_status = status;
+}
+
+/* The generic enqueue writes the body, attaches cookie and retire, publishes
+ * the header last and rings the doorbell once; on a full queue it writes
+ * nothing and says -XTQ_EAGAIN. */
+XTQ_TEST(enqueue_op_generic)
+{
+    struct tq *t = tq_new(2);
+    xtq_aql_packet_t p, got;
+    int cookie_a, cookie_b;
+    void *cookie;
+
+    agent_packet(&p, 7, 8);
+    struct xtq__enqueue d = {.packet = &p, .retire = t_retire, .cookie = &cookie_a};
+    uint64_t rang = atomic_load(&doorbells);
+    CHECK_OK(t->agent.ops->enqueue(&t->q, &d));
+    CHECK_EQ(atomic_load(&doorbells), rang + 1);
+    CHECK_EQ(atomic_load(&t->doorbell.value), 0); /* the doorbell holds the index */
+    CHECK(t->q.retire == t_retire);
+    d.cookie = &cookie_b;
+    agent_packet(&p, 9, 10);
+    CHECK_OK(t->agent.ops->enqueue(&t->q, &d));
+    CHECK_EQ(atomic_load(&t->doorbell.value), 1);
+    /* Full: nothing reserved, written or rung. */
+    agent_packet(&p, 11, 12);
+    CHECK_ERR(t->agent.ops->enqueue(&t->q, &d), -XTQ_EAGAIN);
+    CHECK_EQ(xtq_queue_load_write_index(&t->q), 2);
+    CHECK_EQ(atomic_load(&doorbells), rang + 2);
+
+    CHECK(take(&t->q, &got, &cookie));
+    CHECK(cookie == &cookie_a);
+    CHECK_EQ(got.agent.header, p.agent.header);
+    CHECK_EQ(got.agent.type, 0x1234);
+    CHECK_EQ(got.agent.arg[0], 7);
+    CHECK_EQ(got.agent.arg[1], 8);
+    CHECK(take(&t->q, &got, &cookie));
+    CHECK(cookie == &cookie_b);
+    CHECK_EQ(got.agent.arg[0], 9);
+    /* The consumer calls retire with the cookie it took. */
+    t->q.retire(cookie, -XTQ_ECANCELED);
+    CHECK(retired_cookie == &cookie_b);
+    CHECK_EQ(retired_status, -XTQ_ECANCELED);
+
+    /* Space again: the third goes in. */
+    CHECK_OK(t->agent.ops->enqueue(&t->q, &d));
+    CHECK(take(&t->q, &got, NULL));
+    CHECK_EQ(got.agent.arg[0], 11);
+    tq_free(t);
+}
+
+/* ---- host memory for every agent: all or nothing -------------------------- */
+
+static int reg_calls[3], dereg_calls[3];
+
+static int m_index(xtq_agent_t *agent)
+{
+    return (int)agent->info.device_index;
+}
+static int m_register(xtq_agent_t *agent, void *addr, size_t len)
+{
+    reg_calls[m_index(agent)]++;
+    return m_index(agent) == 2 ? -XTQ_EIO : 0; /* the third agent cannot map it */
+}
+static int m_deregister(xtq_agent_t *agent, void *addr, size_t len)
+{
+    dereg_calls[m_index(agent)]++;
+    return 0;
+}
+
+static const struct xtq__agent_ops m_ops = {
+    .name = "test-mem",
+    .queue_create = t_queue_create,
+    .queue_destroy = t_queue_destroy,
+    .enqueue = xtq__queue_enqueue,
+    .doorbell = t_doorbell,
+    .kernel_destroy = t_kernel_destroy,
+    .function_destroy = t_function_destroy,
+    .mem_register = m_register,
+    .mem_deregister = m_deregister,
+    .close = t_close,
+};
+
+XTQ_TEST(agents_mem_register_all_or_nothing)
+{
+    xtq_ctx_t *ctx = calloc(1, sizeof(*ctx));
+    struct xtq_agent agents[3];
+    char buf[64];
+
+    CHECK(ctx != NULL);
+    memset(agents, 0, sizeof(agents));
+    for (unsigned i = 0; i < 3; i++) {
+        agents[i].ops = &m_ops;
+        agents[i].info.device_index = i;
+        snprintf(agents[i].info.name, sizeof(agents[i].info.name), "mem%u", i);
+        ctx->agents[i] = &agents[i];
+    }
+    /* Two that can: registered with both, deregistered from both. */
+    ctx->nagents = 2;
+    CHECK_OK(xtq__agents_mem_register(ctx, buf, sizeof(buf)));
+    CHECK_EQ(reg_calls[0], 1);
+    CHECK_EQ(reg_calls[1], 1);
+    xtq__agents_mem_deregister(ctx, buf, sizeof(buf));
+    CHECK_EQ(dereg_calls[0], 1);
+    CHECK_EQ(dereg_calls[1], 1);
+    /* The third fails: its error, and the first two let go again. */
+    ctx->nagents = 3;
+    CHECK_ERR(xtq__agents_mem_register(ctx, buf, sizeof(buf)), -XTQ_EIO);
+    CHECK_EQ(reg_calls[2], 1);
+    CHECK_EQ(dereg_calls[0], 2);
+    CHECK_EQ(dereg_calls[1], 2);
+    CHECK_EQ(dereg_calls[2], 0);
+    free(ctx);
 }

@@ -63,6 +63,8 @@ static xtq_aql_packet_t kernel_packet(uint64_t kindex, uint64_t qindex)
     p.kernel.header = xtq_aql_header(XTQ_PACKET_TYPE_KERNEL_DISPATCH, 0, XTQ_FENCE_SCOPE_SYSTEM,
                                      XTQ_FENCE_SCOPE_SYSTEM);
     p.kernel.setup = 1;
+    p.kernel.grid_size_x = p.kernel.grid_size_y = p.kernel.grid_size_z = 1;
+    p.kernel.workgroup_size_x = p.kernel.workgroup_size_y = p.kernel.workgroup_size_z = 1;
     p.kernel.kernel_object = kindex;
     p.kernel.reserved2 = qindex;
     return p;
@@ -508,6 +510,284 @@ XTQ_TEST(public_register_api)
     free(ctx);
 }
 
+/* ---- registration attributes ------------------------------------------------ */
+
+XTQ_TEST(register_attr_errors)
+{
+    struct xtq__registry *reg = NULL;
+    struct xtq_kernel k16 = {.agent = &cpu_agent, .object = 1, .kernarg_size = 16};
+    struct xtq_kernel k24 = {.agent = &cpu_agent, .object = 2, .kernarg_size = 24};
+    xtq_register_attr_t a;
+
+    CHECK_OK(xtq__registry_create(TABLE, &reg));
+    /* NULL: no buffer, no signal, default bound. */
+    CHECK_OK(xtq__registry_set_kernel_attr(reg, 0, &k16, NULL));
+    CHECK(reg->kernels[0].target_buffer == NULL);
+    CHECK_EQ(reg->kernels[0].max_work_items, 1ull << 32);
+    CHECK_EQ(reg->kernels[0].flags, 0);
+    CHECK_OK(xtq__registry_set_function_attr(reg, 0, &f_cpu, NULL));
+
+    memset(&a, 0, sizeof(a));
+    a.field_mask = 1u << 9;
+    CHECK_ERR(xtq__registry_set_kernel_attr(reg, 1, &k24, &a), -XTQ_EINVAL);
+    CHECK_ERR(xtq__registry_set_function_attr(reg, 1, &f_cpu, &a), -XTQ_EINVAL);
+    a.field_mask = XTQ_REGISTER_ATTR_FIELD_FLAGS;
+    a.flags = 1u << 5;
+    CHECK_ERR(xtq__registry_set_kernel_attr(reg, 1, &k24, &a), -XTQ_EINVAL);
+    /* BOUNDED needs a buffer... */
+    a.flags = XTQ_REGISTER_BOUNDED;
+    CHECK_ERR(xtq__registry_set_kernel_attr(reg, 1, &k24, &a), -XTQ_EINVAL);
+    CHECK_ERR(xtq__registry_set_function_attr(reg, 1, &f_cpu, &a), -XTQ_EINVAL);
+    /* ... and, for a kernel, argument 2 (24 bytes of arguments). */
+    a.field_mask |= XTQ_REGISTER_ATTR_FIELD_BUFFER;
+    a.target_buffer = tbuf_k;
+    a.target_size = sizeof(tbuf_k);
+    CHECK_ERR(xtq__registry_set_kernel_attr(reg, 1, &k16, &a), -XTQ_EINVAL);
+    /* A size without a buffer; a buffer that wraps the address space. */
+    a.flags = 0;
+    a.target_buffer = NULL;
+    CHECK_ERR(xtq__registry_set_kernel_attr(reg, 1, &k24, &a), -XTQ_EINVAL);
+    a.target_buffer = (void *)(UINTPTR_MAX - 8);
+    a.target_size = 16;
+    CHECK_ERR(xtq__registry_set_function_attr(reg, 1, &f_cpu, &a), -XTQ_EINVAL);
+    /* A bound of 0 work-items would refuse every task. */
+    memset(&a, 0, sizeof(a));
+    a.field_mask = XTQ_REGISTER_ATTR_FIELD_MAX_WORK_ITEMS;
+    CHECK_ERR(xtq__registry_set_kernel_attr(reg, 1, &k24, &a), -XTQ_EINVAL);
+    /* Functions take no signal; they ignore max_work_items. */
+    memset(&a, 0, sizeof(a));
+    a.field_mask = XTQ_REGISTER_ATTR_FIELD_SIGNAL;
+    a.completion_signal = &sig;
+    CHECK_ERR(xtq__registry_set_function_attr(reg, 1, &f_cpu, &a), -XTQ_EINVAL);
+    a.field_mask = XTQ_REGISTER_ATTR_FIELD_MAX_WORK_ITEMS;
+    a.max_work_items = 5;
+    CHECK_OK(xtq__registry_set_function_attr(reg, 1, &f_cpu, &a));
+    /* Nothing was registered by the refusals. */
+    CHECK(reg->kernels[1].kernel == NULL);
+    /* Fields outside the mask are not read. */
+    memset(&a, 0xff, sizeof(a));
+    a.field_mask = 0;
+    CHECK_OK(xtq__registry_set_kernel_attr(reg, 1, &k24, &a));
+    CHECK(reg->kernels[1].target_buffer == NULL);
+    CHECK(reg->kernels[1].completion_signal == NULL);
+    CHECK_EQ(reg->kernels[1].flags, 0);
+    xtq__registry_destroy(reg);
+}
+
+/* A bounded kernel: argument 0 (offset) and 2 (extent) as sent. */
+static int bounded_kernel_try(struct xtq__registry *reg, uint32_t kindex, uint64_t offset,
+                              uint64_t extent, uint64_t *arg0_out)
+{
+    unsigned char kernarg[32];
+    uint64_t args[4] = {offset, 0x9999, extent, 0x4242};
+    xtq_aql_packet_t pkt = kernel_packet(kindex, KQ_CPU), copy;
+    xtq_queue_t *q = NULL;
+    char payload[8];
+
+    memcpy(kernarg, args, sizeof(args));
+    copy = pkt;
+    int rc = xtq__rewrite(reg, &pkt, kernarg, 32, payload, sizeof(payload), &q);
+    memcpy(args, kernarg, sizeof(args));
+    if (rc) {
+        /* Refused: nothing changed. */
+        CHECK(memcmp(&pkt, &copy, sizeof(pkt)) == 0);
+        CHECK_EQ(args[0], offset);
+        CHECK_EQ(args[1], 0x9999);
+        CHECK(q == NULL);
+    } else {
+        CHECK_EQ(args[1], (uint64_t)(uintptr_t)payload);
+        *arg0_out = args[0];
+    }
+    /* The extent stays for the task to respect, whatever happened. */
+    CHECK_EQ(args[2], extent);
+    CHECK_EQ(args[3], 0x4242);
+    return rc;
+}
+
+XTQ_TEST(bounded_kernel_rewrite)
+{
+    struct xtq__registry *reg = make_registry();
+    xtq_register_attr_t a = {
+        .field_mask = XTQ_REGISTER_ATTR_FIELD_BUFFER | XTQ_REGISTER_ATTR_FIELD_FLAGS,
+        .target_buffer = tbuf_k,
+        .target_size = 100,
+        .flags = XTQ_REGISTER_BOUNDED,
+    };
+    const uint64_t base = (uint64_t)(uintptr_t)tbuf_k;
+    uint64_t a0 = 0;
+
+    CHECK_OK(xtq__registry_clear_kernel(reg, K_CPU));
+    CHECK_OK(xtq__registry_set_kernel_attr(reg, K_CPU, &k_cpu, &a));
+    CHECK_OK(bounded_kernel_try(reg, K_CPU, 16, 64, &a0));
+    CHECK_EQ(a0, base + 16);
+    CHECK_OK(bounded_kernel_try(reg, K_CPU, 0, 100, &a0));
+    CHECK_EQ(a0, base);
+    CHECK_OK(bounded_kernel_try(reg, K_CPU, 100, 0, &a0)); /* empty, at the end */
+    CHECK_EQ(a0, base + 100);
+    CHECK_OK(bounded_kernel_try(reg, K_CPU, 37, 63, &a0));
+    CHECK_EQ(a0, base + 37);
+    CHECK_ERR(bounded_kernel_try(reg, K_CPU, 37, 64, &a0), -XTQ_ERANGE);
+    CHECK_ERR(bounded_kernel_try(reg, K_CPU, 101, 0, &a0), -XTQ_ERANGE);
+    CHECK_ERR(bounded_kernel_try(reg, K_CPU, 0, 101, &a0), -XTQ_ERANGE);
+    /* Sums that wrap 64 bits are out of range, not small. */
+    CHECK_ERR(bounded_kernel_try(reg, K_CPU, UINT64_MAX, 2, &a0), -XTQ_ERANGE);
+    CHECK_ERR(bounded_kernel_try(reg, K_CPU, 8, UINT64_MAX - 4, &a0), -XTQ_ERANGE);
+    CHECK_ERR(bounded_kernel_try(reg, K_CPU, UINT64_MAX, UINT64_MAX, &a0), -XTQ_ERANGE);
+    xtq__registry_destroy(reg);
+}
+
+XTQ_TEST(bounded_function_rewrite)
+{
+    struct xtq__registry *reg = make_registry();
+    xtq_register_attr_t a = {
+        .field_mask = XTQ_REGISTER_ATTR_FIELD_BUFFER | XTQ_REGISTER_ATTR_FIELD_FLAGS,
+        .target_buffer = tbuf_f,
+        .target_size = 64,
+        .flags = XTQ_REGISTER_BOUNDED,
+    };
+    static const struct {
+        uint64_t offset, extent;
+        int rc;
+    } cases[] = {
+        {0, 64, 0},           {8, 56, 0},           {64, 0, 0},
+        {8, 57, -XTQ_ERANGE}, {65, 0, -XTQ_ERANGE}, {UINT64_MAX, 1, -XTQ_ERANGE},
+        {1, UINT64_MAX, -XTQ_ERANGE},
+    };
+
+    CHECK_OK(xtq__registry_clear_function(reg, F_CPU));
+    CHECK_OK(xtq__registry_set_function_attr(reg, F_CPU, &f_cpu, &a));
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        xtq_aql_packet_t pkt = function_packet(F_CPU, KQ_CPU), copy;
+        xtq_queue_t *q = NULL;
+        char payload[4];
+        pkt.agent.arg[0] = cases[i].offset;
+        pkt.agent.arg[2] = cases[i].extent;
+        pkt.agent.arg[3] = 7;
+        copy = pkt;
+        CHECK_ERR(xtq__rewrite(reg, &pkt, NULL, 0, payload, sizeof(payload), &q), cases[i].rc);
+        if (cases[i].rc) {
+            CHECK(memcmp(&pkt, &copy, sizeof(pkt)) == 0);
+            continue;
+        }
+        CHECK_EQ(pkt.agent.arg[0], (uint64_t)(uintptr_t)tbuf_f + cases[i].offset);
+        CHECK_EQ(pkt.agent.arg[1], (uint64_t)(uintptr_t)payload);
+        CHECK_EQ(pkt.agent.arg[2], cases[i].extent);
+        CHECK_EQ(pkt.agent.arg[3], 7);
+    }
+    /* Unbounded: arg[0] as sent means nothing, the buffer is what counts. */
+    xtq_aql_packet_t pkt = function_packet(F_GPU, KQ_GPU);
+    xtq_queue_t *q;
+    pkt.agent.arg[0] = UINT64_MAX;
+    CHECK_OK(xtq__rewrite(reg, &pkt, NULL, 0, NULL, 0, &q));
+    CHECK_EQ(pkt.agent.arg[0], 0);
+    xtq__registry_destroy(reg);
+}
+
+static int geometry_try(struct xtq__registry *reg, unsigned dims, uint32_t gx, uint32_t gy,
+                        uint32_t gz, uint16_t wx, uint16_t wy, uint16_t wz)
+{
+    unsigned char kernarg[32] = {0};
+    xtq_aql_packet_t pkt = kernel_packet(K_CPU, KQ_CPU), copy;
+    xtq_queue_t *q = NULL;
+
+    pkt.kernel.setup = (uint16_t)dims;
+    pkt.kernel.grid_size_x = gx;
+    pkt.kernel.grid_size_y = gy;
+    pkt.kernel.grid_size_z = gz;
+    pkt.kernel.workgroup_size_x = wx;
+    pkt.kernel.workgroup_size_y = wy;
+    pkt.kernel.workgroup_size_z = wz;
+    copy = pkt;
+    int rc = xtq__rewrite(reg, &pkt, kernarg, 32, NULL, 0, &q);
+    if (rc)
+        CHECK(memcmp(&pkt, &copy, sizeof(pkt)) == 0);
+    return rc;
+}
+
+/* Issue bug 4: the grid is bounded at the rewrite, per registration. */
+XTQ_TEST(geometry_bounds)
+{
+    struct xtq__registry *reg = make_registry();
+    const uint32_t big = UINT32_MAX;
+
+    /* Default bound: 2^32 work-items. */
+    CHECK_OK(geometry_try(reg, 2, 65536, 65536, 1, 256, 1, 1));
+    CHECK_ERR(geometry_try(reg, 3, 65536, 65536, 2, 256, 1, 1), -XTQ_ERANGE);
+    CHECK_OK(geometry_try(reg, 1, big, 1, 1, 1024, 1, 1));
+    /* A product that would wrap 64 bits (2^96) is refused, not small. */
+    CHECK_ERR(geometry_try(reg, 3, big, big, big, 1, 1, 1), -XTQ_ERANGE);
+    CHECK_ERR(geometry_try(reg, 3, 65536, 65536, 65536, 1, 1, 1), -XTQ_ERANGE);
+    /* HSA: sizes > 0, work-group <= grid, unused dimensions 1. */
+    CHECK_ERR(geometry_try(reg, 1, 0, 1, 1, 1, 1, 1), -XTQ_ERANGE);
+    CHECK_ERR(geometry_try(reg, 1, 8, 1, 1, 0, 1, 1), -XTQ_ERANGE);
+    CHECK_ERR(geometry_try(reg, 1, 8, 1, 1, 16, 1, 1), -XTQ_ERANGE);
+    CHECK_ERR(geometry_try(reg, 2, 8, 4, 1, 8, 5, 1), -XTQ_ERANGE);
+    CHECK_ERR(geometry_try(reg, 1, 8, 2, 1, 8, 1, 1), -XTQ_ERANGE);
+    CHECK_ERR(geometry_try(reg, 2, 8, 2, 0, 8, 1, 1), -XTQ_ERANGE);
+    CHECK_ERR(geometry_try(reg, 2, 8, 2, 1, 8, 1, 0), -XTQ_ERANGE);
+    CHECK_OK(geometry_try(reg, 3, 10, 6, 3, 4, 4, 2)); /* partial groups: fine */
+    /* Dimensions 0 and 4+ stay a packet error. */
+    CHECK_ERR(geometry_try(reg, 0, 1, 1, 1, 1, 1, 1), -XTQ_EPACKET);
+
+    /* A registration's own bound, exact at the edge. */
+    xtq_register_attr_t a = {
+        .field_mask = XTQ_REGISTER_ATTR_FIELD_MAX_WORK_ITEMS | XTQ_REGISTER_ATTR_FIELD_BUFFER,
+        .target_buffer = tbuf_k,
+        .max_work_items = 100,
+    };
+    CHECK_OK(xtq__registry_clear_kernel(reg, K_CPU));
+    CHECK_OK(xtq__registry_set_kernel_attr(reg, K_CPU, &k_cpu, &a));
+    CHECK_OK(geometry_try(reg, 2, 10, 10, 1, 5, 5, 1));
+    CHECK_OK(geometry_try(reg, 1, 100, 1, 1, 100, 1, 1));
+    CHECK_ERR(geometry_try(reg, 2, 10, 11, 1, 1, 1, 1), -XTQ_ERANGE);
+    CHECK_ERR(geometry_try(reg, 1, 101, 1, 1, 1, 1, 1), -XTQ_ERANGE);
+    /* Everything allowed (2^64 - 1): still no wrap. */
+    a.max_work_items = UINT64_MAX;
+    CHECK_OK(xtq__registry_clear_kernel(reg, K_CPU));
+    CHECK_OK(xtq__registry_set_kernel_attr(reg, K_CPU, &k_cpu, &a));
+    CHECK_OK(geometry_try(reg, 2, big, big, 1, 1, 1, 1));
+    CHECK_ERR(geometry_try(reg, 3, big, big, 2, 1, 1, 1), -XTQ_ERANGE);
+    CHECK_ERR(geometry_try(reg, 3, big, big, big, 1, 1, 1), -XTQ_ERANGE);
+    xtq__registry_destroy(reg);
+}
+
+/* The public attr calls on a context, and the old calls as their special case. */
+XTQ_TEST(public_register_attr_api)
+{
+    struct xtq_ctx *ctx = calloc(1, sizeof(*ctx));
+    xtq_register_attr_t a = {
+        .field_mask = XTQ_REGISTER_ATTR_FIELD_BUFFER | XTQ_REGISTER_ATTR_FIELD_FLAGS |
+                      XTQ_REGISTER_ATTR_FIELD_SIGNAL | XTQ_REGISTER_ATTR_FIELD_MAX_WORK_ITEMS,
+        .target_buffer = tbuf_k,
+        .target_size = 64,
+        .completion_signal = &sig,
+        .max_work_items = 1000,
+        .flags = XTQ_REGISTER_BOUNDED,
+    };
+
+    CHECK(ctx);
+    CHECK_ERR(xtq_register_kernel_attr(NULL, 0, &k_cpu, &a), -XTQ_EINVAL);
+    CHECK_ERR(xtq_register_function_attr(ctx, 0, &f_cpu, NULL), -XTQ_EINVAL); /* no registry */
+    CHECK_OK(xtq__registry_create(16, &ctx->registry));
+    CHECK_OK(xtq_register_kernel_attr(ctx, 3, &k_cpu, &a));
+    CHECK_EQ(ctx->registry->kernels[3].target_size, 64);
+    CHECK_EQ(ctx->registry->kernels[3].max_work_items, 1000);
+    CHECK_EQ(ctx->registry->kernels[3].flags, XTQ_REGISTER_BOUNDED);
+    CHECK(ctx->registry->kernels[3].completion_signal == &sig);
+    a.field_mask &= ~(uint64_t)XTQ_REGISTER_ATTR_FIELD_SIGNAL;
+    CHECK_OK(xtq_register_function_attr(ctx, 3, &f_cpu, &a));
+    CHECK_EQ(ctx->registry->functions[3].target_size, 64);
+    CHECK_EQ(ctx->registry->functions[3].flags, XTQ_REGISTER_BOUNDED);
+    CHECK_ERR(xtq_register_kernel_attr(ctx, 3, &k_cpu, NULL), -XTQ_EEXIST);
+    /* The plain calls: unbounded, default grid bound. */
+    CHECK_OK(xtq_register_kernel(ctx, 4, &k_cpu, tbuf_k, NULL));
+    CHECK_EQ(ctx->registry->kernels[4].flags, 0);
+    CHECK_EQ(ctx->registry->kernels[4].max_work_items, 1ull << 32);
+    CHECK(ctx->registry->kernels[4].target_buffer == tbuf_k);
+    xtq__registry_destroy(ctx->registry);
+    free(ctx);
+}
+
 /* ---- command builders -------------------------------------------------------- */
 
 XTQ_TEST(cmd_kernel_fields)
@@ -530,10 +810,11 @@ XTQ_TEST(cmd_kernel_fields)
     CHECK_EQ(p.setup, 2);
     CHECK_EQ(p.grid_size_x, 100);
     CHECK_EQ(p.grid_size_y, 1);
-    CHECK_EQ(p.grid_size_z, 7);
     CHECK_EQ(p.workgroup_size_x, 1);
     CHECK_EQ(p.workgroup_size_y, 8);
-    CHECK_EQ(p.workgroup_size_z, 3);
+    /* Beyond `dimensions` (2): 1, whatever was given (HSA). */
+    CHECK_EQ(p.grid_size_z, 1);
+    CHECK_EQ(p.workgroup_size_z, 1);
     CHECK_EQ(p.kernel_object, 7);
     CHECK_EQ(p.reserved2, 3);
     CHECK(p.kernarg_address == NULL);

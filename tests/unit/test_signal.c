@@ -1,5 +1,5 @@
 /*
- * Signals: create/load/store/add, every wait condition, timeouts, handles,
+ * Signals: create/load/store/add/exchange/CAS, every wait condition, timeouts, handles,
  * and waiters in other threads woken by a store (no sleeps used as
  * synchronisation: threads meet on signals or joins).
  */
@@ -196,4 +196,125 @@ XTQ_TEST(device_signal_naps)
     CHECK_OK(xtq_signal_wait(&s, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE, &seen));
     CHECK_EQ(seen, 0);
     CHECK_EQ(pthread_join(th, NULL), 0);
+}
+
+/* ---- exchange and compare-and-swap ---------------------------------------- */
+
+XTQ_TEST(exchange_and_cas)
+{
+    xtq_signal_t *s;
+
+    CHECK_OK(xtq_signal_create(5, &s));
+    CHECK_EQ(xtq_signal_exchange(s, 9), 5);
+    CHECK_EQ(xtq_signal_load(s), 9);
+    /* A swap happens exactly when the observed value equals `expected`. */
+    CHECK_EQ(xtq_signal_cas(s, 9, -4), 9);
+    CHECK_EQ(xtq_signal_load(s), -4);
+    CHECK_EQ(xtq_signal_cas(s, 9, 100), -4);
+    CHECK_EQ(xtq_signal_load(s), -4);
+    CHECK_EQ(xtq_signal_cas(s, -4, -4), -4); /* equal value: no change */
+    CHECK_EQ(xtq_signal_load(s), -4);
+    CHECK_EQ(xtq_signal_exchange(s, INT64_MIN), -4);
+    CHECK_EQ(xtq_signal_cas(s, INT64_MIN, INT64_MAX), INT64_MIN);
+    CHECK_EQ(xtq_signal_load(s), INT64_MAX);
+    CHECK_OK(xtq_signal_destroy(s));
+}
+
+/* A waiter asleep in the futex is woken by an exchange, then by a CAS. */
+XTQ_TEST(exchange_and_cas_wake)
+{
+    xtq_signal_t *s, *ready;
+    pthread_t th;
+    struct waiter_arg w;
+
+    CHECK_OK(xtq_signal_create(1, &s));
+    CHECK_OK(xtq_signal_create(0, &ready));
+    w = (struct waiter_arg){s, ready, XTQ_SIGNAL_EQ, 7, -1, 0};
+    CHECK_EQ(pthread_create(&th, NULL, waiter_main, &w), 0);
+    while (atomic_load(&s->waiters) == 0)
+        sched_yield();
+    CHECK_EQ(xtq_signal_exchange(s, 7), 1);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK_OK(w.rc);
+    CHECK_EQ(w.seen, 7);
+
+    w = (struct waiter_arg){s, ready, XTQ_SIGNAL_LT, 0, -1, 0};
+    CHECK_EQ(pthread_create(&th, NULL, waiter_main, &w), 0);
+    while (atomic_load(&s->waiters) == 0)
+        sched_yield();
+    /* A failed CAS changes nothing: the waiter keeps sleeping. */
+    CHECK_EQ(xtq_signal_cas(s, 3, -1), 7);
+    CHECK_EQ(xtq_signal_cas(s, 7, -1), 7);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK_OK(w.rc);
+    CHECK_EQ(w.seen, -1);
+    CHECK_OK(xtq_signal_destroy(ready));
+    CHECK_OK(xtq_signal_destroy(s));
+}
+
+#define CAS_THREADS 4
+#define CAS_ROUNDS 20000
+
+struct cas_arg {
+    xtq_signal_t *s;
+    xtq_signal_t *go;
+    uint64_t wins;
+    uint64_t losses;
+};
+
+/* Each thread adds 1 CAS_ROUNDS times through compare-and-swap alone. */
+static void *cas_main(void *p)
+{
+    struct cas_arg *a = p;
+
+    CHECK_OK(xtq_signal_wait(a->go, XTQ_SIGNAL_EQ, 1, XTQ_TIMEOUT_INFINITE, NULL));
+    for (int i = 0; i < CAS_ROUNDS; i++) {
+        int64_t v = xtq_signal_load(a->s);
+        for (;;) {
+            int64_t seen = xtq_signal_cas(a->s, v, v + 1);
+            if (seen == v)
+                break;
+            a->losses++;
+            v = seen;
+        }
+        a->wins++;
+    }
+    return NULL;
+}
+
+/* Concurrent CAS from several threads loses no increment, and a waiter on
+ * the final value wakes (TSan runs this: the signal's atomics only). */
+XTQ_TEST(concurrent_cas)
+{
+    xtq_signal_t *s, *go, *ready;
+    pthread_t th[CAS_THREADS], wt;
+    struct cas_arg a[CAS_THREADS];
+    struct waiter_arg w;
+
+    CHECK_OK(xtq_signal_create(0, &s));
+    CHECK_OK(xtq_signal_create(0, &go));
+    CHECK_OK(xtq_signal_create(0, &ready));
+    w = (struct waiter_arg){s, ready, XTQ_SIGNAL_EQ, CAS_THREADS * CAS_ROUNDS, -1, 0};
+    CHECK_EQ(pthread_create(&wt, NULL, waiter_main, &w), 0);
+    for (int i = 0; i < CAS_THREADS; i++) {
+        a[i] = (struct cas_arg){s, go, 0, 0};
+        CHECK_EQ(pthread_create(&th[i], NULL, cas_main, &a[i]), 0);
+    }
+    xtq_signal_store(go, 1);
+    uint64_t wins = 0, losses = 0;
+    for (int i = 0; i < CAS_THREADS; i++) {
+        CHECK_EQ(pthread_join(th[i], NULL), 0);
+        wins += a[i].wins;
+        losses += a[i].losses;
+    }
+    CHECK_EQ(pthread_join(wt, NULL), 0);
+    CHECK_OK(w.rc);
+    CHECK_EQ(w.seen, CAS_THREADS * CAS_ROUNDS);
+    CHECK_EQ(wins, CAS_THREADS * CAS_ROUNDS);
+    CHECK_EQ(xtq_signal_load(s), CAS_THREADS * CAS_ROUNDS);
+    printf("concurrent CAS: %llu swaps, %llu lost races\n", (unsigned long long)wins,
+           (unsigned long long)losses);
+    CHECK_OK(xtq_signal_destroy(ready));
+    CHECK_OK(xtq_signal_destroy(go));
+    CHECK_OK(xtq_signal_destroy(s));
 }

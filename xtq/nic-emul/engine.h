@@ -1,6 +1,8 @@
 /*
  * The target-side engine (paper Fig. 4, steps 3-7) and the initiator's put
- * path, over one libfabric RDM endpoint. One engine per context.
+ * path, over one libfabric RDM endpoint. One engine per context. This is
+ * what the rest of libxtq calls; the engine's own files share
+ * nic-emul/engine_int.h.
  */
 #ifndef XTQ_ENGINE_H
 #define XTQ_ENGINE_H
@@ -60,23 +62,12 @@ int xtq__ofi_trywait(struct xtq__ofi *o);
 /* Names of the RDM providers with FI_MSG | FI_MULTI_RECV usable here. */
 int xtq__ofi_list_providers(char names[][64], int max);
 
-/* ---- engine.c ----------------------------------------------------------- */
+/* ---- the engine (its files: see nic-emul/engine_int.h) ------------------ */
 struct xtq__engine;
 
+/* lifecycle.c */
 int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_mode mode,
                        struct xtq__engine **engine);
-/* Start the progress thread (thread mode). */
-int xtq__engine_start(struct xtq__engine *e);
-/* One turn of progress; returns events handled or a negative error. */
-int xtq__engine_progress(struct xtq__engine *e);
-/* Progress for a barrier wait (manual mode) */
-void xtq__engine_poll_cb(void *engine);
-int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
-                    const void *payload, size_t payload_len, uint32_t flags,
-                    xtq_completion_t *comp);
-int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t timeout_ns);
-/* Wait until this rank's puts are all DONE, up to deadline (ns, monotonic). */
-int xtq__engine_drain_puts(struct xtq__engine *e, uint64_t deadline);
 /* Wait until tasks enqueued here have retired, up to deadline. */
 int xtq__engine_drain_tasks(struct xtq__engine *e, uint64_t deadline);
 /* Stop the thread, fail puts still pending with -XTQ_EFINALIZED, drop the
@@ -87,11 +78,29 @@ void xtq__engine_destroy(struct xtq__engine *e);
 const char *xtq__engine_provider(const struct xtq__engine *e);
 size_t xtq__engine_max_put(const struct xtq__engine *e);
 bool xtq__engine_manual(const struct xtq__engine *e);
-/* Peers declared down (silent for XTQ_PEER_TIMEOUT_MS with puts pending). */
-unsigned xtq__engine_peers_down(struct xtq__engine *e);
 /* White-box hooks for the isolation test: this endpoint's name, and aiming
  * rank `rank` at a foreign endpoint (another job's process). */
 int xtq__engine_getname(struct xtq__engine *e, void *addr, size_t *len);
 int xtq__engine_retarget(struct xtq__engine *e, int rank, const void *addr);
+
+/* progress.c */
+/* Start the progress thread (thread mode). */
+int xtq__engine_start(struct xtq__engine *e);
+/* One turn of progress; returns events handled or a negative error. */
+int xtq__engine_progress(struct xtq__engine *e);
+/* Progress for a barrier wait (manual mode) */
+void xtq__engine_poll_cb(void *engine);
+
+/* initiator.c */
+int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
+                    const void *payload, size_t payload_len, uint32_t flags,
+                    xtq_completion_t *comp);
+int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t timeout_ns);
+/* Wait until this rank's puts are all DONE, up to deadline (ns, monotonic). */
+int xtq__engine_drain_puts(struct xtq__engine *e, uint64_t deadline);
+
+/* liveness.c */
+/* Peers declared down (silent for XTQ_PEER_TIMEOUT_MS with puts pending). */
+unsigned xtq__engine_peers_down(struct xtq__engine *e);
 
 #endif /* XTQ_ENGINE_H */

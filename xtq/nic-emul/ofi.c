@@ -120,7 +120,7 @@ int xtq__ofi_open(struct xtq__ofi *o, const char *prov, size_t min_multi_recv)
 
     memset(o, 0, sizeof(*o));
     o->wait_fd = -1;
-    pthread_mutex_init(&o->lock, NULL);
+    xtq__mutex_init(&o->lock);
     if (!hints)
         return -XTQ_ENOMEM;
     rc = fi_getinfo(OFI_VERSION, NULL, NULL, 0, hints, &list);

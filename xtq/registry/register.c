@@ -20,26 +20,47 @@ static int report(int rc, const char *what, uint32_t index)
     return rc;
 }
 
-int xtq_register_kernel(xtq_ctx_t *ctx, uint32_t index, xtq_kernel_t *kernel, void *target_buffer,
-                        xtq_signal_t *completion_signal)
+int xtq_register_kernel_attr(xtq_ctx_t *ctx, uint32_t index, xtq_kernel_t *kernel,
+                             const xtq_register_attr_t *attr)
 {
     struct xtq__registry *reg = registry_of(ctx);
 
     if (!reg)
         return -XTQ_EINVAL;
-    return report(xtq__registry_set_kernel(reg, index, kernel, target_buffer, completion_signal),
-                  "register kernel", index);
+    return report(xtq__registry_set_kernel_attr(reg, index, kernel, attr), "register kernel",
+                  index);
+}
+
+int xtq_register_function_attr(xtq_ctx_t *ctx, uint32_t index, xtq_function_t *function,
+                               const xtq_register_attr_t *attr)
+{
+    struct xtq__registry *reg = registry_of(ctx);
+
+    if (!reg)
+        return -XTQ_EINVAL;
+    return report(xtq__registry_set_function_attr(reg, index, function, attr),
+                  "register function", index);
+}
+
+int xtq_register_kernel(xtq_ctx_t *ctx, uint32_t index, xtq_kernel_t *kernel, void *target_buffer,
+                        xtq_signal_t *completion_signal)
+{
+    xtq_register_attr_t attr = {
+        .field_mask = XTQ_REGISTER_ATTR_FIELD_BUFFER | XTQ_REGISTER_ATTR_FIELD_SIGNAL,
+        .target_buffer = target_buffer,
+        .completion_signal = completion_signal,
+    };
+    return xtq_register_kernel_attr(ctx, index, kernel, &attr);
 }
 
 int xtq_register_function(xtq_ctx_t *ctx, uint32_t index, xtq_function_t *function,
                           void *target_buffer)
 {
-    struct xtq__registry *reg = registry_of(ctx);
-
-    if (!reg)
-        return -XTQ_EINVAL;
-    return report(xtq__registry_set_function(reg, index, function, target_buffer),
-                  "register function", index);
+    xtq_register_attr_t attr = {
+        .field_mask = XTQ_REGISTER_ATTR_FIELD_BUFFER,
+        .target_buffer = target_buffer,
+    };
+    return xtq_register_function_attr(ctx, index, function, &attr);
 }
 
 int xtq_register_queue(xtq_ctx_t *ctx, uint32_t index, xtq_queue_t *queue)

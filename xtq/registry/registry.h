@@ -12,8 +12,11 @@ struct xtq__kernel_entry {
     xtq_kernel_t *kernel; /* NULL: free */
     uint64_t kernel_object;
     uint32_t kernarg_size;
+    uint32_t flags; /* XTQ_REGISTER_* */
     enum xtq_agent_kind kind;
     void *target_buffer;
+    size_t target_size;
+    uint64_t max_work_items; /* grid bound, work-items */
     xtq_signal_t *completion_signal;
 };
 
@@ -21,7 +24,9 @@ struct xtq__function_entry {
     xtq_function_t *function; /* NULL: free */
     uint64_t function_object;
     enum xtq_agent_kind kind;
+    uint32_t flags; /* XTQ_REGISTER_* */
     void *target_buffer;
+    size_t target_size;
 };
 
 struct xtq__queue_entry {
@@ -39,7 +44,19 @@ struct xtq__registry {
 int xtq__registry_create(uint32_t size, struct xtq__registry **reg);
 void xtq__registry_destroy(struct xtq__registry *reg);
 
-/* Table edits (the public xtq_register_* / xtq_unregister_* wrap these). */
+/* A kernel's grid bound when the registration names none (2^32 work-items). */
+#define XTQ__MAX_WORK_ITEMS_DEFAULT (1ull << 32)
+
+/*
+ * Table edits (the public xtq_register_* / xtq_unregister_* wrap these).
+ * The _attr forms check and normalise an xtq_register_attr_t (NULL: no
+ * buffer, no signal, default bounds); the short forms are the attr forms
+ * with a buffer (size unknown: 0) and, for kernels, a signal.
+ */
+int xtq__registry_set_kernel_attr(struct xtq__registry *reg, uint32_t index,
+                                  xtq_kernel_t *kernel, const xtq_register_attr_t *attr);
+int xtq__registry_set_function_attr(struct xtq__registry *reg, uint32_t index,
+                                    xtq_function_t *function, const xtq_register_attr_t *attr);
 int xtq__registry_set_kernel(struct xtq__registry *reg, uint32_t index, xtq_kernel_t *kernel,
                              void *target_buffer, xtq_signal_t *signal);
 int xtq__registry_set_function(struct xtq__registry *reg, uint32_t index,
@@ -57,9 +74,33 @@ int xtq__registry_clear_queue(struct xtq__registry *reg, uint32_t index);
  * On success the packet is ready to be written to *queue (caller holds the
  * read lock across rewrite and enqueue). On failure nothing is modified
  * that anybody else can see and the result is one of -XTQ_EPACKET,
- * -XTQ_ENOQUEUE, -XTQ_ENOKERNEL, -XTQ_ENOFUNC, -XTQ_EKERNARG, -XTQ_EAGENTKIND.
+ * -XTQ_ENOQUEUE, -XTQ_ENOKERNEL, -XTQ_ENOFUNC, -XTQ_EKERNARG, -XTQ_EAGENTKIND,
+ * -XTQ_ERANGE (a grid outside HSA's rules or the registration's
+ * max_work_items; a BOUNDED registration's offset + extent outside the
+ * target buffer). ERANGE is checked last: a packet it rejects passed every
+ * other check.
  */
 int xtq__rewrite(const struct xtq__registry *reg, xtq_aql_packet_t *packet, void *kernarg,
                  uint32_t kernarg_len, void *payload, uint64_t payload_len, xtq_queue_t **queue);
+
+/*
+ * What a task the engine enqueued holds until it retires, so that its
+ * kernel, function and completion signal cannot be destroyed under it
+ * (xtq_*_destroy returns -XTQ_EBUSY meanwhile; issue 10, bug 2).
+ * The engine calls task_begin under the registry's read lock, after
+ * xtq__rewrite() accepted the packet and before it is published, with the
+ * packet as it arrived (the indices, not the rewritten pointers); and
+ * task_end when the agent retires the task (any status), before freeing
+ * it. A task rejected before task_begin needs neither.
+ */
+struct xtq__task_refs {
+    xtq_kernel_t *kernel;
+    xtq_function_t *function;
+    xtq_signal_t *signal;
+};
+
+void xtq__registry_task_begin(const struct xtq__registry *reg, const xtq_aql_packet_t *arrived,
+                              struct xtq__task_refs *refs);
+void xtq__registry_task_end(struct xtq__task_refs *refs);
 
 #endif /* XTQ_REGISTRY_INT_H */

@@ -1,6 +1,7 @@
 /*
  * The XTQ rewrite (paper Fig. 5): turn the coordinated indices of an
- * arrived AQL packet into target pointers. Pure code: the packet and the
+ * arrived AQL packet into target pointers, and an offset into a bounded
+ * target buffer into a checked pointer. Pure code: the packet and the
  * registry are all it reads, the packet and the first 16 bytes of the
  * kernel arguments are all it writes, and it writes only after every check
  * has passed. Everything a peer could use as a pointer is either
@@ -37,6 +38,44 @@ static int lookup_queue(const struct xtq__registry *reg, uint64_t index, xtq_que
     return 0;
 }
 
+/*
+ * The grid a peer asks for (HSA's rules, then the registration's bound):
+ * each used dimension's grid and work-group sizes are non-zero with the
+ * work-group no larger than the grid; unused dimensions are 1; the product
+ * of the grid sizes (work-items) is at most `max_items`, computed without
+ * wrapping. Agents loop over this grid: no peer may make one loop for ever.
+ */
+static int check_geometry(const xtq_kernel_dispatch_packet_t *pkt, unsigned dims,
+                          uint64_t max_items)
+{
+    const uint32_t grid[3] = {pkt->grid_size_x, pkt->grid_size_y, pkt->grid_size_z};
+    const uint32_t wg[3] = {pkt->workgroup_size_x, pkt->workgroup_size_y, pkt->workgroup_size_z};
+    uint64_t items = 1;
+
+    for (unsigned d = 0; d < 3; d++) {
+        if (d >= dims) {
+            if (grid[d] != 1 || wg[d] != 1)
+                return -XTQ_ERANGE;
+            continue;
+        }
+        if (grid[d] == 0 || wg[d] == 0 || wg[d] > grid[d])
+            return -XTQ_ERANGE;
+        if (items > max_items / grid[d])
+            return -XTQ_ERANGE;
+        items *= grid[d];
+    }
+    return 0;
+}
+
+/* A bounded registration: `offset` + `extent` inside the target buffer,
+ * without wrapping. */
+static int check_bounds(size_t size, uint64_t offset, uint64_t extent)
+{
+    if (offset > size || extent > size - offset)
+        return -XTQ_ERANGE;
+    return 0;
+}
+
 static int rewrite_kernel(const struct xtq__registry *reg, xtq_kernel_dispatch_packet_t *pkt,
                           void *kernarg, uint32_t kernarg_len, void *payload, uint64_t payload_len,
                           xtq_queue_t **queue)
@@ -63,10 +102,23 @@ static int rewrite_kernel(const struct xtq__registry *reg, xtq_kernel_dispatch_p
         return -XTQ_EKERNARG;
     if (e->kind != q->agent->kind)
         return -XTQ_EAGENTKIND;
+    rc = check_geometry(pkt, dims, e->max_work_items);
+    if (rc)
+        return rc;
 
     /* The arguments sit right after the packet in the receive region:
      * usually 64-byte aligned, but nothing guarantees it. */
     args[0] = (uint64_t)(uintptr_t)e->target_buffer;
+    if (e->flags & XTQ_REGISTER_BOUNDED) {
+        /* Registration guarantees kernarg_size >= 24: argument 2 is there. */
+        uint64_t offset, extent;
+        memcpy(&offset, kernarg, sizeof(offset));
+        memcpy(&extent, (const uint8_t *)kernarg + 16, sizeof(extent));
+        rc = check_bounds(e->target_size, offset, extent);
+        if (rc)
+            return rc;
+        args[0] += offset;
+    }
     args[1] = payload_len ? (uint64_t)(uintptr_t)payload : 0;
     memcpy(kernarg, args, sizeof(args));
 
@@ -101,8 +153,15 @@ static int rewrite_function(const struct xtq__registry *reg, xtq_agent_dispatch_
         return -XTQ_EKERNARG;
     if (e->kind != q->agent->kind)
         return -XTQ_EAGENTKIND;
+    uint64_t offset = 0;
+    if (e->flags & XTQ_REGISTER_BOUNDED) {
+        rc = check_bounds(e->target_size, pkt->arg[0], pkt->arg[2]);
+        if (rc)
+            return rc;
+        offset = pkt->arg[0];
+    }
 
-    pkt->arg[0] = (uint64_t)(uintptr_t)e->target_buffer;
+    pkt->arg[0] = (uint64_t)(uintptr_t)e->target_buffer + offset;
     pkt->arg[1] = payload_len ? (uint64_t)(uintptr_t)payload : 0;
     pkt->return_address = NULL;
     pkt->completion_signal.handle = 0;

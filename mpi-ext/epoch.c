@@ -1,0 +1,503 @@
+/*
+ * Epochs on accelerated windows: every synchronisation call is the
+ * layer's own, so that an operation is complete at the close of its epoch
+ * whichever path it took.
+ *
+ *  - completion (flush*, unlock*, fence, complete): the MPI's own
+ *    operations first (MPI_Win_flush on the MPI window's permanent
+ *    passive epoch, only where this process used it), then xtq_flush
+ *    (every XtqPut acknowledged after its task finished on the target),
+ *    then results unpacked into derived datatypes; errors the targets
+ *    reported (an out-of-range displacement: MPI_ERR_RMA_RANGE) are
+ *    raised here, at the close of the epoch.
+ *  - passive target (lock/unlock): a lock word per window on the target,
+ *    taken and released by the sync task on the target's CPU agent; a
+ *    lock refused is retried with a growing pause. The target process is
+ *    never involved.
+ *  - fence: completion, then a barrier of the window's processes.
+ *  - PSCW: zero-byte messages on the window's private communicator
+ *    (post -> start, complete -> wait), sent after completion.
+ */
+#include "xmpi.h"
+
+#include <time.h>
+
+enum { TAG_POST = 1, TAG_COMPLETE = 2 };
+
+void xtq__mpi_pending_done(struct xtq__mpi_win *w, int target);
+
+/* Errors reported to this process since the last check. */
+static int new_errors(struct xtq__mpi_win *w)
+{
+    uint64_t err = xtq_counter_read_err(w->counter);
+    int first;
+
+    pthread_mutex_lock(&w->lock);
+    if (err == w->err_seen) {
+        pthread_mutex_unlock(&w->lock);
+        return MPI_SUCCESS;
+    }
+    xtq__mpi_wcount(w, XTQ__MPI_S_ERRORS, err - w->err_seen);
+    w->err_seen = err;
+    pthread_mutex_unlock(&w->lock);
+    first = xtq_counter_error(w->counter);
+    xmpi_log(WARN, "window %u: an operation failed on its target: %s", w->kindex,
+             xtq_errname(first));
+    return xtq__mpi_errclass(first ? first : -XTQ_EIO);
+}
+
+int xtq__mpi_complete(struct xtq__mpi_win *w, int target)
+{
+    int rc = MPI_SUCCESS, xrc;
+    bool mpi_flush = false;
+
+    pthread_mutex_lock(&w->lock);
+    if (target < 0) {
+        mpi_flush = w->any_mpi_dirty;
+        w->any_mpi_dirty = false;
+        for (int r = 0; r < w->size; r++)
+            w->peer[r].mpi_dirty = 0;
+    } else if (w->peer[target].mpi_dirty) {
+        mpi_flush = true;
+        w->peer[target].mpi_dirty = 0;
+    }
+    pthread_mutex_unlock(&w->lock);
+    if (mpi_flush)
+        rc = target < 0 ? PMPI_Win_flush_all(w->win) : PMPI_Win_flush(target, w->win);
+
+    xrc = xtq_flush(xtq__mpi.ctx, target < 0 ? XTQ_TARGET_ALL : w->peer[target].xrank,
+                    XTQ_TIMEOUT_INFINITE);
+    xtq__mpi_pending_done(w, target);
+    if (xrc) {
+        xmpi_log(WARN, "window %u: flush failed: %s", w->kindex, xtq_errname(xrc));
+        if (rc == MPI_SUCCESS)
+            rc = xtq__mpi_errclass(xrc);
+    }
+    if (rc == MPI_SUCCESS)
+        rc = new_errors(w);
+    return xtq__mpi_win_error(w, rc);
+}
+
+/* ---- passive target ------------------------------------------------------------------- */
+
+static void pause_ns(long ns)
+{
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+}
+
+/* Take the lock of `target`'s window (blocking: retried while refused). */
+static int lock_take(struct xtq__mpi_win *w, int target, int type)
+{
+    long backoff = 1000;
+
+    for (;;) {
+        xtq_completion_t comp;
+        uint64_t granted = 0;
+        int rc;
+
+        memset(&comp, 0, sizeof(comp));
+        rc = xtq__mpi_sync_op(w, target, XTQ__MPI_LOCK, type, &granted, &comp);
+        if (rc == 0)
+            rc = xtq__mpi_wait(&comp);
+        if (rc)
+            return rc;
+        if (granted)
+            return 0;
+        pause_ns(backoff);
+        backoff = backoff < 1000000 ? backoff * 2 : backoff;
+    }
+}
+
+static int lock_release(struct xtq__mpi_win *w, int target)
+{
+    struct xtq__mpi_peer *p = &w->peer[target];
+    int type = p->lock, rc;
+
+    /* A CPU window's unlock waits in the queue behind this origin's
+     * commands (barrier bit), so it goes at once; a GPU window's
+     * commands run in another queue: complete them first. */
+    if (p->gpu) {
+        rc = xtq__mpi_complete(w, target);
+        if (rc != MPI_SUCCESS)
+            return rc;
+    }
+    rc = xtq__mpi_sync_op(w, target, XTQ__MPI_UNLOCK, type, NULL, NULL);
+    return rc ? xtq__mpi_win_error(w, xtq__mpi_errclass(rc)) : MPI_SUCCESS;
+}
+
+static int to_lock_type(int lock_type)
+{
+    return lock_type == MPI_LOCK_EXCLUSIVE ? XTQ__MPI_LOCK_EXCLUSIVE : XTQ__MPI_LOCK_SHARED;
+}
+
+XMPI_EXPORT int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win)
+{
+    struct xtq__mpi_win *w = xtq__mpi_win_get(win);
+    int rc = 0;
+
+    if (!xtq__mpi_accelerated(w))
+        return PMPI_Win_lock(lock_type, rank, assert, win);
+    if (rank == MPI_PROC_NULL)
+        return MPI_SUCCESS;
+    if (rank < 0 || rank >= w->size)
+        return xtq__mpi_win_error(w, MPI_ERR_RANK);
+    if (lock_type != MPI_LOCK_SHARED && lock_type != MPI_LOCK_EXCLUSIVE)
+        return xtq__mpi_win_error(w, MPI_ERR_LOCKTYPE);
+    if (w->peer[rank].lock)
+        return xtq__mpi_win_error(w, MPI_ERR_RMA_SYNC);
+    if (!(assert &MPI_MODE_NOCHECK))
+        rc = lock_take(w, rank, to_lock_type(lock_type));
+    if (rc)
+        return xtq__mpi_win_error(w, xtq__mpi_errclass(rc));
+    w->peer[rank].lock = (uint8_t)to_lock_type(lock_type);
+    w->peer[rank].nocheck = (assert &MPI_MODE_NOCHECK) != 0;
+    return MPI_SUCCESS;
+}
+
+XMPI_EXPORT int MPI_Win_unlock(int rank, MPI_Win win)
+{
+    struct xtq__mpi_win *w = xtq__mpi_win_get(win);
+    struct xtq__mpi_peer *p;
+    int rc = MPI_SUCCESS, rc2;
+
+    if (!xtq__mpi_accelerated(w))
+        return PMPI_Win_unlock(rank, win);
+    if (rank == MPI_PROC_NULL)
+        return MPI_SUCCESS;
+    if (rank < 0 || rank >= w->size)
+        return xtq__mpi_win_error(w, MPI_ERR_RANK);
+    p = &w->peer[rank];
+    if (!p->lock)
+        return xtq__mpi_win_error(w, MPI_ERR_RMA_SYNC);
+    /* The MPI's own puts complete before the lock goes. */
+    if (p->mpi_dirty) {
+        pthread_mutex_lock(&w->lock);
+        p->mpi_dirty = 0;
+        pthread_mutex_unlock(&w->lock);
+        rc = PMPI_Win_flush(rank, win);
+    }
+    if (!p->nocheck)
+        rc2 = lock_release(w, rank);
+    else
+        rc2 = MPI_SUCCESS;
+    p->lock = 0;
+    p->nocheck = 0;
+    /* One wait for the commands and the release behind them. */
+    {
+        int rc3 = xtq__mpi_complete(w, rank);
+        if (rc == MPI_SUCCESS)
+            rc = rc2 != MPI_SUCCESS ? rc2 : rc3;
+    }
+    return rc;
+}
+
+XMPI_EXPORT int MPI_Win_lock_all(int assert, MPI_Win win)
+{
+    struct xtq__mpi_win *w = xtq__mpi_win_get(win);
+    xtq_completion_t *comp;
+    uint64_t *granted;
+    int rc = 0;
+
+    if (!xtq__mpi_accelerated(w))
+        return PMPI_Win_lock_all(assert, win);
+    if (w->lock_all)
+        return xtq__mpi_win_error(w, MPI_ERR_RMA_SYNC);
+    if (!(assert &MPI_MODE_NOCHECK)) {
+        /* Ask every target at once, then retry the refusals one by one. */
+        comp = calloc((size_t)w->size, sizeof(*comp));
+        granted = calloc((size_t)w->size, sizeof(*granted));
+        if (!comp || !granted) {
+            free(comp);
+            free(granted);
+            return xtq__mpi_win_error(w, MPI_ERR_NO_MEM);
+        }
+        int issued = 0;
+        for (; issued < w->size && rc == 0; issued++)
+            rc = xtq__mpi_sync_op(w, issued, XTQ__MPI_LOCK, XTQ__MPI_LOCK_SHARED, &granted[issued],
+                                  &comp[issued]);
+        if (rc)
+            issued--; /* the last one was not sent: wait only for those that were */
+        for (int r = 0; r < issued; r++) {
+            int st = xtq__mpi_wait(&comp[r]);
+            if (st && !rc)
+                rc = st;
+        }
+        for (int r = 0; r < w->size && rc == 0; r++)
+            if (!granted[r]) {
+                rc = lock_take(w, r, XTQ__MPI_LOCK_SHARED);
+                granted[r] = rc == 0;
+            }
+        if (rc) {
+            /* Give back what was taken: the epoch did not open. */
+            for (int r = 0; r < w->size; r++)
+                if (granted[r])
+                    xtq__mpi_sync_op(w, r, XTQ__MPI_UNLOCK, XTQ__MPI_LOCK_SHARED, NULL, NULL);
+            xtq_flush(xtq__mpi.ctx, XTQ_TARGET_ALL, XTQ_TIMEOUT_INFINITE);
+        }
+        free(comp);
+        free(granted);
+        if (rc)
+            return xtq__mpi_win_error(w, xtq__mpi_errclass(rc));
+    }
+    for (int r = 0; r < w->size; r++) {
+        w->peer[r].lock = XTQ__MPI_LOCK_SHARED;
+        w->peer[r].nocheck = (assert &MPI_MODE_NOCHECK) != 0;
+    }
+    w->lock_all = true;
+    return MPI_SUCCESS;
+}
+
+XMPI_EXPORT int MPI_Win_unlock_all(MPI_Win win)
+{
+    struct xtq__mpi_win *w = xtq__mpi_win_get(win);
+    int rc = MPI_SUCCESS, rc2;
+    bool gpu_any = false;
+
+    if (!xtq__mpi_accelerated(w))
+        return PMPI_Win_unlock_all(win);
+    if (!w->lock_all)
+        return xtq__mpi_win_error(w, MPI_ERR_RMA_SYNC);
+    for (int r = 0; r < w->size; r++)
+        gpu_any |= w->peer[r].gpu;
+    /* GPU windows: their commands complete before any lock goes. */
+    if (gpu_any || w->any_mpi_dirty)
+        rc = xtq__mpi_complete(w, -1);
+    for (int r = 0; r < w->size; r++) {
+        if (!w->peer[r].nocheck) {
+            int x = xtq__mpi_sync_op(w, r, XTQ__MPI_UNLOCK, XTQ__MPI_LOCK_SHARED, NULL, NULL);
+            if (x && rc == MPI_SUCCESS)
+                rc = xtq__mpi_win_error(w, xtq__mpi_errclass(x));
+        }
+        w->peer[r].lock = 0;
+        w->peer[r].nocheck = 0;
+    }
+    w->lock_all = false;
+    rc2 = xtq__mpi_complete(w, -1);
+    return rc != MPI_SUCCESS ? rc : rc2;
+}
+
+XMPI_EXPORT int MPI_Win_flush(int rank, MPI_Win win)
+{
+    struct xtq__mpi_win *w = xtq__mpi_win_get(win);
+    if (!xtq__mpi_accelerated(w))
+        return PMPI_Win_flush(rank, win);
+    if (rank == MPI_PROC_NULL)
+        return MPI_SUCCESS;
+    if (rank < 0 || rank >= w->size)
+        return xtq__mpi_win_error(w, MPI_ERR_RANK);
+    return xtq__mpi_complete(w, rank);
+}
+
+XMPI_EXPORT int MPI_Win_flush_all(MPI_Win win)
+{
+    struct xtq__mpi_win *w = xtq__mpi_win_get(win);
+    if (!xtq__mpi_accelerated(w))
+        return PMPI_Win_flush_all(win);
+    return xtq__mpi_complete(w, -1);
+}
+
+/* Local completion: the layer has no cheaper notion than completion. */
+XMPI_EXPORT int MPI_Win_flush_local(int rank, MPI_Win win)
+{
+    struct xtq__mpi_win *w = xtq__mpi_win_get(win);
+    if (!xtq__mpi_accelerated(w))
+        return PMPI_Win_flush_local(rank, win);
+    if (rank == MPI_PROC_NULL)
+        return MPI_SUCCESS;
+    if (rank < 0 || rank >= w->size)
+        return xtq__mpi_win_error(w, MPI_ERR_RANK);
+    return xtq__mpi_complete(w, rank);
+}
+
+XMPI_EXPORT int MPI_Win_flush_local_all(MPI_Win win)
+{
+    struct xtq__mpi_win *w = xtq__mpi_win_get(win);
+    if (!xtq__mpi_accelerated(w))
+        return PMPI_Win_flush_local_all(win);
+    return xtq__mpi_complete(w, -1);
+}
+
+XMPI_EXPORT int MPI_Win_sync(MPI_Win win)
+{
+    struct xtq__mpi_win *w = xtq__mpi_win_get(win);
+    if (!xtq__mpi_accelerated(w))
+        return PMPI_Win_sync(win);
+    atomic_thread_fence(memory_order_seq_cst);
+    return w->shell ? MPI_SUCCESS : PMPI_Win_sync(win);
+}
+
+/* ---- active target ---------------------------------------------------------------------- */
+
+XMPI_EXPORT int MPI_Win_fence(int assert, MPI_Win win)
+{
+    struct xtq__mpi_win *w = xtq__mpi_win_get(win);
+    int rc = MPI_SUCCESS, brc;
+
+    if (!xtq__mpi_accelerated(w))
+        return PMPI_Win_fence(assert, win);
+    /* Complete what this process issued, then nobody leaves before every
+     * process has: its memory then holds every update of the epoch. */
+    if (!(assert &MPI_MODE_NOPRECEDE))
+        rc = xtq__mpi_complete(w, -1);
+    brc = PMPI_Barrier(w->comm);
+    return rc != MPI_SUCCESS ? rc : brc;
+}
+
+/* Ranks of `group` in the window's communicator. */
+static int *group_ranks(struct xtq__mpi_win *w, MPI_Group group, int *n)
+{
+    MPI_Group wg;
+    int *in, *out;
+
+    PMPI_Group_size(group, n);
+    in = malloc(sizeof(int) * (size_t)(*n + 1));
+    out = malloc(sizeof(int) * (size_t)(*n + 1));
+    if (!in || !out) {
+        free(in);
+        free(out);
+        return NULL;
+    }
+    for (int i = 0; i < *n; i++)
+        in[i] = i;
+    PMPI_Comm_group(w->comm, &wg);
+    PMPI_Group_translate_ranks(group, *n, in, wg, out);
+    PMPI_Group_free(&wg);
+    free(in);
+    return out;
+}
+
+/* Sends of `complete` still in flight from an earlier epoch. */
+static void complete_sends_done(struct xtq__mpi_win *w)
+{
+    if (w->ncomplete_req)
+        xtq__mpi_waitall(w->ncomplete_req, w->complete_req);
+    w->ncomplete_req = 0;
+}
+
+XMPI_EXPORT int MPI_Win_post(MPI_Group group, int assert, MPI_Win win)
+{
+    struct xtq__mpi_win *w = xtq__mpi_win_get(win);
+    int n;
+
+    if (!xtq__mpi_accelerated(w))
+        return PMPI_Win_post(group, assert, win);
+    if (w->post_to)
+        return xtq__mpi_win_error(w, MPI_ERR_RMA_SYNC);
+    w->post_to = group_ranks(w, group, &n);
+    if (!w->post_to)
+        return xtq__mpi_win_error(w, MPI_ERR_NO_MEM);
+    w->npost_to = n;
+    w->post_req = calloc((size_t)n + 1, sizeof(MPI_Request));
+    if (!w->post_req)
+        return xtq__mpi_win_error(w, MPI_ERR_NO_MEM);
+    for (int i = 0; i < n; i++) {
+        w->post_req[i] = MPI_REQUEST_NULL;
+        if (!(assert &MPI_MODE_NOCHECK))
+            PMPI_Isend(NULL, 0, MPI_BYTE, w->post_to[i], TAG_POST, w->comm, &w->post_req[i]);
+    }
+    return MPI_SUCCESS;
+}
+
+XMPI_EXPORT int MPI_Win_start(MPI_Group group, int assert, MPI_Win win)
+{
+    struct xtq__mpi_win *w = xtq__mpi_win_get(win);
+    int n;
+
+    if (!xtq__mpi_accelerated(w))
+        return PMPI_Win_start(group, assert, win);
+    if (w->start_to)
+        return xtq__mpi_win_error(w, MPI_ERR_RMA_SYNC);
+    complete_sends_done(w);
+    w->start_to = group_ranks(w, group, &n);
+    if (!w->start_to)
+        return xtq__mpi_win_error(w, MPI_ERR_NO_MEM);
+    w->nstart_to = n;
+    if (!(assert &MPI_MODE_NOCHECK))
+        for (int i = 0; i < n; i++)
+            PMPI_Recv(NULL, 0, MPI_BYTE, w->start_to[i], TAG_POST, w->comm, MPI_STATUS_IGNORE);
+    return MPI_SUCCESS;
+}
+
+XMPI_EXPORT int MPI_Win_complete(MPI_Win win)
+{
+    struct xtq__mpi_win *w = xtq__mpi_win_get(win);
+    int rc;
+
+    if (!xtq__mpi_accelerated(w))
+        return PMPI_Win_complete(win);
+    if (!w->start_to)
+        return xtq__mpi_win_error(w, MPI_ERR_RMA_SYNC);
+    rc = xtq__mpi_complete(w, w->nstart_to == 1 ? w->start_to[0] : -1);
+    free(w->complete_req);
+    w->complete_req = calloc((size_t)w->nstart_to + 1, sizeof(MPI_Request));
+    w->ncomplete_req = 0;
+    for (int i = 0; i < w->nstart_to && w->complete_req; i++)
+        PMPI_Isend(NULL, 0, MPI_BYTE, w->start_to[i], TAG_COMPLETE, w->comm,
+                   &w->complete_req[w->ncomplete_req++]);
+    free(w->start_to);
+    w->start_to = NULL;
+    w->nstart_to = 0;
+    return rc;
+}
+
+static void exposure_done(struct xtq__mpi_win *w)
+{
+    xtq__mpi_waitall(w->npost_to, w->post_req);
+    free(w->post_to);
+    free(w->post_req);
+    free(w->wait_req);
+    w->post_to = NULL;
+    w->post_req = NULL;
+    w->wait_req = NULL;
+    w->npost_to = 0;
+}
+
+static int post_wait_recvs(struct xtq__mpi_win *w)
+{
+    if (w->wait_req)
+        return MPI_SUCCESS;
+    w->wait_req = calloc((size_t)w->npost_to + 1, sizeof(MPI_Request));
+    if (!w->wait_req)
+        return MPI_ERR_NO_MEM;
+    for (int i = 0; i < w->npost_to; i++)
+        PMPI_Irecv(NULL, 0, MPI_BYTE, w->post_to[i], TAG_COMPLETE, w->comm, &w->wait_req[i]);
+    return MPI_SUCCESS;
+}
+
+XMPI_EXPORT int MPI_Win_wait(MPI_Win win)
+{
+    struct xtq__mpi_win *w = xtq__mpi_win_get(win);
+    int rc;
+
+    if (!xtq__mpi_accelerated(w))
+        return PMPI_Win_wait(win);
+    if (!w->post_to)
+        return xtq__mpi_win_error(w, MPI_ERR_RMA_SYNC);
+    rc = post_wait_recvs(w);
+    if (rc != MPI_SUCCESS)
+        return xtq__mpi_win_error(w, rc);
+    /* Each origin sent `complete` after its commands finished here. */
+    xtq__mpi_waitall(w->npost_to, w->wait_req);
+    exposure_done(w);
+    return MPI_SUCCESS;
+}
+
+XMPI_EXPORT int MPI_Win_test(MPI_Win win, int *flag)
+{
+    struct xtq__mpi_win *w = xtq__mpi_win_get(win);
+    int rc;
+
+    if (!xtq__mpi_accelerated(w))
+        return PMPI_Win_test(win, flag);
+    *flag = 0;
+    if (!w->post_to)
+        return xtq__mpi_win_error(w, MPI_ERR_RMA_SYNC);
+    rc = post_wait_recvs(w);
+    if (rc != MPI_SUCCESS)
+        return xtq__mpi_win_error(w, rc);
+    xtq__mpi_testall(w->npost_to, w->wait_req, flag);
+    if (*flag)
+        exposure_done(w);
+    return MPI_SUCCESS;
+}

@@ -1,0 +1,202 @@
+/*
+ * The engine's life cycle: create (endpoint, wake-ups, address exchange,
+ * windows, receive regions), start (progress.c), stop, destroy, and the
+ * drain of tasks that finalize waits for.
+ *
+ * xtq_init (context.c) creates the engine after the agents, since receive
+ * regions are registered with them, and starts it before the first
+ * barrier. xtq_finalize drains puts (initiator.c) and tasks (here), stops
+ * the engine, closes the agents (a task still running may retire into the
+ * engine until its worker is joined), then destroys it.
+ */
+#include "internal.h"
+#include "nic-emul/engine_int.h"
+#include "bootstrap.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+/* Free whatever create() got to; also the tail of destroy(). */
+static void engine_free(struct xtq__engine *e)
+{
+    xtq_ctx_t *ctx = e->ctx;
+    if (e->ofi_open)
+        xtq__ofi_close(&e->ofi);
+    xtq__regions_close(e);
+    for (int r = 0; e->peers && r < ctx->size; r++) {
+        for (uint32_t i = 0; e->peers[r].slots && i < e->window; i++)
+            free(e->peers[r].slots[i].stage);
+        free(e->peers[r].slots);
+    }
+    free(e->peers);
+    xtq__wakeup_close(e);
+    pthread_mutex_destroy(&e->put_lock);
+    pthread_mutex_destroy(&e->progress_lock);
+    pthread_mutex_destroy(&e->ack_lock);
+    xtq__live_free(e);
+    pthread_mutex_destroy(&e->live_lock);
+    free(e);
+}
+
+int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_mode mode,
+                       struct xtq__engine **out)
+{
+    struct xtq__engine *e = calloc(1, sizeof(*e));
+    struct xtq__bootstrap *bs = ctx->bootstrap;
+    const size_t stride = XTQ__OFI_ADDR_MAX + sizeof(uint32_t);
+    char *blob = NULL, *all = NULL;
+    int rc;
+
+    if (!e)
+        return -XTQ_ENOMEM;
+    e->ctx = ctx;
+    e->manual = mode == XTQ_PROGRESS_MANUAL;
+    e->wake_fd = -1;
+    e->progress_cpu = (int)xtq__param_int(XTQ__PARAM_XTQ_PROGRESS_CPU);
+    int64_t w = xtq__param_int(XTQ__PARAM_XTQ_PUT_WINDOW);
+    e->window = w < 1 ? 1 : (w > 65536 ? 65536 : (uint32_t)w);
+    e->max_msg = xtq__param_size(XTQ__PARAM_XTQ_MAX_MSG_SIZE);
+    if (e->max_msg < XTQ_AQL_PACKET_SIZE)
+        e->max_msg = XTQ_AQL_PACKET_SIZE;
+    e->max_wire = XTQ_ALIGN_UP(e->max_msg + sizeof(struct xtq__wire_hdr) + 128, (size_t)64);
+    int64_t pt = xtq__param_int(XTQ__PARAM_XTQ_PEER_TIMEOUT_MS);
+    e->peer_timeout_ns = pt > 0 ? (uint64_t)pt * 1000000ull : 0;
+    unsigned local = (unsigned)ctx->bootstrap->local_size;
+    e->wait_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_WAIT_SPIN_US, local, 50, 0);
+    e->progress_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_PROGRESS_SPIN_US, local, 100, 20);
+    /* Contended data-path locks poll as long as a waiter would. */
+    xtq__mutex_configure(e->wait_spin_ns);
+    xtq__mutex_init(&e->put_lock);
+    pthread_mutex_init(&e->progress_lock, NULL); /* only ever tried */
+    xtq__mutex_init(&e->ack_lock);
+    xtq__mutex_init(&e->live_lock);
+
+    if (!provider || !*provider || strcmp(provider, "auto") == 0)
+        provider = (bs->same_host) ? "shm" : "tcp";
+    rc = xtq__ofi_open(&e->ofi, provider, e->max_wire);
+    if (rc)
+        goto err_engine;
+    e->ofi_open = true;
+
+    rc = xtq__wakeup_open(e, bs->same_host);
+    if (rc)
+        goto err_engine;
+
+    /* Address exchange. */
+    blob = calloc(1, stride);
+    all = calloc((size_t)ctx->size, stride);
+    if (!blob || !all) {
+        rc = -XTQ_ENOMEM;
+        goto err_engine;
+    }
+    size_t alen = XTQ__OFI_ADDR_MAX;
+    rc = xtq__ofi_getname(&e->ofi, blob + sizeof(uint32_t), &alen);
+    if (rc)
+        goto err_engine;
+    uint32_t alen32 = (uint32_t)alen;
+    memcpy(blob, &alen32, sizeof(alen32));
+    rc = xtq__bootstrap_allgather(bs, "xtq.addr", blob, stride, all);
+    if (rc)
+        goto err_engine;
+    rc = xtq__ofi_insert(&e->ofi, all, stride, ctx->size);
+    if (rc)
+        goto err_engine;
+    xtq__wakeup_connect(e);
+
+    e->peers = calloc((size_t)ctx->size, sizeof(*e->peers));
+    if (!e->peers) {
+        rc = -XTQ_ENOMEM;
+        goto err_engine;
+    }
+    for (int r = 0; r < ctx->size; r++) {
+        e->peers[r].slots = calloc(e->window, sizeof(struct put_slot));
+        if (!e->peers[r].slots) {
+            rc = -XTQ_ENOMEM;
+            goto err_engine;
+        }
+    }
+
+    rc = xtq__regions_open(e);
+    if (rc)
+        goto err_engine;
+    free(blob);
+    free(all);
+    xtq_info(ENGINE, "rank %d: engine on %s, %u regions of %zu bytes, window %u, %s progress",
+             ctx->rank, e->ofi.prov_name, e->nregions, e->regions[0].len, e->window,
+             e->manual ? "manual" : "thread");
+    *out = e;
+    return 0;
+
+err_engine:
+    free(blob);
+    free(all);
+    engine_free(e);
+    return rc;
+}
+
+void xtq__engine_destroy(struct xtq__engine *e)
+{
+    if (!e)
+        return;
+    xtq__engine_stop(e);
+    engine_free(e);
+}
+
+void xtq__engine_stop(struct xtq__engine *e)
+{
+    if (!e || e->stopped)
+        return;
+    e->stopped = true;
+    atomic_store(&e->stop, true);
+    if (e->thread_started) {
+        xtq__wakeup_interrupt(e);
+        pthread_join(e->thread, NULL);
+    }
+    /* Fail what never completed. */
+    xtq__puts_fail_all(e, -XTQ_EFINALIZED);
+    /* Backlogged commands never ran. */
+    xtq__backlog_drop(e);
+    xtq__acks_drop(e);
+}
+
+int xtq__engine_drain_tasks(struct xtq__engine *e, uint64_t deadline)
+{
+    while (atomic_load(&e->tasks_inflight) || atomic_load(&e->backlog_len) ||
+           atomic_load(&e->acks_pending)) {
+        if (xtq__now_ns() >= deadline)
+            return -XTQ_ETIMEDOUT;
+        if (e->manual || !e->thread_started) {
+            if (xtq__engine_progress(e) == 0)
+                sched_yield();
+        } else {
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return 0;
+}
+
+const char *xtq__engine_provider(const struct xtq__engine *e)
+{
+    return e->ofi.prov_name;
+}
+
+size_t xtq__engine_max_put(const struct xtq__engine *e)
+{
+    return e->max_msg;
+}
+
+bool xtq__engine_manual(const struct xtq__engine *e)
+{
+    return e->manual;
+}
+
+int xtq__engine_getname(struct xtq__engine *e, void *addr, size_t *len)
+{
+    return xtq__ofi_getname(&e->ofi, addr, len);
+}
+
+int xtq__engine_retarget(struct xtq__engine *e, int rank, const void *addr)
+{
+    return xtq__ofi_retarget(&e->ofi, rank, addr);
+}

@@ -1,0 +1,86 @@
+/*
+ * Liveness: a peer we have puts outstanding to must be heard from (an ack,
+ * a put, or a pong answering our ping) within XTQ_PEER_TIMEOUT_MS, else it
+ * is declared down: its pending puts complete with -XTQ_EHOSTDOWN
+ * (initiator.c) and new puts to it fail at once. Pings are ACK headers with
+ * a reserved sequence number, answered by the peer's progress thread, so a
+ * live target whose queue is stuck behind long tasks is not mistaken for a
+ * dead one. target.c reports every valid message here; the progress turn
+ * (progress.c) runs the check; the transport's connection errors and acks
+ * that cannot leave (acks.c) declare a peer down early.
+ */
+#include "internal.h"
+#include "nic-emul/engine_int.h"
+
+/* Liveness probes: ACK headers with reserved sequence numbers. Best effort
+ * (inject, or nothing): a lost ping is retried, a lost pong costs a retry. */
+static void probe_send(struct xtq__engine *e, int dest, uint64_t seq)
+{
+    struct xtq__wire_hdr hdr;
+    xtq__wire_hdr_init(&hdr, XTQ__MSG_ACK, e->ctx->job_key, (uint32_t)e->ctx->rank, seq);
+    if (e->ofi.inject_size >= sizeof(hdr) && xtq__ofi_inject(&e->ofi, &hdr, sizeof(hdr), dest) == 0)
+        xtq__bell_ring(e, dest);
+}
+
+void xtq__peer_heard(struct xtq__engine *e, uint32_t src)
+{
+    atomic_store_explicit(&e->peers[src].last_heard, xtq__now_ns(), memory_order_relaxed);
+}
+
+bool xtq__probe_recv(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
+{
+    if (hdr->type != XTQ__MSG_ACK)
+        return false;
+    if (hdr->seq == PING_SEQ) {
+        probe_send(e, (int)hdr->src_rank, PONG_SEQ);
+        return true;
+    }
+    return hdr->seq == PONG_SEQ; /* liveness only */
+}
+
+/* Fail every put pending to `r` with -XTQ_EHOSTDOWN; later puts fail at
+ * once. Slots stay unused afterwards, so a late completion from the
+ * provider finds them idle and is ignored. */
+void xtq__peer_down(struct xtq__engine *e, int r, const char *why)
+{
+    if (atomic_exchange(&e->peers[r].down, true))
+        return;
+    atomic_fetch_add(&e->peers_down, 1);
+    xtq_warn(ENGINE, "rank %d: peer %d %s; declared down, its puts fail", e->ctx->rank, r, why);
+    xtq__puts_fail_peer(e, r, -XTQ_EHOSTDOWN);
+}
+
+/* Progress thread: ping quiet peers we wait on, declare silent ones down. */
+void xtq__peers_check(struct xtq__engine *e)
+{
+    if (!e->peer_timeout_ns)
+        return;
+    uint64_t now = xtq__now_ns();
+    if (now < e->next_peer_check)
+        return;
+    uint64_t step = e->peer_timeout_ns / 8;
+    e->next_peer_check = now + (step < 1000000 ? 1000000 : step > 250000000 ? 250000000 : step);
+    for (int r = 0; r < e->ctx->size; r++) {
+        struct peer *p = &e->peers[r];
+        if (r == e->ctx->rank || atomic_load(&p->down))
+            continue;
+        xtq__mutex_lock(&e->put_lock);
+        uint32_t busy = p->busy;
+        pthread_mutex_unlock(&e->put_lock);
+        if (!busy)
+            continue;
+        uint64_t heard = atomic_load_explicit(&p->last_heard, memory_order_relaxed);
+        uint64_t quiet = now > heard ? now - heard : 0;
+        if (quiet > e->peer_timeout_ns) {
+            xtq__peer_down(e, r, "silent for longer than XTQ_PEER_TIMEOUT_MS");
+        } else if (quiet > e->peer_timeout_ns / 4 && now - p->ping_sent > e->peer_timeout_ns / 8) {
+            p->ping_sent = now;
+            probe_send(e, r, PING_SEQ);
+        }
+    }
+}
+
+unsigned xtq__engine_peers_down(struct xtq__engine *e)
+{
+    return atomic_load(&e->peers_down);
+}

@@ -1,0 +1,192 @@
+/*
+ * Progress: one turn of the emulated NIC, and the thread that runs turns.
+ *
+ * A turn reposts receive regions, flushes queued acks, retries the backlog,
+ * checks liveness and reads the CQ: send completions go to the initiator's
+ * window (initiator.c), arrivals to the target path (target.c). Turns are
+ * taken by the progress thread (placed with hwloc, polling for
+ * XTQ_PROGRESS_SPIN_US before it blocks in wakeup.c), or by any thread that
+ * waits (xtq_progress, completion waits, a full window); one at a time.
+ */
+#include "internal.h"
+#include "nic-emul/engine_int.h"
+#include "bootstrap.h"
+
+#include <hwloc.h>
+
+static int cq_poll(struct xtq__engine *e, bool polite)
+{
+    struct fi_cq_data_entry ent[16];
+    struct fi_cq_err_entry err;
+    int n = 0;
+
+    for (;;) {
+        ssize_t got = xtq__ofi_cq_read(&e->ofi, ent, ARRAY_SIZE(ent), &err, polite);
+        if (got == -FI_EAGAIN)
+            break;
+        if (got == -FI_EAVAIL) {
+            uint32_t kind = err.op_context ? *(uint32_t *)err.op_context : 0;
+            char buf[128] = "";
+            fi_cq_strerror(e->ofi.cq, err.prov_errno, err.err_data, buf, sizeof(buf));
+            if (kind == CTX_PUT) {
+                struct put_slot *s = err.op_context;
+                /* A connection the peer reset or refused (tcp) is the peer
+                 * gone, seen before the liveness timeout: fail its puts the
+                 * same way, -XTQ_EHOSTDOWN. */
+                if (err.err == FI_ECONNRESET || err.err == FI_ECONNREFUSED ||
+                    err.err == FI_ECONNABORTED || err.err == FI_ENOTCONN ||
+                    err.err == FI_EHOSTUNREACH) {
+                    xtq__peer_down(e, s->target, fi_strerror(err.err));
+                } else {
+                    XTQ_LOG_ONCE(OFI, ERROR, "a put failed in the transport: %s (%s)",
+                                 fi_strerror(err.err), buf);
+                }
+                xtq__slot_local(e, s, -XTQ_EFABRIC, err.prov_errno);
+            } else if (kind == CTX_REGION) {
+                struct rx_region *r = err.op_context;
+                XTQ_LOG_ONCE(OFI, ERROR, "receive error: %s (%s)", fi_strerror(err.err), buf);
+                if (err.flags & FI_MULTI_RECV)
+                    xtq__region_put(r);
+            }
+            n++;
+            continue;
+        }
+        if (got < 0) {
+            XTQ_LOG_ONCE(OFI, ERROR, "fi_cq_read: %s", fi_strerror((int)-got));
+            return -XTQ_EFABRIC;
+        }
+        for (ssize_t i = 0; i < got; i++) {
+            uint32_t kind = ent[i].op_context ? *(uint32_t *)ent[i].op_context : 0;
+            if (kind == CTX_PUT) {
+                xtq__slot_local(e, ent[i].op_context, 0, 0);
+            } else if (kind == CTX_REGION) {
+                struct rx_region *r = ent[i].op_context;
+                if ((ent[i].flags & FI_RECV) && ent[i].len)
+                    xtq__target_recv(e, r, ent[i].buf, ent[i].len);
+                if (ent[i].flags & FI_MULTI_RECV)
+                    xtq__region_put(r);
+            }
+        }
+        n += (int)got;
+        if ((size_t)got < ARRAY_SIZE(ent))
+            break;
+    }
+    return n;
+}
+
+static int progress_locked(struct xtq__engine *e, bool polite)
+{
+    int n = 0, rc;
+    xtq__regions_repost(e);
+    n += xtq__acks_flush(e);
+    n += xtq__backlog_drain(e);
+    xtq__peers_check(e);
+    rc = cq_poll(e, polite);
+    if (rc < 0)
+        return rc;
+    n += rc;
+    n += xtq__backlog_drain(e);
+    return n;
+}
+
+/* One turn. `polite`: the progress thread's busy poll, which leaves the
+ * endpoint to a thread waiting to send rather than contend for it. */
+static int engine_turn(struct xtq__engine *e, bool polite)
+{
+    int n;
+    /* Another thread is progressing: that is progress too. */
+    if (pthread_mutex_trylock(&e->progress_lock) != 0)
+        return 0;
+    n = progress_locked(e, polite);
+    pthread_mutex_unlock(&e->progress_lock);
+    return n;
+}
+
+int xtq__engine_progress(struct xtq__engine *e)
+{
+    return engine_turn(e, false);
+}
+
+void xtq__engine_poll_cb(void *engine)
+{
+    xtq__engine_progress(engine);
+}
+
+static void place_thread(struct xtq__engine *e)
+{
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo))
+        return;
+    /* The x86 backend binds to every PU to run cpuid: seconds on a busy
+     * 2-core machine. The Linux backend knows enough to place a thread. */
+    hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
+    if (hwloc_topology_load(topo)) {
+        hwloc_topology_destroy(topo);
+        XTQ_LOG_ONCE(ENGINE, WARN, "hwloc topology unavailable; progress thread not pinned");
+        return;
+    }
+    int ncores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    hwloc_obj_type_t type = ncores > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+    int n = hwloc_get_nbobjs_by_type(topo, type);
+    int want = e->progress_cpu;
+    if (n > 0) {
+        if (want < 0) {
+            /* Last core, then backwards for further ranks on the host. */
+            int lr = e->ctx->bootstrap ? e->ctx->bootstrap->local_rank : 0;
+            want = n - 1 - (lr % n);
+        }
+        hwloc_obj_t obj = hwloc_get_obj_by_type(topo, type, (unsigned)(want % n));
+        if (obj && hwloc_set_cpubind(topo, obj->cpuset, HWLOC_CPUBIND_THREAD) != 0)
+            XTQ_LOG_ONCE(ENGINE, WARN, "could not bind the progress thread to core %d", want);
+        xtq_dbg(ENGINE, "progress thread on %s %d", hwloc_obj_type_string(type), want % n);
+    }
+    hwloc_topology_destroy(topo);
+}
+
+/*
+ * Spin, then block, like every wait in libxtq, but not through
+ * xtq__spin_wait: each poll here is a whole turn of the transport (the
+ * clock is read after every one, and the spin starts again after every
+ * event), and the sleep is on what can wake a NIC (the CQ's fd, the
+ * eventfd, or a doorbell futex shared between processes: wakeup.c), not on
+ * one futex word of this process.
+ */
+static void *progress_main(void *arg)
+{
+    struct xtq__engine *e = arg;
+    uint64_t spin_ns = e->progress_spin_ns;
+    uint64_t last = xtq__now_ns();
+
+    place_thread(e);
+    while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
+        int n = engine_turn(e, true);
+        uint64_t now = xtq__now_ns();
+        if (n > 0) {
+            last = now;
+            continue;
+        }
+        if (now - last < spin_ns) {
+            /* Leave the transport lock free a moment between empty polls:
+             * the application and agent workers send on the same endpoint. */
+            for (int i = 0; i < 4; i++)
+                xtq__cpu_relax();
+            continue;
+        }
+        xtq__progress_block(e);
+        last = xtq__now_ns() - spin_ns / 2; /* a short spin after each wake */
+    }
+    return NULL;
+}
+
+int xtq__engine_start(struct xtq__engine *e)
+{
+    if (e->manual)
+        return 0;
+    int rc = pthread_create(&e->thread, NULL, progress_main, e);
+    if (rc) {
+        xtq_err(ENGINE, "cannot start the progress thread: %s", strerror(rc));
+        return -XTQ_ENOMEM;
+    }
+    e->thread_started = true;
+    return 0;
+}

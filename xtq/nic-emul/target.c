@@ -1,0 +1,352 @@
+/*
+ * The target: Fig. 4, steps 1-3 (DESIGN.md data path, steps 3-7).
+ *
+ * Posted multi-receive regions hold arriving messages. The progress turn
+ * (progress.c) hands each one here: it is validated, rewritten under the
+ * registry's read lock and handed to the target queue's agent through its
+ * enqueue operation, which writes it into the queue and rings the
+ * doorbell; the agent calls engine_retire when the task has finished. The kernel arguments and
+ * payload stay where they landed; a region is reposted once the provider
+ * has released it and every task that references it has retired. A full
+ * queue never drops a task: it waits in the backlog, in arrival order, and
+ * is retried when an agent retires packets. Each PUT is acknowledged
+ * (acks.c): at enqueue, or when the task retired if the initiator asked for
+ * remote completion, or at once with the error that rejected it. Acks and
+ * liveness probes go to initiator.c and liveness.c.
+ */
+#include "internal.h"
+#include "nic-emul/engine_int.h"
+#include "registry/registry.h"
+
+/* ---- receive regions ---------------------------------------------------- */
+
+static int region_post(struct rx_region *r)
+{
+    int rc = xtq__ofi_post_multi_recv(&r->e->ofi, r->buf, r->len, r);
+    if (rc == -FI_EAGAIN) {
+        atomic_store(&r->needs_post, 1);
+        xtq__engine_wake(r->e);
+        return 0;
+    }
+    if (rc) {
+        XTQ_LOG_ONCE(OFI, ERROR, "posting a receive region failed: %s", fi_strerror(-rc));
+        return -XTQ_EFABRIC;
+    }
+    return 0;
+}
+
+void xtq__region_put(struct rx_region *r)
+{
+    if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1) {
+        atomic_store_explicit(&r->refs, 1, memory_order_relaxed);
+        if (!atomic_load(&r->e->stop))
+            region_post(r);
+    }
+}
+
+void xtq__regions_repost(struct xtq__engine *e)
+{
+    for (unsigned i = 0; i < e->nregions; i++)
+        if (atomic_load(&e->regions[i].needs_post) && atomic_exchange(&e->regions[i].needs_post, 0))
+            region_post(&e->regions[i]);
+}
+
+int xtq__regions_open(struct xtq__engine *e)
+{
+    int rc;
+
+    /* Each holds at least a couple of the largest messages so
+     * FI_OPT_MIN_MULTI_RECV never starves it. */
+    size_t rlen = xtq__param_size(XTQ__PARAM_XTQ_RX_BUFFER_SIZE);
+    if (rlen < 2 * e->max_wire)
+        rlen = 2 * e->max_wire;
+    rlen = XTQ_ALIGN_UP(rlen, (size_t)4096);
+    int64_t nr = xtq__param_int(XTQ__PARAM_XTQ_RX_BUFFERS);
+    e->nregions = nr < 2 ? 2 : (unsigned)nr;
+    e->regions = calloc(e->nregions, sizeof(*e->regions));
+    if (!e->regions)
+        return -XTQ_ENOMEM;
+    for (unsigned i = 0; i < e->nregions; i++) {
+        struct rx_region *r = &e->regions[i];
+        r->kind = CTX_REGION;
+        r->e = e;
+        r->len = rlen;
+        r->buf = aligned_alloc(4096, rlen);
+        if (!r->buf)
+            return -XTQ_ENOMEM;
+        /* Agents read payloads and arguments from here in place: a region
+         * a GPU cannot read would fault it at the first task. */
+        rc = xtq__agents_mem_register(e->ctx, r->buf, r->len);
+        if (rc)
+            return rc;
+        r->registered = true;
+        atomic_store(&r->refs, 1);
+        rc = region_post(r);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* After the endpoint is closed: nothing lands in them any more. */
+void xtq__regions_close(struct xtq__engine *e)
+{
+    for (unsigned i = 0; e->regions && i < e->nregions; i++) {
+        struct rx_region *r = &e->regions[i];
+        /* At finalize the agents are closed already (and released what
+         * they mapped): this deregisters with none. */
+        if (r->registered)
+            xtq__agents_mem_deregister(e->ctx, r->buf, r->len);
+        free(r->buf);
+    }
+    free(e->regions);
+    e->regions = NULL;
+}
+
+/* ---- tasks ---------------------------------------------------------------- */
+
+/* xtq_stats_t: a rejection, and its reason where it has a counter. */
+static void count_rejection(xtq_ctx_t *ctx, int err)
+{
+    int idx = -err - XTQ_ENOKERNEL;
+    XTQ__STAT_INC(ctx, msgs_rejected);
+    if (idx >= 0 && idx < (int)ARRAY_SIZE(ctx->stats.rejected_by_reason))
+        atomic_fetch_add_explicit(&ctx->stats.rejected_by_reason[idx], 1, memory_order_relaxed);
+}
+
+static void task_reject(struct xtq__engine *e, struct rx_task *t, int err)
+{
+    count_rejection(e->ctx, err);
+    XTQ_LOG_ONCE(ENGINE, WARN, "rejected a command from rank %u (seq %llu): %s", t->src,
+                 (unsigned long long)t->seq, xtq_errname(err));
+    xtq__ack_send(e, (int)t->src, t->seq, err);
+    xtq__region_put(t->region);
+    free(t);
+}
+
+static void live_add(struct xtq__engine *e, struct rx_task *t)
+{
+    xtq__mutex_lock(&e->live_lock);
+    t->lprev = NULL;
+    t->lnext = e->live;
+    if (e->live)
+        e->live->lprev = t;
+    e->live = t;
+    pthread_mutex_unlock(&e->live_lock);
+}
+
+static void live_del(struct xtq__engine *e, struct rx_task *t)
+{
+    xtq__mutex_lock(&e->live_lock);
+    if (t->lprev)
+        t->lprev->lnext = t->lnext;
+    else
+        e->live = t->lnext;
+    if (t->lnext)
+        t->lnext->lprev = t->lprev;
+    pthread_mutex_unlock(&e->live_lock);
+}
+
+/* Runs on an agent's thread when a task we enqueued has finished. */
+static void engine_retire(void *cookie, int status)
+{
+    struct rx_task *t = cookie;
+    struct xtq__engine *e = t->e;
+    /* After xtq__engine_stop() (finalize) the initiator is told nothing:
+     * its put was failed with -XTQ_EFINALIZED or it drained already. */
+    if ((t->wire_flags & XTQ__WIRE_REMOTE_COMPLETION) && !atomic_load(&e->stop))
+        xtq__ack_send(e, (int)t->src, t->seq, status);
+    live_del(e, t);
+    XTQ__STAT_INC(e->ctx, tasks_completed);
+    xtq__region_put(t->region);
+    free(t);
+    atomic_fetch_sub_explicit(&e->tasks_inflight, 1, memory_order_release);
+    if (atomic_load_explicit(&e->backlog_len, memory_order_relaxed))
+        xtq__engine_wake(e);
+}
+
+/*
+ * Rewrite and enqueue one task. Returns 0 (enqueued: `t` now belongs to
+ * the agent), -XTQ_EAGAIN (queue full: keep it) or a rejection code.
+ */
+static int task_enqueue(struct xtq__engine *e, struct rx_task *t)
+{
+    struct xtq__registry *reg = e->ctx->registry;
+    xtq_aql_packet_t pkt = t->packet;
+    xtq_queue_t *q = NULL;
+    int rc;
+
+    pthread_rwlock_rdlock(&reg->lock);
+    rc = xtq__rewrite(reg, &pkt, t->kernarg, t->kernarg_len, t->payload, t->payload_len, &q);
+    if (rc)
+        goto out;
+    /* Capture what the ack needs: the task may retire (and be freed) on
+     * another thread as soon as the agent has published it. */
+    uint32_t src = t->src, wflags = t->wire_flags;
+    uint64_t seq = t->seq;
+    struct xtq__enqueue d = {
+        .packet = &pkt,
+        .kernarg = t->kernarg,
+        .kernarg_len = t->kernarg_len,
+        .payload = t->payload,
+        .payload_len = t->payload_len,
+        .retire = engine_retire,
+        .cookie = t,
+        .trace_key = XTQ_TRACE_KEY(src, seq),
+    };
+    /* Counted live before the agent can retire it; undone if the queue
+     * turns out to be full (the backlog keeps it). */
+    live_add(e, t);
+    atomic_fetch_add_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
+    rc = q->agent->ops->enqueue(q, &d);
+    if (rc) {
+        live_del(e, t);
+        atomic_fetch_sub_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
+        goto out;
+    }
+    XTQ__STAT_INC(e->ctx, tasks_enqueued);
+    pthread_rwlock_unlock(&reg->lock);
+    if (!(wflags & XTQ__WIRE_REMOTE_COMPLETION))
+        xtq__ack_send(e, (int)src, seq, 0);
+    return 0;
+out:
+    pthread_rwlock_unlock(&reg->lock);
+    return rc;
+}
+
+/* ---- backlog ------------------------------------------------------------- */
+
+static void backlog_push(struct xtq__engine *e, struct rx_task *t)
+{
+    t->next = NULL;
+    if (e->backlog_tail)
+        e->backlog_tail->next = t;
+    else
+        e->backlog_head = t;
+    e->backlog_tail = t;
+    atomic_fetch_add(&e->backlog_len, 1);
+}
+
+/* Retry backlogged tasks in arrival order; stop at the first still full. */
+int xtq__backlog_drain(struct xtq__engine *e)
+{
+    int n = 0;
+    while (e->backlog_head) {
+        struct rx_task *t = e->backlog_head;
+        /* Once enqueued, t may retire and be freed on an agent thread. */
+        struct rx_task *next = t->next;
+        int rc = task_enqueue(e, t);
+        if (rc == -XTQ_EAGAIN)
+            break;
+        e->backlog_head = next;
+        if (!e->backlog_head)
+            e->backlog_tail = NULL;
+        atomic_fetch_sub(&e->backlog_len, 1);
+        if (rc)
+            task_reject(e, t, rc);
+        n++;
+    }
+    return n;
+}
+
+void xtq__backlog_drop(struct xtq__engine *e)
+{
+    while (e->backlog_head) {
+        struct rx_task *t = e->backlog_head;
+        e->backlog_head = t->next;
+        free(t);
+    }
+}
+
+void xtq__live_free(struct xtq__engine *e)
+{
+    while (e->live) {
+        struct rx_task *t = e->live;
+        e->live = t->lnext;
+        free(t);
+    }
+}
+
+/* ---- arrival ------------------------------------------------------------- */
+
+static void handle_put(struct xtq__engine *e, struct rx_region *r, const struct xtq__wire_hdr *hdr,
+                       const void *cmd, const void *payload)
+{
+    struct rx_task *t = malloc(sizeof(*t));
+    XTQ__STAT_INC(e->ctx, msgs_received);
+    XTQ_TRACE_POINT(XTQ_TRACE_ENGINE_RECV, XTQ_TRACE_KEY(hdr->src_rank, hdr->seq));
+    if (!t) {
+        XTQ_LOG_ONCE(ENGINE, ERROR, "out of memory for a task; rejecting");
+        xtq__ack_send(e, (int)hdr->src_rank, hdr->seq, -XTQ_ENOMEM);
+        return;
+    }
+    t->e = e;
+    t->region = r;
+    t->next = NULL;
+    t->src = hdr->src_rank;
+    t->wire_flags = hdr->flags;
+    t->seq = hdr->seq;
+    t->counted_full = false;
+    memcpy(&t->packet, cmd, sizeof(t->packet));
+    t->kernarg_len = hdr->cmd_len - XTQ_AQL_PACKET_SIZE;
+    t->kernarg = t->kernarg_len ? (uint8_t *)cmd + XTQ_AQL_PACKET_SIZE : NULL;
+    /* Kernel arguments must be 16-byte aligned for the kernel; messages
+     * land 64-byte aligned, so this copy is for odd providers only. */
+    if (t->kernarg && ((uintptr_t)t->kernarg & 15)) {
+        if (t->kernarg_len > sizeof(t->scratch)) {
+            XTQ_LOG_ONCE(ENGINE, ERROR, "misaligned kernel arguments too large to copy");
+            atomic_fetch_add(&r->refs, 1);
+            task_reject(e, t, -XTQ_EKERNARG);
+            return;
+        }
+        memcpy(t->scratch, t->kernarg, t->kernarg_len);
+        t->kernarg = t->scratch;
+    }
+    t->payload = (void *)payload;
+    t->payload_len = hdr->payload_len;
+    atomic_fetch_add(&r->refs, 1);
+
+    /* queue_full_events counts every command that had to wait for queue
+     * space, whether it found the queue full or a backlog ahead of it. */
+    if (e->backlog_head) {
+        XTQ__STAT_INC(e->ctx, queue_full_events);
+        t->counted_full = true;
+        backlog_push(e, t);
+        return;
+    }
+    int rc = task_enqueue(e, t);
+    if (rc == -XTQ_EAGAIN) {
+        XTQ__STAT_INC(e->ctx, queue_full_events);
+        t->counted_full = true;
+        backlog_push(e, t);
+    } else if (rc) {
+        task_reject(e, t, rc);
+    }
+}
+
+void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len)
+{
+    const struct xtq__wire_hdr *hdr = NULL;
+    const void *cmd = NULL, *payload = NULL;
+    xtq_ctx_t *ctx = e->ctx;
+    int rc = xtq__wire_validate(buf, len, ctx->job_key, (uint32_t)ctx->size, e->max_msg, &hdr, &cmd,
+                                &payload);
+    if (rc) {
+        const struct xtq__wire_hdr *raw = buf;
+        count_rejection(ctx, rc);
+        XTQ_LOG_ONCE(ENGINE, WARN, "dropped an invalid message of %zu bytes: %s", len,
+                     xtq_errname(rc));
+        /* Answer only a peer of this job that we can name. */
+        if (len >= sizeof(*raw) && raw->magic == XTQ_WIRE_MAGIC && raw->type == XTQ__MSG_PUT &&
+            raw->job_key == ctx->job_key && raw->src_rank < (uint32_t)ctx->size)
+            xtq__ack_send(e, (int)raw->src_rank, raw->seq, rc);
+        return;
+    }
+    xtq__peer_heard(e, hdr->src_rank);
+    if (xtq__probe_recv(e, hdr))
+        ; /* liveness only */
+    else if (hdr->type == XTQ__MSG_ACK)
+        xtq__initiator_ack(e, hdr);
+    else
+        handle_put(e, r, hdr, cmd, payload);
+}

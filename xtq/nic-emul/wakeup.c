@@ -1,0 +1,206 @@
+/*
+ * Wake-ups: how a sleeping progress thread learns that there is work.
+ *
+ * A thread that queues work for the engine (an ack from an agent worker, a
+ * put, a retired task that frees queue space) calls xtq__engine_wake(); a
+ * sender that wrote to another rank rings that rank's doorbell. The
+ * progress thread sleeps in xtq__progress_block() on what can wake it: the
+ * CQ's wait fd plus an eventfd, or, for providers whose CQ has no wait fd
+ * (shm in libfabric 1.17), a doorbell per rank in POSIX shared memory, as a
+ * NIC's doorbell would be. Idle, the thread sleeps for real.
+ */
+#include "internal.h"
+#include "nic-emul/engine_int.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static long shared_futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
+}
+
+/* A message went to `dest`: wake its progress thread if it sleeps. */
+void xtq__bell_ring(struct xtq__engine *e, int dest)
+{
+    if (!e->bells)
+        return;
+    struct doorbell *b = e->bells[dest];
+    /* Pairs with xtq__progress_block(): our send's stores before its load
+     * of `sleeping`, its store of `sleeping` before its CQ read. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&b->sleeping, memory_order_relaxed)) {
+        atomic_fetch_add(&b->seq, 1);
+        shared_futex(&b->seq, FUTEX_WAKE, 1, NULL);
+    }
+}
+
+static void bells_close(struct xtq__engine *e)
+{
+    if (!e->bells)
+        return;
+    for (int r = 0; r < e->ctx->size; r++)
+        if (e->bells[r])
+            munmap(e->bells[r], sizeof(struct doorbell));
+    shm_unlink(e->bell_name);
+    free(e->bells);
+    e->bells = NULL;
+}
+
+static int bell_map(const char *name, bool create, struct doorbell **out)
+{
+    int fd = shm_open(name, create ? (O_RDWR | O_CREAT | O_TRUNC) : O_RDWR, 0600);
+    if (fd < 0)
+        return -XTQ_ENOENT;
+    if (create && ftruncate(fd, sizeof(struct doorbell)) != 0) {
+        close(fd);
+        return -XTQ_ENOMEM;
+    }
+    void *p = mmap(NULL, sizeof(struct doorbell), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED)
+        return -XTQ_ENOMEM;
+    *out = p;
+    return 0;
+}
+
+/* Create ours before the address exchange (a fence), map the peers' after. */
+static int bells_create(struct xtq__engine *e)
+{
+    xtq_ctx_t *ctx = e->ctx;
+    e->bells = calloc((size_t)ctx->size, sizeof(*e->bells));
+    if (!e->bells)
+        return -XTQ_ENOMEM;
+    snprintf(e->bell_name, sizeof(e->bell_name), "/xtq-%016llx-%d",
+             (unsigned long long)ctx->job_key, ctx->rank);
+    int rc = bell_map(e->bell_name, true, &e->bells[ctx->rank]);
+    if (rc) {
+        free(e->bells);
+        e->bells = NULL;
+    }
+    return rc;
+}
+
+static int bells_open_peers(struct xtq__engine *e)
+{
+    xtq_ctx_t *ctx = e->ctx;
+    char name[64];
+    for (int r = 0; r < ctx->size; r++) {
+        if (r == ctx->rank)
+            continue;
+        snprintf(name, sizeof(name), "/xtq-%016llx-%d", (unsigned long long)ctx->job_key, r);
+        if (bell_map(name, false, &e->bells[r]) != 0) {
+            xtq_warn(ENGINE, "no doorbell for rank %d; the engine naps instead", r);
+            bells_close(e);
+            return -XTQ_ENOENT;
+        }
+    }
+    return 0;
+}
+
+int xtq__wakeup_open(struct xtq__engine *e, bool same_host)
+{
+    if (e->ofi.wait_fd < 0 && same_host && !e->manual && bells_create(e) != 0)
+        xtq_warn(ENGINE, "no shared-memory doorbell; the progress thread naps (1 ms)");
+    e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (e->wake_fd < 0)
+        return -XTQ_ENOMEM;
+    return 0;
+}
+
+void xtq__wakeup_connect(struct xtq__engine *e)
+{
+    if (e->bells)
+        bells_open_peers(e);
+}
+
+void xtq__wakeup_close(struct xtq__engine *e)
+{
+    bells_close(e);
+    if (e->wake_fd >= 0)
+        close(e->wake_fd);
+    e->wake_fd = -1;
+}
+
+/* Ask the progress thread for a turn. Paired with xtq__progress_block():
+ * both sides store then load with seq_cst, so either the thread sees the
+ * kick before it sleeps or the waker sees it sleeping and writes the
+ * eventfd. */
+void xtq__engine_wake(struct xtq__engine *e)
+{
+    atomic_store(&e->kick, 1);
+    if (e->bells) {
+        xtq__bell_ring(e, e->ctx->rank);
+        return;
+    }
+    if (e->wake_fd >= 0 && atomic_load(&e->sleeping)) {
+        uint64_t one = 1;
+        ssize_t w = write(e->wake_fd, &one, sizeof(one));
+        (void)w;
+    }
+}
+
+void xtq__wakeup_interrupt(struct xtq__engine *e)
+{
+    uint64_t one = 1;
+    atomic_store(&e->sleeping, true);
+    ssize_t w = write(e->wake_fd, &one, sizeof(one));
+    (void)w;
+    xtq__engine_wake(e);
+}
+
+/* Block until the CQ has something, a wake-up arrives, or a timeout. */
+void xtq__progress_block(struct xtq__engine *e)
+{
+    struct pollfd fds[2];
+    nfds_t nfds = 0;
+    int timeout_ms;
+
+    if (e->bells) {
+        struct doorbell *b = e->bells[e->ctx->rank];
+        atomic_store(&b->sleeping, 1);
+        uint32_t v = atomic_load(&b->seq);
+        /* Anything that arrived before `sleeping` was visible is seen here;
+         * anything after rings the bell. */
+        if (atomic_exchange(&e->kick, 0) || atomic_load(&e->acks_pending) ||
+            atomic_load(&e->stop) || xtq__engine_progress(e) > 0) {
+            atomic_store(&b->sleeping, 0);
+            return;
+        }
+        /* Transfers the provider finishes on its own (large shm sends) ring
+         * no bell: while puts are in flight, nap briefly. */
+        long ns = atomic_load(&e->puts_outstanding) ? 1000000L : 100000000L;
+        struct timespec ts = {0, ns};
+        shared_futex(&b->seq, FUTEX_WAIT, v, &ts);
+        atomic_store(&b->sleeping, 0);
+        return;
+    }
+    fds[nfds].fd = e->wake_fd;
+    fds[nfds++].events = POLLIN;
+    atomic_store(&e->sleeping, true);
+    if (atomic_exchange(&e->kick, 0) || atomic_load(&e->acks_pending) || atomic_load(&e->stop)) {
+        atomic_store(&e->sleeping, false);
+        return;
+    }
+    if (xtq__ofi_trywait(&e->ofi) == 0) {
+        fds[nfds].fd = e->ofi.wait_fd;
+        fds[nfds++].events = POLLIN;
+        /* The fd may not see sends that only the provider's progress
+         * would advance; puts in flight keep the naps short. */
+        timeout_ms = atomic_load(&e->puts_outstanding) ? 1 : 100;
+    } else {
+        timeout_ms = 1;
+    }
+    int rc = poll(fds, nfds, timeout_ms);
+    atomic_store_explicit(&e->sleeping, false, memory_order_relaxed);
+    if (rc > 0 && (fds[0].revents & POLLIN)) {
+        uint64_t v;
+        ssize_t r = read(e->wake_fd, &v, sizeof(v));
+        (void)r;
+    }
+}
