@@ -57,6 +57,7 @@ mh_gc() {
             mh_log "removing stale namespace $ns (creator $pid gone)"
             mh_ns_kill "$ns"
             ip netns del "$ns" 2>/dev/null || true
+            rm -rf "/tmp/$ns"
         fi
     done
 }
@@ -80,6 +81,7 @@ mh_teardown() {
     sleep 0.2
     for ns in "${MH_HOSTS[@]}" $MH_SW; do
         ip netns del "$ns" 2>/dev/null || true
+        rm -rf "/tmp/$ns" # its temporary directory (nsrsh.sh)
     done
     [ -n "$MH_PREFIX" ] && mh_log "removed ${#MH_HOSTS[@]} host namespaces ($MH_PREFIX-*)"
     MH_HOSTS=()

@@ -16,4 +16,10 @@ if [ ! -e "/run/netns/$host" ]; then
     echo "nsrsh.sh: no network namespace $host" >&2
     exit 1
 fi
-exec ip netns exec "$host" sh -c "$*"
+# Each host gets its own temporary directory, as real hosts have their own
+# /tmp: the orteds (one hostname for all) otherwise share Open MPI's session
+# directory and PMIx's rendezvous files under /tmp, and one now and then
+# failed to start (mpirun then waited for it for ever).
+tmp=/tmp/$host
+mkdir -p "$tmp" || exit 1
+exec ip netns exec "$host" env TMPDIR="$tmp" sh -c "$*"
