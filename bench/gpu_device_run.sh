@@ -22,6 +22,16 @@
 #     put/get over XTQ) and its accumulate benchmark, host windows on the
 #     CPU agent and GPU windows on the CUDA agent against the host-staged
 #     round trip (mpi-ext/bench/run.sh): STAGES="build mpi"
+# 10. allreduce (issue 13): xtq_allreduce, every path (MPI, XTQ on CPU
+#     agents, host-staged GPU, HSA mode, XTQ on CUDA agents, NCCL) at 2
+#     ranks on the GPU, the CPU paths at 4 ranks 8 B - 64 MiB, the strong
+#     scaling of Fig. 9c (4 MiB, 2..16 ranks) with the model and its PNG,
+#     and ctest -L coll on 16 cores. Not in the default list; about 3, 4
+#     and 2 minutes: STAGES='build allreduce' then (same warm machine)
+#     STAGES='allreduce_strong allreduce_ctest'.
+# 11. (stage "owner", not in the default list) who owns the endpoint,
+#     XTQ_ENDPOINT_OWNER=shared against progress: bench/ab_compare.sh,
+#     round trip, message rate and the target's process CPU alternating
 # STAGES (default "build gpu san gpurtt gpubench cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -167,12 +177,12 @@ if want ctest; then
 fi
 if want mutex; then
   stage "data-path locks: XTQ_MUTEX spin vs adaptive (5 alternating rounds)"
-  # Look at the "median per kind" lines: adaptive/spin for rtt_* should be
+  # Look at the "median per value" lines: B/A (adaptive/spin) for rtt_* should be
   # <= 1.0 and for rate_* >= 1.0 to prefer the adaptive mutex.
   BUILD=0 ROUNDS=${MUTEX_ROUNDS:-5} ITERS=5000 SIZES=64,4K RATE=1 RATE_ITERS=${RATE_ITERS:-20000} \
     MACHINE=gpu-host MPIRUN="mpirun" timeout 300 "$ROOT/bench/mutex_compare.sh" $B \
     >$W/cpu/mutex_run.txt 2>&1
-  echo "rc=$?"; sed -n '/^# median per kind/,$p' $W/cpu/mutex_run.txt
+  echo "rc=$?"; sed -n '/^# median per value/,$p' $W/cpu/mutex_run.txt
   cp "$ROOT/bench/results/gpu-host/mutex.txt" $W/cpu/mutex.txt 2>/dev/null
   pack
 fi
@@ -240,4 +250,50 @@ if want mpi; then
   grep -h "xtq-mpi" $W/mpi/acc_latency.txt 2>/dev/null | sort | uniq -c | head -20; pack
 fi
 
+if want allreduce; then
+  mkdir -p $W/allreduce
+  AR=$B/apps/allreduce/xtq_allreduce
+  stage "allreduce: every path, 2 ranks sharing the GPU, 8 B - 64 MiB"
+  # Targets: xtqgpu <= 0.85 x hsa up to 64 KiB and below staged everywhere
+  # (ratios at the end of the output). NCCL skips with ranks sharing a GPU.
+  timeout 240 "${MPI[@]}" -np 2 -x CUDA_MODULE_LOADING=EAGER $AR --sizes ${AR_SIZES:-8-64M} \
+    --iters ${AR_ITERS:-20} --commit $COMMIT --machine "$(hostname), 16 cores, H100" \
+    --csv $W/allreduce/gpu.np2.csv >$W/allreduce/gpu.np2.txt 2>&1
+  echo "rc=$?"; grep -E "^# (mode|SKIP|Avg|Out)|^# ratios|^ +[0-9]+ +[0-9.-]+ " $W/allreduce/gpu.np2.txt | tail -60
+  stage "allreduce: CPU paths, 4 ranks, 16 cores (target: xtq <= mpi from 1 MiB)"
+  timeout 150 "${MPI[@]}" -np 4 $AR --modes mpi,xtq --sizes 8-64M --iters 20 --commit $COMMIT \
+    --machine "$(hostname), 16 cores" --csv $W/allreduce/cpu.np4.csv >$W/allreduce/cpu.np4.txt 2>&1
+  echo "rc=$?"; grep -E "^# ratios" -A 30 $W/allreduce/cpu.np4.txt
+  pack
+fi
+if want allreduce_strong; then
+  mkdir -p $W/allreduce
+  stage "allreduce: strong scaling 4 MiB, 2..16 ranks (Fig. 9c), model, PNG"
+  BUILD=$B OUT=$W/allreduce/strong RANKS="2 4 6 8 12 16" SWEEP_NP=4 SWEEP_SIZES=8-16M \
+    MODES=mpi,xtq ITERS=10 MPIRUN="mpirun" MACHINE="$(hostname), 16 cores" \
+    timeout 240 "$ROOT/apps/allreduce/strong_scaling.sh" >$W/allreduce/strong.txt 2>&1
+  echo "rc=$?"; tail -8 $W/allreduce/strong.txt
+  pack
+fi
+if want allreduce_ctest; then
+  mkdir -p $W/allreduce
+  stage "ctest -L coll (16 cores; GPU cases run here)"
+  (cd $B && timeout 240 ctest -L coll -j4 --timeout 120 --output-on-failure) >$W/allreduce/ctest.txt 2>&1
+  echo "rc=$?"; grep -E "tests passed|\*\*\*Failed|\*\*\*Timeout|Skipped" $W/allreduce/ctest.txt | head -20
+  pack
+fi
+if want owner; then
+  stage "endpoint owner: XTQ_ENDPOINT_OWNER shared vs progress (5 alternating rounds)"
+  # Look at the "median per value" lines, B/A = progress/shared: rtt_* and
+  # *_proc_cpu below 1.0 and rate_* above 1.0 favour the single owner (the
+  # progress thread alone on the endpoint); the default stays shared unless
+  # progress wins the round trip and the window-32 rates (issue 10).
+  BUILD=0 VAR=XTQ_ENDPOINT_OWNER A=shared B=progress NAME=endpoint_owner \
+    ROUNDS=${OWNER_ROUNDS:-5} ITERS=5000 SIZES=64,4K RATE=1 RATE_ITERS=${RATE_ITERS:-20000} \
+    MACHINE=gpu-host MPIRUN="mpirun" timeout 400 "$ROOT/bench/ab_compare.sh" $B \
+    >$W/cpu/owner_run.txt 2>&1
+  echo "rc=$?"; sed -n '/^# median per value/,$p' $W/cpu/owner_run.txt
+  cp "$ROOT/bench/results/gpu-host/endpoint_owner.txt" $W/cpu/endpoint_owner.txt 2>/dev/null
+  pack
+fi
 stage done

@@ -1,0 +1,1724 @@
+/*
+ * libxtq_coll's runtime for host memory (include/xtq/coll.h).
+ *
+ * A team registers one CPU kernel (the receive task) and one queue at its
+ * coordinated index, and a table of slots: instance j of the team's
+ * collectives lives in slot j % S, S = 2 * XTQ_COLL_INFLIGHT. A step is an
+ * XtqPut of a kernel dispatch whose arguments carry a coll_hdr and whose
+ * payload is the piece; the task checks the header against its own call,
+ * then hands the message to the receive side (coll_exec.c), which reduces
+ * it into the buffer now or, when the step's local inputs are not done,
+ * stashes it for the completion that makes them so. The completions of a
+ * step decrement the trigger of every send that reads what it wrote; a
+ * send fires when its trigger reaches 0 (the engine's triggered put, or the
+ * task itself where libxtq has none yet: XTQ_COLL_TRIGGERS).
+ *
+ * Receivers ready before data arrives, without a handshake on the common
+ * path: a message for an instance this rank has not posted yet is kept
+ * in the slot (its bytes in the stash, a record in the slot's list); the
+ * post runs the kept ones. Slot reuse needs no credit: a rank posts
+ * instance j only after j - M completed (M = XTQ_COLL_INFLIGHT), every
+ * completion of an allreduce or reduce needs every rank's post, so a
+ * message for j reaches a rank that has completed j - 2M = j - S and
+ * reaped its slot. Only where the stash could overflow (large vectors:
+ * the ring) do receivers send one credit per sender at the post
+ * (coll_sched.c's handshake), as the paper's zero-length handshake.
+ *
+ * Errors (mismatched calls, a failed put, a full stash) fail the instance;
+ * its rank marks the team broken, tells every member (ABORT, waiting for
+ * each to have run it, so that they ignore what follows), fires what it
+ * still owed (so no peer waits for it and no put is left armed), and
+ * returns the error. A member that learns of it does the same.
+ */
+#include "coll_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "coll_cuda.h"
+#include "coll_exec.h"
+#include "coll_sched.h"
+
+/* Parts of the libxtq contract (c192133) that libxtq may not implement
+ * yet: referenced weakly, used when present (XTQ_COLL_TRIGGERS=auto). */
+#pragma weak xtq_putv
+#pragma weak xtq_register_kernel_attr
+#pragma weak xtq_task_fail
+
+#define COLL_EARLY_MAX  512u
+#define COLL_CACHE      16u
+#define COLL_CTL_POSTED (1ull << 63)
+#define COLL_QUEUE_SIZE 1024u
+#define COLL_MAX_ROUNDS 32
+
+#define coll_err(...) fprintf(stderr, "xtq_coll: " __VA_ARGS__)
+
+/* ---- parameters ------------------------------------------------------------- */
+
+static const char *param_value(const char *name)
+{
+    xtq_param_info_t info;
+    for (unsigned i = 0, n = xtq_param_count(); i < n; i++)
+        if (xtq_param_get_info(i, &info) == 0 && strcmp(info.name, name) == 0)
+            return info.value && *info.value ? info.value : info.default_value;
+    return NULL;
+}
+
+static uint64_t param_size(const char *name, uint64_t dflt)
+{
+    const char *v = param_value(name);
+    char *end;
+    unsigned long long x;
+
+    if (!v)
+        return dflt;
+    errno = 0;
+    x = strtoull(v, &end, 0);
+    if (errno || end == v)
+        return dflt;
+    switch (*end) {
+    case 'k':
+    case 'K':
+        x <<= 10;
+        break;
+    case 'm':
+    case 'M':
+        x <<= 20;
+        break;
+    case 'g':
+    case 'G':
+        x <<= 30;
+        break;
+    default:
+        break;
+    }
+    return x;
+}
+
+static enum xtq_coll_alg param_alg(void)
+{
+    const char *v = param_value("XTQ_COLL_ALG");
+    for (int a = XTQ_COLL_ALG_RD; v && a < XTQ_COLL_ALG_COUNT; a++)
+        if (strcmp(v, xtq_coll_alg_name((enum xtq_coll_alg)a)) == 0)
+            return (enum xtq_coll_alg)a;
+    return XTQ_COLL_ALG_AUTO;
+}
+
+/* ---- state -------------------------------------------------------------------- */
+
+/* A message that came before its instance was posted here. */
+struct coll_early {
+    _Atomic uint32_t ready;
+    struct coll_hdr h;
+    const void *data; /* in the slot's stash */
+};
+
+/* One instance's place. The task finds it through the header's slot (and,
+ * with a bounded registration, the engine checked that index for it). */
+struct coll_slot {
+    _Atomic uint64_t ctl;      /* POSTED | messages kept before the post */
+    _Atomic uint64_t expect;   /* the instance this slot takes next */
+    _Atomic int32_t busy;      /* tasks inside this slot now */
+    struct xtq_coll_req *inst; /* the posted instance (under POSTED) */
+    struct coll_exec exec;     /* receive side; its stash holds early bytes */
+    uint32_t exec_cap;         /* receives the exec arrays hold */
+    uint8_t *scratch;          /* host, or device memory (CUDA teams) */
+    uint64_t scratch_cap;
+    uint8_t *mscratch;   /* CUDA teams: its pinned host mirror */
+    xtq_signal_t **trig; /* engine triggers, reused */
+    uint32_t ntrig;
+    struct coll_early early[COLL_EARLY_MAX];
+};
+
+enum { REQ_QUEUED, REQ_ACTIVE, REQ_DONE };
+
+struct xtq_coll_req {
+    struct xtq_coll_team *team;
+    struct xtq_coll_req *next;
+    uint64_t instance;
+    unsigned slot;
+    int state, status;
+    enum xtq_coll_kind kind;
+    const void *sendbuf;
+    void *recvbuf;
+    uint64_t count;
+    enum xtq_datatype type;
+    enum xtq_op op;
+    int root;
+    struct coll_cached *sched;
+    xtq_completion_t *comp; /* per send */
+    uint8_t *cmd;           /* per send: the command (valid until LOCAL) */
+    size_t cmd_len;
+    _Atomic uint32_t *send_left; /* task triggers: dependencies left */
+    _Atomic uint8_t *issued;     /* per send: handed to xtq_put(v) */
+    uint32_t send_cursor;        /* sends known DONE below this */
+    _Atomic int64_t recvs_left;
+    int aborted;
+};
+
+struct coll_cached {
+    struct coll_params p;
+    struct coll_sched s;
+    unsigned refs;
+    uint64_t used;
+};
+
+struct coll_deferred {
+    struct xtq_coll_req *req;
+    uint32_t send;
+};
+
+struct xtq_coll_team {
+    xtq_ctx_t *ctx;
+    int rank, size;
+    int *ranks;
+    uint32_t id, index;
+    enum xtq_coll_mem mem;
+    xtq_agent_t *agent;
+    xtq_queue_t *queue;
+    xtq_kernel_t *kernel;
+    int bounded, engine;
+    unsigned inflight, nslots;
+    struct coll_slot *slots;
+    uint64_t next_instance;
+    struct xtq_coll_req *head, *tail;
+    xtq_signal_t *event;
+    _Atomic int broken;         /* the first error, from broken_at on */
+    _Atomic uint64_t broken_at; /* instances from here fail (UINT64_MAX: none) */
+    _Atomic int64_t active_tasks;
+    _Atomic uint64_t hello[COLL_MAX_ROUNDS];
+    uint64_t hello_epoch;
+    pthread_mutex_t defer_lock;
+    struct coll_deferred *deferred;
+    size_t ndeferred, capdeferred;
+    struct coll_cached cache[COLL_CACHE];
+    uint64_t cache_clock;
+    struct coll_thresholds th;
+    uint64_t piece_bytes, stash_cap;
+    enum xtq_coll_alg alg;
+    int64_t timeout_ns;
+    uint8_t *rwork; /* a reduce's working vector on non-root ranks */
+    size_t rwork_cap;
+    /* CUDA teams: device memory reduced by the CUDA agent; sends leave
+     * from pinned host mirrors the reductions also write. */
+    struct coll_gpu *gpu;
+    uint8_t *mirror[COLL_BUF_COUNT]; /* WORK and SEND mirrors (SCRATCH: per slot) */
+    size_t mirror_cap[COLL_BUF_COUNT];
+    _Atomic int why_taken; /* the first failure's explanation, printed once: */
+    _Atomic int why_ready; /* claimed, then written */
+    int why_printed;
+    char why[256];
+};
+
+static unsigned teams_created;
+
+/* ---- small helpers -------------------------------------------------------------- */
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static void wake(struct xtq_coll_team *t)
+{
+    xtq_signal_add(t->event, 1);
+}
+
+/* Why the first failure happened, for the message the failing call prints. */
+static void note(struct xtq_coll_team *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void note(struct xtq_coll_team *t, const char *fmt, ...)
+{
+    va_list ap;
+    int zero = 0;
+    if (!atomic_compare_exchange_strong(&t->why_taken, &zero, 1))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(t->why, sizeof(t->why), fmt, ap);
+    va_end(ap);
+    atomic_store_explicit(&t->why_ready, 1, memory_order_release);
+}
+
+/* Instances from `instance` on fail with `err` (the first error stays). */
+static void team_break(struct xtq_coll_team *t, uint64_t instance, int err)
+{
+    int zero = 0;
+    uint64_t at = atomic_load(&t->broken_at);
+    while (instance < at && !atomic_compare_exchange_weak(&t->broken_at, &at, instance))
+        ;
+    atomic_compare_exchange_strong(&t->broken, &zero, err);
+    wake(t);
+}
+
+/* The team's error if `instance` is one that fails, else 0. */
+static int broken_for(struct xtq_coll_team *t, uint64_t instance)
+{
+    if (instance < atomic_load_explicit(&t->broken_at, memory_order_acquire))
+        return 0;
+    int err = atomic_load(&t->broken);
+    return err ? err : -XTQ_EPROTO;
+}
+
+static void fail_inst(struct xtq_coll_req *req, int err)
+{
+    coll_exec_fail(&req->team->slots[req->slot].exec, err);
+    wake(req->team);
+}
+
+static int hdr_same_call(const struct coll_hdr *h, const struct xtq_coll_req *req)
+{
+    const struct coll_params *p = &req->sched->p;
+    return h->count == req->count && h->type == req->type && h->op == req->op && h->alg == p->alg &&
+           h->ckind == req->kind && h->handshake == p->handshake && h->piece == p->piece_elems &&
+           (req->kind != XTQ_COLL_REDUCE || h->root == req->root);
+}
+
+/* ---- schedules ------------------------------------------------------------------- */
+
+static int need_handshake(struct xtq_coll_team *t, const struct coll_params *p)
+{
+    /* The same answer on every rank: the worst rank's needs. */
+    if (p->alg == XTQ_COLL_ALG_RING)
+        return 1;
+    for (int r = 0; r < p->nranks; r++) {
+        struct coll_params q = *p;
+        struct coll_sched s;
+        int big;
+
+        q.rank = r;
+        q.handshake = 0;
+        q.inplace = 0;
+        if (coll_sched_build(&q, &s))
+            return 1;
+        big = s.stash_bound > t->stash_cap || s.nrecvs > COLL_EARLY_MAX;
+        coll_sched_free(&s);
+        if (big)
+            return 1;
+    }
+    return 0;
+}
+
+static void fill_params(struct xtq_coll_team *t, struct coll_params *p, enum xtq_coll_kind kind,
+                        uint64_t count, enum xtq_datatype type, int root, int inplace)
+{
+    uint32_t es = (uint32_t)xtq_datatype_size(type);
+    uint64_t maxput = xtq_put_max_size(t->ctx);
+    uint64_t cmd = XTQ_AQL_PACKET_SIZE + sizeof(struct coll_kargs) + 64;
+    uint64_t piece = t->piece_bytes;
+
+    if (maxput > cmd && piece > maxput - cmd)
+        piece = maxput - cmd;
+    memset(p, 0, sizeof(*p));
+    p->kind = kind;
+    p->nranks = t->size;
+    p->rank = t->rank;
+    p->root = kind == XTQ_COLL_REDUCE ? root : 0;
+    p->count = count;
+    p->elem_size = es;
+    p->piece_elems = piece / es ? piece / es : 1;
+    p->inplace = inplace;
+    p->alg =
+        t->alg != XTQ_COLL_ALG_AUTO ? t->alg : coll_choose_alg(kind, t->size, count, es, &t->th);
+}
+
+/* Same call shape (the handshake follows from the rest). */
+static int params_equal(const struct coll_params *a, const struct coll_params *b)
+{
+    return a->kind == b->kind && a->alg == b->alg && a->nranks == b->nranks && a->rank == b->rank &&
+           a->root == b->root && a->count == b->count && a->elem_size == b->elem_size &&
+           a->piece_elems == b->piece_elems && a->inplace == b->inplace;
+}
+
+static struct coll_cached *sched_get(struct xtq_coll_team *t, struct coll_params *p, int *rc)
+{
+    struct coll_cached *victim = NULL;
+
+    for (unsigned i = 0; i < COLL_CACHE; i++) {
+        struct coll_cached *c = &t->cache[i];
+        if (c->used) {
+            if (params_equal(&c->p, p)) {
+                c->refs++;
+                c->used = ++t->cache_clock;
+                *p = c->p;
+                return c;
+            }
+        }
+        if (c->refs == 0 && (!victim || c->used < victim->used))
+            victim = c;
+    }
+    if (!victim) {
+        *rc = -XTQ_ENOMEM;
+        return NULL;
+    }
+    coll_sched_free(&victim->s);
+    memset(victim, 0, sizeof(*victim));
+    p->handshake = need_handshake(t, p);
+    *rc = coll_sched_build(p, &victim->s);
+    if (*rc)
+        return NULL;
+    victim->p = *p;
+    victim->refs = 1;
+    victim->used = ++t->cache_clock;
+    return victim;
+}
+
+/* ---- sending ------------------------------------------------------------------------ */
+
+static void hdr_init(const struct xtq_coll_team *t, struct coll_hdr *h, unsigned kind)
+{
+    memset(h, 0, sizeof(*h));
+    h->magic = COLL_MAGIC;
+    h->kind = (uint8_t)kind;
+    h->team = t->id;
+    h->sender = (uint32_t)t->rank;
+}
+
+/* A command to team rank `peer`'s task, arguments from `h`. */
+static int build_cmd(const struct xtq_coll_team *t, const struct coll_hdr *h, void *cmd, size_t cap,
+                     size_t *len)
+{
+    struct coll_kargs a;
+
+    memset(&a, 0, sizeof(a));
+    a.h = *h;
+    if (t->bounded) {
+        a.target = (uint64_t)h->slot * sizeof(struct coll_slot);
+        a.extent = sizeof(struct coll_slot);
+    }
+    return xtq_cmd_kernel(cmd, cap, t->index, t->index, NULL, &a, sizeof(a), len);
+}
+
+static int put_now(struct xtq_coll_team *t, int peer, const void *cmd, size_t cmd_len,
+                   const void *payload, size_t len, uint32_t flags, xtq_completion_t *comp,
+                   xtq_signal_t *trigger)
+{
+    if (t->engine) {
+        struct iovec iov = {(void *)payload, len};
+        xtq_put_param_t prm;
+        memset(&prm, 0, sizeof(prm));
+        prm.field_mask = XTQ_PUT_PARAM_FIELD_FLAGS | XTQ_PUT_PARAM_FIELD_COMPLETION;
+        prm.flags = flags;
+        prm.comp = comp;
+        if (trigger) {
+            prm.field_mask |= XTQ_PUT_PARAM_FIELD_TRIGGER;
+            prm.trigger = trigger;
+            prm.trigger_cond = XTQ_SIGNAL_EQ;
+            prm.trigger_value = 0;
+        }
+        return xtq_putv(t->ctx, t->ranks[peer], cmd, cmd_len, len ? &iov : NULL, len ? 1 : 0, &prm);
+    }
+    return xtq_put(t->ctx, t->ranks[peer], cmd, cmd_len, payload, len, flags, comp);
+}
+
+static void defer_send(struct xtq_coll_req *req, uint32_t si)
+{
+    struct xtq_coll_team *t = req->team;
+    pthread_mutex_lock(&t->defer_lock);
+    if (t->ndeferred == t->capdeferred) {
+        size_t cap = t->capdeferred ? t->capdeferred * 2 : 64;
+        struct coll_deferred *d = realloc(t->deferred, cap * sizeof(*d));
+        if (!d) {
+            pthread_mutex_unlock(&t->defer_lock);
+            fail_inst(req, -XTQ_ENOMEM);
+            return;
+        }
+        t->deferred = d;
+        t->capdeferred = cap;
+    }
+    t->deferred[t->ndeferred++] = (struct coll_deferred){req, si};
+    pthread_mutex_unlock(&t->defer_lock);
+    wake(t);
+}
+
+/* Hand send `si` of `req` to the transport (engine mode: armed on its
+ * trigger unless it has no dependency). From a task or from the caller's
+ * thread; never blocks: a full window defers it to the waiting thread. */
+static void issue(struct xtq_coll_req *req, uint32_t si)
+{
+    struct xtq_coll_team *t = req->team;
+    const struct coll_sched *s = &req->sched->s;
+    const struct coll_op *op = &s->ops[s->send_op[si]];
+    struct coll_slot *slot = &t->slots[req->slot];
+    const void *payload = NULL;
+    size_t len = 0;
+    xtq_signal_t *trig = NULL;
+    int rc;
+
+    if (op->type == COLL_OP_SEND && op->cnt) {
+        const uint8_t *base =
+            t->gpu ? (op->buf == COLL_BUF_SCRATCH ? slot->mscratch : t->mirror[op->buf])
+                   : (const uint8_t *)slot->exec.buf[op->buf];
+        payload = base + op->off * slot->exec.esize;
+        len = op->cnt * slot->exec.esize;
+    }
+    if (t->engine && op->ndeps && !req->aborted)
+        trig = slot->trig[si];
+    rc = put_now(t, op->peer, req->cmd + (size_t)si * req->cmd_len, req->cmd_len, payload, len,
+                 XTQ_PUT_NONBLOCKING, &req->comp[si], trig);
+    if (rc == -XTQ_EAGAIN) {
+        defer_send(req, si);
+        return;
+    }
+    atomic_store_explicit(&req->issued[si], 1, memory_order_release);
+    if (rc) {
+        note(t, "put to rank %d: %s", op->peer, xtq_strerror(rc));
+        fail_inst(req, rc);
+    }
+}
+
+/* ---- the receive side's callbacks ------------------------------------------------------ */
+
+static void on_dep_done(struct coll_exec *e, uint32_t si)
+{
+    struct xtq_coll_req *req = e->user;
+
+    if (req->team->engine) {
+        xtq_signal_add(req->team->slots[req->slot].trig[si], -1);
+        return;
+    }
+    if (atomic_fetch_sub_explicit(&req->send_left[si], 1, memory_order_acq_rel) == 1)
+        issue(req, si);
+}
+
+static void on_recv_done(struct coll_exec *e, uint32_t ri)
+{
+    struct xtq_coll_req *req = e->user;
+    (void)ri;
+    if (atomic_fetch_sub_explicit(&req->recvs_left, 1, memory_order_acq_rel) == 1)
+        wake(req->team);
+}
+
+static const struct coll_exec_ops exec_ops = {on_dep_done, on_recv_done};
+
+/* ---- the receive task ------------------------------------------------------------------- */
+
+static void task_fail(struct xtq_coll_team *t, int err)
+{
+    if (xtq_task_fail)
+        xtq_task_fail(err);
+    (void)t;
+}
+
+/* A message for a posted instance. */
+static int deliver(struct xtq_coll_req *req, const struct coll_hdr *h, const void *data,
+                   int stashed)
+{
+    const struct coll_sched *s = &req->sched->s;
+    struct coll_slot *slot = &req->team->slots[req->slot];
+    int64_t ri;
+
+    if (!hdr_same_call(h, req)) {
+        note(req->team,
+             "rank %u called it with count %llu, %s %s, %s root %d (this rank: count %llu, %s %s, "
+             "%s root %d)",
+             h->sender, (unsigned long long)h->count, xtq_datatype_name(h->type),
+             xtq_op_name(h->op), xtq_coll_alg_name(h->alg), h->root, (unsigned long long)req->count,
+             xtq_datatype_name(req->type), xtq_op_name(req->op),
+             xtq_coll_alg_name(req->sched->p.alg), req->root);
+        return -XTQ_EPROTO;
+    }
+    ri = coll_sched_lookup(s, (int)h->sender, h->seq);
+    const struct coll_op *op = ri < 0 ? NULL : &s->ops[s->recv_op[ri]];
+    /* (h->off is the sender's offset: its buffers need not be laid out
+     * like ours, e.g. in place on one side only.) */
+    if (!op || (h->kind == COLL_MSG_CREDIT) != (op->type == COLL_OP_RECV_CREDIT) ||
+        op->cnt != h->cnt) {
+        note(req->team, "message %u from rank %u (%llu elements) matches no step here", h->seq,
+             h->sender, (unsigned long long)h->cnt);
+        return -XTQ_EPROTO;
+    }
+    int rc = coll_exec_arrive(&slot->exec, (uint32_t)ri, data, stashed);
+    if (rc)
+        note(req->team, "message %u from rank %u (%llu elements): %s", h->seq, h->sender,
+             (unsigned long long)h->cnt, rc == -XTQ_ENOSPC ? "stash full" : "arrived twice");
+    return rc;
+}
+
+/* Keep a message for an instance not posted yet; 1 when the post came
+ * first after all (deliver it now). */
+static int keep_early(struct xtq_coll_team *t, struct coll_slot *slot, const struct coll_hdr *h,
+                      const void *payload)
+{
+    uint64_t c = atomic_load_explicit(&slot->ctl, memory_order_acquire), bytes;
+    struct coll_early *rec;
+    void *copy = NULL;
+
+    do {
+        if (c & COLL_CTL_POSTED)
+            return 1;
+        if (c >= COLL_EARLY_MAX) {
+            note(t, "more than %u messages came before the post", COLL_EARLY_MAX);
+            return -XTQ_ENOSPC;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(&slot->ctl, &c, c + 1, memory_order_acq_rel,
+                                                    memory_order_acquire));
+    rec = &slot->early[c];
+    rec->h = *h;
+    rec->data = NULL;
+    bytes = h->cnt * xtq_datatype_size((enum xtq_datatype)h->type);
+    if (h->kind == COLL_MSG_DATA && bytes) {
+        if (h->type >= XTQ_DT_COUNT || bytes / h->cnt != xtq_datatype_size(h->type)) {
+            atomic_store_explicit(&rec->ready, 2, memory_order_release);
+            return -XTQ_EPROTO;
+        }
+        copy = coll_exec_stash_alloc(&slot->exec, bytes);
+        if (!copy) {
+            atomic_store_explicit(&rec->ready, 2, memory_order_release);
+            note(t,
+                 "%llu bytes from rank %u came before the post and do not fit the stash "
+                 "(XTQ_COLL_STASH %llu)",
+                 (unsigned long long)bytes, h->sender, (unsigned long long)t->stash_cap);
+            return -XTQ_ENOSPC;
+        }
+        memcpy(copy, payload, bytes);
+        rec->data = copy;
+    }
+    atomic_store_explicit(&rec->ready, 1, memory_order_release);
+    return 0;
+}
+
+/* A member failed instance h->instance: so do we, and every later one.
+ * (An earlier instance this rank is still finishing is not affected.) */
+static void on_abort(struct xtq_coll_team *t, const struct coll_hdr *h)
+{
+    struct coll_slot *slot = &t->slots[h->slot];
+    int err = h->status < 0 ? h->status : -XTQ_EPROTO;
+
+    note(t, "rank %u failed it (%s)", h->sender, xtq_strerror(err));
+    if (atomic_load(&slot->expect) == h->instance)
+        coll_exec_fail(&slot->exec, err);
+    team_break(t, h->instance, err);
+}
+
+static void coll_task(const xtq_dispatch_t *d, void *kernarg)
+{
+    struct xtq_coll_team *t = d->user_data;
+    const struct coll_kargs *a = kernarg;
+    const struct coll_hdr *h = &a->h;
+    const void *payload = (const void *)(uintptr_t)a->payload;
+    struct coll_slot *slot, *in_slot = NULL;
+    int rc = 0;
+
+    atomic_fetch_add_explicit(&t->active_tasks, 1, memory_order_acq_rel);
+    if (h->magic != COLL_MAGIC || h->team != t->id || h->slot >= t->nslots ||
+        h->sender >= (uint32_t)t->size) {
+        rc = -XTQ_EBADMSG;
+        goto out;
+    }
+    slot = &t->slots[h->slot];
+    if (t->bounded && a->target != (uint64_t)(uintptr_t)slot) {
+        rc = -XTQ_ERANGE;
+        goto out;
+    }
+    /* The caller's thread retires an instance only once no task is in its
+     * slot (the last one may still be returning from its completion). */
+    atomic_fetch_add_explicit(&slot->busy, 1, memory_order_acq_rel);
+    in_slot = slot;
+    switch (h->kind) {
+    case COLL_MSG_HELLO:
+        if (h->status >= 0 && h->status < COLL_MAX_ROUNDS)
+            atomic_fetch_add_explicit(&t->hello[h->status], 1, memory_order_acq_rel);
+        wake(t);
+        goto out;
+    case COLL_MSG_ABORT:
+        on_abort(t, h);
+        goto out;
+    case COLL_MSG_DATA:
+    case COLL_MSG_CREDIT:
+        break;
+    default:
+        rc = -XTQ_EBADMSG;
+        goto out;
+    }
+    /* A failed instance takes nothing more: its buffers may be the
+     * caller's again already. */
+    if (broken_for(t, h->instance))
+        goto out;
+    uint64_t expect = atomic_load_explicit(&slot->expect, memory_order_acquire);
+    if (h->instance != expect) {
+        rc = -XTQ_EPROTO; /* a call this rank never made, or a peer far ahead */
+        note(t, "rank %u sent a message of call %llu; this rank's slot takes call %llu", h->sender,
+             (unsigned long long)h->instance, (unsigned long long)expect);
+        team_break(t, h->instance < expect ? h->instance : expect, rc);
+        goto out;
+    }
+    rc = keep_early(t, slot, h, payload);
+    if (rc == 1)
+        rc = deliver(slot->inst, h, payload, 0);
+    if (rc) {
+        if (atomic_load_explicit(&slot->ctl, memory_order_acquire) & COLL_CTL_POSTED)
+            fail_inst(slot->inst, rc);
+        else
+            coll_exec_fail(&slot->exec, rc), wake(t);
+    }
+out:
+    if (rc)
+        task_fail(t, rc);
+    if (in_slot)
+        atomic_fetch_sub_explicit(&in_slot->busy, 1, memory_order_acq_rel);
+    atomic_fetch_sub_explicit(&t->active_tasks, 1, memory_order_acq_rel);
+}
+
+/* ---- posting ------------------------------------------------------------------------------ */
+
+static int slot_fit(struct coll_slot *slot, const struct coll_sched *s, uint32_t nsends, int engine,
+                    struct coll_gpu *gpu)
+{
+    if (slot->exec_cap < s->nrecvs || !slot->exec.rstate) {
+        uint32_t n = s->nrecvs > 64 ? s->nrecvs : 64;
+        void *st = realloc((void *)slot->exec.rstate, n * sizeof(*slot->exec.rstate));
+        if (!st)
+            return -XTQ_ENOMEM;
+        slot->exec.rstate = st;
+        void *sh = realloc((void *)slot->exec.rstash, n * sizeof(*slot->exec.rstash));
+        if (!sh)
+            return -XTQ_ENOMEM;
+        slot->exec.rstash = sh;
+        slot->exec_cap = n;
+    }
+    uint64_t sbytes = s->scratch_elems * s->p.elem_size;
+    if (slot->scratch_cap < sbytes && gpu) {
+        coll_gpu_free(gpu, slot->scratch);
+        coll_gpu_host_free(gpu, slot->mscratch);
+        slot->scratch = coll_gpu_alloc(gpu, sbytes);
+        slot->mscratch = coll_gpu_host_alloc(gpu, sbytes);
+        slot->scratch_cap = slot->scratch && slot->mscratch ? sbytes : 0;
+        if (!slot->scratch_cap)
+            return -XTQ_ENOMEM;
+    } else if (slot->scratch_cap < sbytes) {
+        void *sc = realloc(slot->scratch, sbytes);
+        if (!sc)
+            return -XTQ_ENOMEM;
+        slot->scratch = sc;
+        slot->scratch_cap = sbytes;
+    }
+    /* With the handshake nothing arrives before the post: the stash may
+     * grow here for the steps that arrive before their inputs are done. */
+    if (s->stash_bound > slot->exec.stash_cap) {
+        if (!s->p.handshake)
+            return -XTQ_ENOSPC;
+        if (gpu)
+            coll_gpu_deregister(gpu, slot->exec.stash, slot->exec.stash_cap);
+        void *st = realloc(slot->exec.stash, s->stash_bound);
+        if (!st)
+            return -XTQ_ENOMEM;
+        slot->exec.stash = st;
+        slot->exec.stash_cap = s->stash_bound;
+        if (gpu && coll_gpu_register(gpu, st, s->stash_bound))
+            return -XTQ_ENOMEM;
+    }
+    if (engine && slot->ntrig < nsends) {
+        xtq_signal_t **tr = realloc(slot->trig, nsends * sizeof(*tr));
+        if (!tr)
+            return -XTQ_ENOMEM;
+        slot->trig = tr;
+        for (uint32_t i = slot->ntrig; i < nsends; i++) {
+            int rc = xtq_signal_create(0, &slot->trig[i]);
+            if (rc) {
+                slot->ntrig = i;
+                return rc;
+            }
+        }
+        slot->ntrig = nsends;
+    }
+    return 0;
+}
+
+/* Send everything at once: ABORT a rank's peers, fire what is left. */
+static void fire_rest(struct xtq_coll_req *req);
+
+/* ---- CUDA teams ---------------------------------------------------------------------- */
+
+static uint8_t *gpu_mirror(struct xtq_coll_team *t, struct coll_slot *slot, unsigned buf)
+{
+    return buf == COLL_BUF_SCRATCH ? slot->mscratch : t->mirror[buf];
+}
+
+/* The receive's data operation on the CUDA agent, from an agent worker. */
+static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *in)
+{
+    struct xtq_coll_req *req = e->user;
+    struct xtq_coll_team *t = req->team;
+    struct coll_slot *slot = &t->slots[req->slot];
+    struct coll_gpu_args a;
+    uint8_t *m = gpu_mirror(t, slot, op->buf);
+
+    memset(&a, 0, sizeof(a));
+    a.dst = (uint64_t)(uintptr_t)((uint8_t *)e->buf[op->buf] + op->off * e->esize);
+    a.in = (uint64_t)(uintptr_t)in;
+    a.mirror = m ? (uint64_t)(uintptr_t)(m + op->off * e->esize) : 0;
+    a.count = op->cnt;
+    a.type = (uint32_t)e->type;
+    a.op = (uint32_t)e->op;
+    a.esize = (uint32_t)e->esize;
+    switch (op->type) {
+    case COLL_OP_RECV_REDUCE:
+        a.mode = COLL_GPU_REDUCE;
+        break;
+    case COLL_OP_RECV_REDUCE_TO:
+        a.mode = op->in_first ? COLL_GPU_REDUCE_IN_A : COLL_GPU_REDUCE_A_IN;
+        a.a = (uint64_t)(uintptr_t)((uint8_t *)e->buf[op->abuf] + op->aoff * e->esize);
+        break;
+    default:
+        a.mode = COLL_GPU_COPY;
+        break;
+    }
+    return coll_gpu_apply(t->gpu, &a, t->timeout_ns ? t->timeout_ns : XTQ_TIMEOUT_INFINITE);
+}
+
+static int grow_mirror(struct xtq_coll_team *t, unsigned buf, size_t need)
+{
+    if (t->mirror_cap[buf] >= need)
+        return 0;
+    coll_gpu_host_free(t->gpu, t->mirror[buf]);
+    t->mirror[buf] = coll_gpu_host_alloc(t->gpu, need);
+    t->mirror_cap[buf] = t->mirror[buf] ? need : 0;
+    return t->mirror[buf] ? 0 : -XTQ_ENOMEM;
+}
+
+/* Before a CUDA team's post: the prologue's copies in device memory, and
+ * the host mirror of every range a send reads before any receive wrote it
+ * (later ones the reductions write themselves). */
+static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
+{
+    struct xtq_coll_team *t = req->team;
+    struct coll_slot *slot = &t->slots[req->slot];
+    struct coll_exec *e = &slot->exec;
+    size_t es = e->esize, n = req->count * es;
+    int rc;
+
+    if ((rc = grow_mirror(t, COLL_BUF_WORK, n)) != 0 ||
+        (rc = grow_mirror(t, COLL_BUF_SEND, n)) != 0)
+        return rc;
+    for (unsigned k = 0; k < s->nprologue; k++) {
+        const struct coll_copy *c = &s->prologue[k];
+        rc = coll_gpu_copy(t->gpu, (uint8_t *)e->buf[c->dst] + c->dst_off * es,
+                           (uint8_t *)e->buf[c->src] + c->src_off * es, c->cnt * es);
+        if (rc)
+            return rc;
+    }
+    for (uint32_t si = 0; si < s->nsends; si++) {
+        const struct coll_op *op = &s->ops[s->send_op[si]];
+        int written = 0;
+        if (op->type != COLL_OP_SEND || op->cnt == 0)
+            continue;
+        for (uint32_t k = 0; k < op->ndeps; k++) {
+            const struct coll_op *d = &s->ops[s->recv_op[s->deps[op->dep_first + k]]];
+            written |= d->type != COLL_OP_RECV_CREDIT;
+        }
+        if (written)
+            continue;
+        rc = coll_gpu_copy(t->gpu, gpu_mirror(t, slot, op->buf) + op->off * es,
+                           (uint8_t *)e->buf[op->buf] + op->off * es, op->cnt * es);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int post(struct xtq_coll_req *req)
+{
+    struct xtq_coll_team *t = req->team;
+    struct coll_slot *slot = &t->slots[req->slot];
+    const struct coll_sched *s = &req->sched->s;
+    struct coll_exec *e = &slot->exec;
+    uint32_t ns = s->nsends;
+    uint64_t early;
+    int rc;
+
+    rc = slot_fit(slot, s, ns, t->engine, t->gpu);
+    if (rc)
+        return rc;
+    req->cmd_len = XTQ_AQL_PACKET_SIZE + sizeof(struct coll_kargs);
+    req->comp = calloc(ns + 1, sizeof(*req->comp));
+    req->cmd = malloc((ns + 1) * req->cmd_len);
+    req->send_left = calloc(ns + 1, sizeof(*req->send_left));
+    req->issued = calloc(ns + 1, 1);
+    if (!req->comp || !req->cmd || !req->send_left || !req->issued)
+        return -XTQ_ENOMEM;
+    for (uint32_t si = 0; si < ns; si++) {
+        const struct coll_op *op = &s->ops[s->send_op[si]];
+        struct coll_hdr h;
+        size_t len;
+
+        hdr_init(t, &h, op->type == COLL_OP_SEND_CREDIT ? COLL_MSG_CREDIT : COLL_MSG_DATA);
+        h.type = (uint8_t)req->type;
+        h.op = (uint8_t)req->op;
+        h.alg = (uint8_t)req->sched->p.alg;
+        h.ckind = (uint8_t)req->kind;
+        h.handshake = (uint8_t)req->sched->p.handshake;
+        h.slot = (uint16_t)req->slot;
+        h.seq = op->seq;
+        h.root = req->kind == XTQ_COLL_REDUCE ? req->root : 0;
+        h.instance = req->instance;
+        h.count = req->count;
+        h.piece = req->sched->p.piece_elems;
+        h.off = op->off;
+        h.cnt = op->cnt;
+        rc = build_cmd(t, &h, req->cmd + (size_t)si * req->cmd_len, req->cmd_len, &len);
+        if (rc)
+            return rc;
+        atomic_store_explicit(&req->send_left[si], op->ndeps, memory_order_relaxed);
+        if (t->engine)
+            xtq_signal_store(slot->trig[si], op->ndeps);
+    }
+
+    /* Buffers. A reduce's non-root ranks work in the team's vector. */
+    e->s = s;
+    e->ops = &exec_ops;
+    e->user = req;
+    e->type = req->type;
+    e->op = req->op;
+    e->esize = xtq_datatype_size(req->type);
+    e->buf[COLL_BUF_WORK] = req->recvbuf;
+    if (req->kind == XTQ_COLL_REDUCE && t->rank != req->root) {
+        size_t need = req->count * e->esize;
+        if (t->rwork_cap < need) {
+            void *w;
+            if (t->gpu) {
+                coll_gpu_free(t->gpu, t->rwork);
+                w = coll_gpu_alloc(t->gpu, need);
+            } else {
+                w = realloc(t->rwork, need);
+            }
+            if (!w)
+                return -XTQ_ENOMEM;
+            t->rwork = w;
+            t->rwork_cap = need;
+        }
+        e->buf[COLL_BUF_WORK] = t->rwork;
+    }
+    e->buf[COLL_BUF_SEND] = req->sendbuf == XTQ_COLL_IN_PLACE ? NULL : (void *)req->sendbuf;
+    e->buf[COLL_BUF_SCRATCH] = slot->scratch;
+    e->apply_hook = t->gpu ? gpu_apply : NULL;
+    if (t->gpu) {
+        rc = gpu_prepare(req, s);
+        if (rc)
+            return rc;
+    } else {
+        for (unsigned k = 0; k < s->nprologue; k++) {
+            const struct coll_copy *c = &s->prologue[k];
+            if (c->cnt)
+                memmove((uint8_t *)e->buf[c->dst] + c->dst_off * e->esize,
+                        (uint8_t *)e->buf[c->src] + c->src_off * e->esize, c->cnt * e->esize);
+        }
+    }
+    int kept_err = atomic_load(&e->error);
+    coll_exec_reset(e);
+    if (kept_err)
+        coll_exec_fail(e, kept_err); /* a message kept before the post failed */
+    atomic_store_explicit(&req->recvs_left, s->nrecvs, memory_order_relaxed);
+    slot->inst = req;
+    req->state = REQ_ACTIVE;
+
+    /* From here tasks deliver directly. */
+    early = atomic_fetch_or_explicit(&slot->ctl, COLL_CTL_POSTED, memory_order_acq_rel);
+    for (uint32_t si = 0; si < ns; si++)
+        if (s->ops[s->send_op[si]].ndeps == 0 || t->engine)
+            issue(req, si);
+    for (uint64_t k = 0; k < early; k++) {
+        struct coll_early *rec = &slot->early[k];
+        uint32_t ready;
+        /* A task that reserved the record may still be copying. */
+        while ((ready = atomic_load_explicit(&rec->ready, memory_order_acquire)) == 0)
+            xtq_progress(t->ctx);
+        if (ready != 1)
+            continue;
+        rc = deliver(req, &rec->h, rec->data, 1);
+        if (rc)
+            fail_inst(req, rc);
+    }
+    if (s->nrecvs == 0)
+        wake(t);
+    return 0;
+}
+
+static int put_sync(struct xtq_coll_team *t, int peer, const struct coll_hdr *h, int64_t deadline);
+static void reap(struct xtq_coll_req *req);
+
+/* A post that failed before its messages went out: tell every member (they
+ * would wait for ours), fail this and every later instance here. */
+static void post_failed(struct xtq_coll_req *r, int rc)
+{
+    struct xtq_coll_team *t = r->team;
+    int64_t deadline = now_ns() + (t->timeout_ns ? t->timeout_ns : INT64_MAX / 4);
+
+    team_break(t, r->instance, rc);
+    for (int q = 0; q < t->size; q++) {
+        struct coll_hdr h;
+        if (q == t->rank)
+            continue;
+        hdr_init(t, &h, COLL_MSG_ABORT);
+        h.slot = (uint16_t)r->slot;
+        h.instance = r->instance;
+        h.status = rc;
+        (void)put_sync(t, q, &h, deadline);
+    }
+    r->status = rc;
+    reap(r);
+}
+
+/* The earliest queued requests, in order, as their slots allow. */
+static void post_queued(struct xtq_coll_team *t)
+{
+    for (struct xtq_coll_req *r = t->head; r; r = r->next) {
+        if (r->state != REQ_QUEUED)
+            continue;
+        /* j may start once j - M is reaped (and so its slot, j - 2M). */
+        uint64_t j = r->instance;
+        if (j >= t->inflight) {
+            struct coll_slot *old = &t->slots[(j - t->inflight) % t->nslots];
+            if (atomic_load(&old->expect) <= j - t->inflight)
+                return;
+        }
+        if (atomic_load(&t->slots[r->slot].expect) != j)
+            return;
+        int rc = broken_for(t, j);
+        if (rc) {
+            /* Never posted: nothing of it is in flight here. */
+            r->status = rc;
+            r->state = REQ_DONE;
+            r->sched->refs--;
+            continue;
+        }
+        rc = post(r);
+        if (rc)
+            post_failed(r, rc);
+    }
+}
+
+/* ---- completing ------------------------------------------------------------------------------ */
+
+static void drain_deferred(struct xtq_coll_team *t)
+{
+    struct coll_deferred *d;
+    size_t n;
+
+    pthread_mutex_lock(&t->defer_lock);
+    n = t->ndeferred;
+    if (!n) {
+        pthread_mutex_unlock(&t->defer_lock);
+        return;
+    }
+    d = malloc(n * sizeof(*d));
+    if (d)
+        memcpy(d, t->deferred, n * sizeof(*d));
+    t->ndeferred = 0;
+    pthread_mutex_unlock(&t->defer_lock);
+    for (size_t i = 0; d && i < n; i++)
+        issue(d[i].req, d[i].send);
+    free(d);
+}
+
+/* Sends of `req` all DONE? (Their status joins the instance's.) */
+static int sends_done(struct xtq_coll_req *req)
+{
+    const struct coll_sched *s = &req->sched->s;
+    while (req->send_cursor < s->nsends) {
+        uint32_t si = req->send_cursor;
+        if (!atomic_load_explicit(&req->issued[si], memory_order_acquire) ||
+            !xtq_completion_test(&req->comp[si]))
+            return 0;
+        if (req->comp[si].status) {
+            note(req->team, "put to rank %d: %s", req->comp[si].target < 0 ? -1 : (int)si,
+                 xtq_strerror(req->comp[si].status));
+            fail_inst(req, req->comp[si].status);
+        }
+        req->send_cursor++;
+    }
+    return 1;
+}
+
+static int broadcast_abort(struct xtq_coll_req *req, int err);
+
+/* Give the slot to instance j + S. */
+static void reap(struct xtq_coll_req *req)
+{
+    struct xtq_coll_team *t = req->team;
+    struct coll_slot *slot = &t->slots[req->slot];
+
+    slot->inst = NULL;
+    atomic_store_explicit(&slot->exec.stash_used, 0, memory_order_relaxed);
+    uint64_t used = atomic_load_explicit(&slot->ctl, memory_order_acquire) & ~COLL_CTL_POSTED;
+    for (uint64_t k = 0; k < used && k < COLL_EARLY_MAX; k++)
+        atomic_store_explicit(&slot->early[k].ready, 0, memory_order_relaxed);
+    atomic_store_explicit(&slot->exec.error, 0, memory_order_relaxed);
+    atomic_store_explicit(&slot->ctl, 0, memory_order_release);
+    atomic_store_explicit(&slot->expect, req->instance + t->nslots, memory_order_release);
+    req->sched->refs--;
+    free(req->comp);
+    free(req->cmd);
+    free((void *)req->send_left);
+    free((void *)req->issued);
+    req->comp = NULL;
+    req->cmd = NULL;
+    req->send_left = NULL;
+    req->issued = NULL;
+    req->state = REQ_DONE;
+}
+
+/* One look at an active request; 1 when it finished (status set). */
+static int check(struct xtq_coll_req *req)
+{
+    struct xtq_coll_team *t = req->team;
+    struct coll_slot *slot = &t->slots[req->slot];
+    int err = atomic_load(&slot->exec.error);
+
+    if (!err)
+        err = broken_for(t, req->instance);
+    if (err) {
+        req->status = broadcast_abort(req, err);
+        reap(req);
+        return 1;
+    }
+    if (atomic_load_explicit(&req->recvs_left, memory_order_acquire) != 0 || !sends_done(req) ||
+        atomic_load_explicit(&slot->busy, memory_order_acquire) != 0)
+        return 0;
+    err = atomic_load(&slot->exec.error);
+    if (err) {
+        req->status = broadcast_abort(req, err);
+    } else {
+        req->status = 0;
+    }
+    reap(req);
+    return 1;
+}
+
+static void unlink_req(struct xtq_coll_req *req)
+{
+    struct xtq_coll_team *t = req->team;
+    struct xtq_coll_req **pp = &t->head, *prev = NULL;
+    while (*pp && *pp != req) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (*pp) {
+        *pp = req->next;
+        if (t->tail == req)
+            t->tail = prev;
+    }
+}
+
+/* Move the team along once: deferred sends, queued posts, finished ones. */
+static void progress_team(struct xtq_coll_team *t)
+{
+    xtq_progress(t->ctx);
+    drain_deferred(t);
+    post_queued(t);
+    for (struct xtq_coll_req *r = t->head; r; r = r->next)
+        if (r->state == REQ_ACTIVE)
+            check(r);
+    post_queued(t);
+}
+
+/* ---- errors --------------------------------------------------------------------------------- */
+
+static int put_sync(struct xtq_coll_team *t, int peer, const struct coll_hdr *h, int64_t deadline)
+{
+    uint8_t cmd[XTQ_AQL_PACKET_SIZE + sizeof(struct coll_kargs)];
+    xtq_completion_t comp;
+    size_t len;
+    int rc = build_cmd(t, h, cmd, sizeof(cmd), &len);
+
+    if (rc)
+        return rc;
+    memset(&comp, 0, sizeof(comp));
+    rc = xtq_put(t->ctx, t->ranks[peer], cmd, len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &comp);
+    if (rc)
+        return rc;
+    int64_t left = deadline - now_ns();
+    rc = xtq_completion_wait(t->ctx, &comp, left > 0 ? left : 0);
+    if (rc == -XTQ_ETIMEDOUT) {
+        /* The completion object must outlive the put: wait it out. */
+        (void)xtq_completion_wait(t->ctx, &comp, XTQ_TIMEOUT_INFINITE);
+    }
+    return rc;
+}
+
+static void fire_rest(struct xtq_coll_req *req)
+{
+    const struct coll_sched *s = &req->sched->s;
+    struct xtq_coll_team *t = req->team;
+
+    req->aborted = 1;
+    drain_deferred(t);
+    for (uint32_t si = 0; si < s->nsends; si++) {
+        if (t->engine) {
+            /* Armed puts fire now (their receivers ignore them). */
+            xtq_signal_store(t->slots[req->slot].trig[si], 0);
+            continue;
+        }
+        uint32_t left = atomic_load(&req->send_left[si]);
+        while (left && !atomic_compare_exchange_weak(&req->send_left[si], &left, 0))
+            ;
+        if (left)
+            issue(req, si);
+    }
+}
+
+/*
+ * The instance failed with `err`. Every member learns it (ABORT with
+ * remote completion: once acknowledged, that member ignores what this
+ * rank sends for the instance), then this rank fires what it still owed
+ * and waits for its puts and for its own tasks, so the caller's buffers
+ * are free when it returns.
+ */
+static int broadcast_abort(struct xtq_coll_req *req, int err)
+{
+    struct xtq_coll_team *t = req->team;
+    int64_t deadline = now_ns() + (t->timeout_ns ? t->timeout_ns : INT64_MAX / 4);
+    const struct coll_sched *s = &req->sched->s;
+
+    team_break(t, req->instance, err);
+    err = broken_for(t, req->instance);
+    if (!t->why_printed) {
+        t->why_printed = 1;
+        coll_err("rank %d: %s of %llu elements (call %llu) failed: %s%s%s\n", t->rank,
+                 req->kind == XTQ_COLL_REDUCE ? "reduce" : "allreduce",
+                 (unsigned long long)req->count, (unsigned long long)req->instance,
+                 xtq_strerror(err), atomic_load(&t->why_ready) ? ": " : "",
+                 atomic_load(&t->why_ready) ? t->why : "");
+    }
+    for (int q = 0; q < t->size; q++) {
+        struct coll_hdr h;
+        if (q == t->rank)
+            continue;
+        hdr_init(t, &h, COLL_MSG_ABORT);
+        h.slot = (uint16_t)req->slot;
+        h.instance = req->instance;
+        h.status = err;
+        (void)put_sync(t, q, &h, deadline);
+    }
+    fire_rest(req);
+    for (;;) {
+        drain_deferred(t);
+        int all = 1;
+        for (uint32_t si = 0; si < s->nsends; si++)
+            if (!atomic_load(&req->issued[si]) || !xtq_completion_test(&req->comp[si]))
+                all = 0;
+        if (all || now_ns() > deadline)
+            break;
+        xtq_progress(t->ctx);
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    while (atomic_load(&t->active_tasks) > 0) {
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+    return err;
+}
+
+/* ---- waiting -----------------------------------------------------------------------------------
+ */
+
+static int wait_event(struct xtq_coll_team *t, int64_t *seen, int64_t nap_ns)
+{
+    int64_t v = xtq_signal_load(t->event);
+    if (v != *seen) {
+        *seen = v;
+        return 1;
+    }
+    (void)xtq_signal_wait(t->event, XTQ_SIGNAL_NE, v, nap_ns, NULL);
+    *seen = xtq_signal_load(t->event);
+    return 0;
+}
+
+int xtq_coll_test(xtq_coll_req_t *req, int *done)
+{
+    if (!req || !done)
+        return -XTQ_EINVAL;
+    progress_team(req->team);
+    if (req->state != REQ_DONE) {
+        *done = 0;
+        return 0;
+    }
+    *done = 1;
+    int st = req->status;
+    unlink_req(req);
+    free(req);
+    return st;
+}
+
+int xtq_coll_wait(xtq_coll_req_t *req, int64_t timeout_ns)
+{
+    struct xtq_coll_team *t;
+    int64_t seen, start = now_ns(), nap = 20000;
+    int done = 0, rc;
+
+    if (!req)
+        return -XTQ_EINVAL;
+    t = req->team;
+    seen = xtq_signal_load(t->event);
+    for (;;) {
+        progress_team(t);
+        if (req->state == REQ_DONE)
+            break;
+        /* Receives done, sends not yet acknowledged: wait on the put itself
+         * (the engine wakes it), not on the team's event. */
+        if (req->state == REQ_ACTIVE && atomic_load(&req->recvs_left) == 0 &&
+            req->send_cursor < req->sched->s.nsends &&
+            atomic_load(&req->issued[req->send_cursor])) {
+            (void)xtq_completion_wait(t->ctx, &req->comp[req->send_cursor], 1000000);
+            continue;
+        }
+        int64_t waited = now_ns() - start;
+        if (timeout_ns != XTQ_TIMEOUT_INFINITE && waited >= timeout_ns)
+            return -XTQ_ETIMEDOUT;
+        if (t->timeout_ns && waited > t->timeout_ns && req->state == REQ_ACTIVE) {
+            coll_err("rank %d: collective %llu not complete after %lld ms\n", t->rank,
+                     (unsigned long long)req->instance, (long long)(t->timeout_ns / 1000000));
+            note(t, "not complete after XTQ_COLL_TIMEOUT_MS");
+            fail_inst(req, -XTQ_ETIMEDOUT);
+            continue;
+        }
+        if (wait_event(t, &seen, nap))
+            nap = 20000;
+        else if (nap < 1000000)
+            nap *= 2;
+    }
+    rc = xtq_coll_test(req, &done);
+    return rc;
+}
+
+/* ---- calls ---------------------------------------------------------------------------------- */
+
+static int start(xtq_coll_team_t *t, enum xtq_coll_kind kind, const void *sendbuf, void *recvbuf,
+                 size_t count, enum xtq_datatype type, enum xtq_op op, int root,
+                 xtq_coll_req_t **out)
+{
+    struct xtq_coll_req *req;
+    struct coll_params p;
+    int inplace, rc;
+
+    if (!t || !out || (unsigned)type >= XTQ_DT_COUNT || (unsigned)op >= XTQ_OP_COUNT ||
+        op == XTQ_OP_REPLACE || op == XTQ_OP_NO_OP || !xtq_reduce_supported(op, type))
+        return -XTQ_EINVAL;
+    if (kind == XTQ_COLL_REDUCE && (root < 0 || root >= t->size))
+        return -XTQ_EINVAL;
+    if (t->gpu && !coll_gpu_supported(op, type))
+        return -XTQ_EINVAL; /* no long double on the GPU */
+    inplace = sendbuf == XTQ_COLL_IN_PLACE;
+    if (inplace && kind == XTQ_COLL_REDUCE && t->rank != root)
+        return -XTQ_EINVAL;
+    if (count &&
+        ((!inplace && !sendbuf) || ((kind == XTQ_COLL_ALLREDUCE || t->rank == root) && !recvbuf)))
+        return -XTQ_EINVAL;
+    if (count > (UINT64_MAX >> 8) / xtq_datatype_size(type))
+        return -XTQ_EOVERFLOW;
+    rc = broken_for(t, t->next_instance);
+    if (rc)
+        return rc;
+    req = calloc(1, sizeof(*req));
+    if (!req)
+        return -XTQ_ENOMEM;
+    req->team = t;
+    req->kind = kind;
+    req->sendbuf = sendbuf;
+    req->recvbuf = recvbuf;
+    req->count = count;
+    req->type = type;
+    req->op = op;
+    req->root = root;
+    req->instance = t->next_instance++;
+    req->slot = (unsigned)(req->instance % t->nslots);
+    fill_params(t, &p, kind, count, type, root, inplace);
+    req->sched = sched_get(t, &p, &rc);
+    if (!req->sched) {
+        free(req);
+        t->next_instance--;
+        return rc;
+    }
+    req->state = REQ_QUEUED;
+    if (t->tail)
+        t->tail->next = req;
+    else
+        t->head = req;
+    t->tail = req;
+    post_queued(t);
+    *out = req;
+    return 0;
+}
+
+int xtq_coll_iallreduce(xtq_coll_team_t *t, const void *sendbuf, void *recvbuf, size_t count,
+                        enum xtq_datatype type, enum xtq_op op, xtq_coll_req_t **req)
+{
+    return start(t, XTQ_COLL_ALLREDUCE, sendbuf, recvbuf, count, type, op, 0, req);
+}
+
+int xtq_coll_ireduce(xtq_coll_team_t *t, const void *sendbuf, void *recvbuf, size_t count,
+                     enum xtq_datatype type, enum xtq_op op, int root, xtq_coll_req_t **req)
+{
+    return start(t, XTQ_COLL_REDUCE, sendbuf, recvbuf, count, type, op, root, req);
+}
+
+int xtq_coll_allreduce(xtq_coll_team_t *t, const void *sendbuf, void *recvbuf, size_t count,
+                       enum xtq_datatype type, enum xtq_op op)
+{
+    xtq_coll_req_t *req;
+    int rc = xtq_coll_iallreduce(t, sendbuf, recvbuf, count, type, op, &req);
+    return rc ? rc : xtq_coll_wait(req, XTQ_TIMEOUT_INFINITE);
+}
+
+int xtq_coll_reduce(xtq_coll_team_t *t, const void *sendbuf, void *recvbuf, size_t count,
+                    enum xtq_datatype type, enum xtq_op op, int root)
+{
+    xtq_coll_req_t *req;
+    int rc = xtq_coll_ireduce(t, sendbuf, recvbuf, count, type, op, root, &req);
+    return rc ? rc : xtq_coll_wait(req, XTQ_TIMEOUT_INFINITE);
+}
+
+enum xtq_coll_alg xtq_coll_algorithm(const xtq_coll_team_t *t, enum xtq_coll_kind kind,
+                                     size_t count, enum xtq_datatype type)
+{
+    if (!t || (unsigned)type >= XTQ_DT_COUNT)
+        return XTQ_COLL_ALG_AUTO;
+    if (t->alg != XTQ_COLL_ALG_AUTO)
+        return t->alg;
+    return coll_choose_alg(kind, t->size, count, (uint32_t)xtq_datatype_size(type), &t->th);
+}
+
+enum xtq_coll_triggers xtq_coll_team_triggers(const xtq_coll_team_t *t)
+{
+    return t && t->engine ? XTQ_COLL_TRIGGERS_ENGINE : XTQ_COLL_TRIGGERS_TASK;
+}
+
+int xtq_coll_team_rank(const xtq_coll_team_t *t)
+{
+    return t ? t->rank : -1;
+}
+
+int xtq_coll_team_size(const xtq_coll_team_t *t)
+{
+    return t ? t->size : -1;
+}
+
+/* ---- teams ---------------------------------------------------------------------------------- */
+
+/*
+ * Dissemination barrier over the team's own task: in round k, tell rank
+ * + 2^k and wait for rank - 2^k. A member that has not registered yet
+ * refuses the put (-XTQ_ENOKERNEL / -XTQ_ENOQUEUE): try again shortly.
+ */
+static int team_barrier(struct xtq_coll_team *t)
+{
+    int64_t deadline = now_ns() + (t->timeout_ns ? t->timeout_ns : INT64_MAX / 4);
+    uint64_t epoch = ++t->hello_epoch;
+    int64_t seen = xtq_signal_load(t->event);
+
+    for (int k = 0, dist = 1; dist < t->size; k++, dist *= 2) {
+        struct coll_hdr h;
+        int rc;
+        hdr_init(t, &h, COLL_MSG_HELLO);
+        h.status = k;
+        for (;;) {
+            rc = put_sync(t, (t->rank + dist) % t->size, &h, deadline);
+            if (rc != -XTQ_ENOKERNEL && rc != -XTQ_ENOQUEUE)
+                break;
+            if (now_ns() > deadline)
+                return -XTQ_ETIMEDOUT;
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+        if (rc)
+            return rc;
+        while (atomic_load(&t->hello[k]) < epoch) {
+            if (now_ns() > deadline)
+                return -XTQ_ETIMEDOUT;
+            xtq_progress(t->ctx);
+            wait_event(t, &seen, 1000000);
+        }
+    }
+    return 0;
+}
+
+/*
+ * Whether this libxtq's triggered puts work: one to ourselves, armed on a
+ * signal already at 0, must complete without error. (xtq_putv may exist
+ * before its trigger does: then the task sends the next steps.)
+ */
+static int engine_triggers_work(struct xtq_coll_team *t)
+{
+    uint8_t cmd[XTQ_AQL_PACKET_SIZE + sizeof(struct coll_kargs)];
+    xtq_completion_t comp;
+    xtq_put_param_t prm;
+    xtq_signal_t *sig;
+    struct coll_hdr h;
+    size_t len;
+    int rc;
+
+    hdr_init(t, &h, COLL_MSG_HELLO);
+    h.status = -1; /* a probe: the task ignores it */
+    if (build_cmd(t, &h, cmd, sizeof(cmd), &len) || xtq_signal_create(0, &sig))
+        return 0;
+    memset(&comp, 0, sizeof(comp));
+    memset(&prm, 0, sizeof(prm));
+    prm.field_mask = XTQ_PUT_PARAM_FIELD_COMPLETION | XTQ_PUT_PARAM_FIELD_TRIGGER;
+    prm.comp = &comp;
+    prm.trigger = sig;
+    prm.trigger_cond = XTQ_SIGNAL_EQ;
+    prm.trigger_value = 0;
+    rc = xtq_putv(t->ctx, t->ranks[t->rank], cmd, len, NULL, 0, &prm);
+    if (rc == 0)
+        rc = xtq_completion_wait(t->ctx, &comp, 10000000000ll);
+    if (rc == -XTQ_ETIMEDOUT) /* the completion must outlive the put */
+        (void)xtq_completion_wait(t->ctx, &comp, XTQ_TIMEOUT_INFINITE);
+    xtq_signal_destroy(sig);
+    return rc == 0;
+}
+
+static uint32_t team_hash(const int *ranks, int n, uint32_t index)
+{
+    uint32_t h = 2166136261u ^ index;
+    for (int i = 0; i < n; i++) {
+        h ^= (uint32_t)ranks[i];
+        h *= 16777619u;
+    }
+    return h;
+}
+
+static void team_free(struct xtq_coll_team *t)
+{
+    if (t->kernel) {
+        (void)xtq_unregister_kernel(t->ctx, t->index);
+        xtq_kernel_destroy(t->kernel);
+    }
+    if (t->queue) {
+        (void)xtq_unregister_queue(t->ctx, t->index);
+        xtq_queue_destroy(t->queue);
+    }
+    for (unsigned i = 0; t->slots && i < t->nslots; i++) {
+        struct coll_slot *s = &t->slots[i];
+        free((void *)s->exec.rstate);
+        free((void *)s->exec.rstash);
+        if (t->gpu) {
+            if (s->exec.stash)
+                coll_gpu_deregister(t->gpu, s->exec.stash,
+                                    s->exec.stash_cap ? s->exec.stash_cap : 1);
+            coll_gpu_free(t->gpu, s->scratch);
+            coll_gpu_host_free(t->gpu, s->mscratch);
+            s->scratch = NULL;
+        }
+        free(s->exec.stash);
+        free(s->scratch);
+        for (uint32_t k = 0; k < s->ntrig; k++)
+            xtq_signal_destroy(s->trig[k]);
+        free(s->trig);
+    }
+    free(t->slots);
+    for (unsigned i = 0; i < COLL_CACHE; i++)
+        coll_sched_free(&t->cache[i].s);
+    if (t->event)
+        xtq_signal_destroy(t->event);
+    pthread_mutex_destroy(&t->defer_lock);
+    free(t->deferred);
+    if (t->gpu) {
+        coll_gpu_free(t->gpu, t->rwork);
+        t->rwork = NULL;
+        for (unsigned b = 0; b < COLL_BUF_COUNT; b++)
+            coll_gpu_host_free(t->gpu, t->mirror[b]);
+        coll_gpu_close(t->gpu);
+    }
+    free(t->rwork);
+    free(t->ranks);
+    free(t);
+}
+
+int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_coll_team_t **out)
+{
+    struct xtq_coll_team *t;
+    uint64_t mask = attr ? attr->field_mask : 0;
+    const char *trig;
+    int rc, me = ctx ? xtq_rank(ctx) : -1;
+
+    if (!ctx || !out)
+        return -XTQ_EINVAL;
+    t = calloc(1, sizeof(*t));
+    if (!t)
+        return -XTQ_ENOMEM;
+    pthread_mutex_init(&t->defer_lock, NULL);
+    atomic_store(&t->broken_at, UINT64_MAX);
+    t->ctx = ctx;
+    t->rank = -1;
+    if (mask & XTQ_COLL_TEAM_ATTR_FIELD_RANKS) {
+        if (!attr->ranks || attr->nranks < 1) {
+            rc = -XTQ_EINVAL;
+            goto fail;
+        }
+        t->size = attr->nranks;
+    } else {
+        t->size = xtq_size(ctx);
+    }
+    t->ranks = malloc((size_t)t->size * sizeof(int));
+    if (!t->ranks) {
+        rc = -XTQ_ENOMEM;
+        goto fail;
+    }
+    for (int i = 0; i < t->size; i++) {
+        t->ranks[i] = (mask & XTQ_COLL_TEAM_ATTR_FIELD_RANKS) ? attr->ranks[i] : i;
+        if (t->ranks[i] < 0 || t->ranks[i] >= xtq_size(ctx)) {
+            rc = -XTQ_EINVAL;
+            goto fail;
+        }
+        if (t->ranks[i] == me)
+            t->rank = i;
+    }
+    if (t->rank < 0) {
+        rc = -XTQ_EINVAL;
+        goto fail;
+    }
+    t->mem = (mask & XTQ_COLL_TEAM_ATTR_FIELD_MEM) ? attr->mem : XTQ_COLL_MEM_HOST;
+    if (t->mem == XTQ_COLL_MEM_CUDA) {
+        char why[256] = "";
+        rc = coll_gpu_open(ctx, &t->gpu, why, sizeof(why));
+        if (rc) {
+            coll_err("rank %d: no CUDA team: %s\n", me, why);
+            t->gpu = NULL;
+            goto fail;
+        }
+    } else if (t->mem != XTQ_COLL_MEM_HOST) {
+        rc = -XTQ_EINVAL;
+        goto fail;
+    }
+    t->index = (mask & XTQ_COLL_TEAM_ATTR_FIELD_INDEX) ? attr->index
+                                                       : xtq_table_size(ctx) - 1 - teams_created;
+    t->inflight = (mask & XTQ_COLL_TEAM_ATTR_FIELD_INFLIGHT) && attr->max_inflight
+                      ? attr->max_inflight
+                      : (unsigned)param_size("XTQ_COLL_INFLIGHT", 2);
+    if (t->inflight < 1)
+        t->inflight = 1;
+    t->nslots = 2 * t->inflight;
+    if (t->nslots > UINT16_MAX) {
+        rc = -XTQ_EINVAL;
+        goto fail;
+    }
+    t->alg = (mask & XTQ_COLL_TEAM_ATTR_FIELD_ALG) ? attr->alg : param_alg();
+    t->th.rd_max = param_size("XTQ_COLL_RD_MAX", 16384);
+    t->th.ring_min = param_size("XTQ_COLL_RING_MIN", 1u << 20);
+    t->piece_bytes = param_size("XTQ_COLL_PIECE", 256u << 10);
+    if (t->piece_bytes < 64)
+        t->piece_bytes = 64;
+    t->stash_cap = param_size("XTQ_COLL_STASH", 2u << 20);
+    t->timeout_ns = (int64_t)param_size("XTQ_COLL_TIMEOUT_MS", 120000) * 1000000;
+    t->id = team_hash(t->ranks, t->size, t->index);
+    trig = param_value("XTQ_COLL_TRIGGERS");
+    t->engine = xtq_putv != NULL && !(trig && strcmp(trig, "task") == 0);
+    if (trig && strcmp(trig, "engine") == 0 && !xtq_putv) {
+        coll_err("XTQ_COLL_TRIGGERS=engine, but this libxtq has no triggered puts\n");
+        rc = -XTQ_ENOSYS;
+        goto fail;
+    }
+
+    rc = xtq_signal_create(0, &t->event);
+    if (rc)
+        goto fail;
+    t->slots = calloc(t->nslots, sizeof(*t->slots));
+    if (!t->slots) {
+        rc = -XTQ_ENOMEM;
+        goto fail;
+    }
+    for (unsigned i = 0; i < t->nslots; i++) {
+        struct coll_slot *s = &t->slots[i];
+        atomic_store(&s->expect, i);
+        s->exec.stash = malloc(t->stash_cap ? t->stash_cap : 1);
+        s->exec.stash_cap = t->stash_cap;
+        if (!s->exec.stash) {
+            rc = -XTQ_ENOMEM;
+            goto fail;
+        }
+        /* CUDA teams: the GPU reads kept pieces where they are. */
+        if (t->gpu &&
+            (rc = coll_gpu_register(t->gpu, s->exec.stash, t->stash_cap ? t->stash_cap : 1)) != 0)
+            goto fail;
+    }
+    rc = xtq_agent_find(ctx, XTQ_AGENT_CPU, &t->agent);
+    if (rc)
+        goto fail;
+    rc = xtq_queue_create(t->agent, COLL_QUEUE_SIZE, &t->queue);
+    if (rc)
+        goto fail;
+    rc = xtq_kernel_create_cpu(t->agent, coll_task, sizeof(struct coll_kargs), t, &t->kernel);
+    if (rc) {
+        t->kernel = NULL;
+        goto fail;
+    }
+    rc = xtq_register_queue(ctx, t->index, t->queue);
+    if (rc) {
+        xtq_queue_destroy(t->queue);
+        t->queue = NULL;
+        goto fail;
+    }
+    if (xtq_register_kernel_attr) {
+        xtq_register_attr_t ra;
+        memset(&ra, 0, sizeof(ra));
+        ra.field_mask = XTQ_REGISTER_ATTR_FIELD_BUFFER | XTQ_REGISTER_ATTR_FIELD_FLAGS |
+                        XTQ_REGISTER_ATTR_FIELD_MAX_WORK_ITEMS;
+        ra.target_buffer = t->slots;
+        ra.target_size = t->nslots * sizeof(struct coll_slot);
+        ra.flags = XTQ_REGISTER_BOUNDED;
+        ra.max_work_items = 1;
+        rc = xtq_register_kernel_attr(ctx, t->index, t->kernel, &ra);
+        t->bounded = rc == 0;
+    } else {
+        rc = xtq_register_kernel(ctx, t->index, t->kernel, t->slots, NULL);
+    }
+    if (rc) {
+        xtq_kernel_destroy(t->kernel);
+        t->kernel = NULL;
+        goto fail;
+    }
+    teams_created++;
+    if (t->engine && !engine_triggers_work(t)) {
+        if (trig && strcmp(trig, "engine") == 0) {
+            coll_err("XTQ_COLL_TRIGGERS=engine, but triggered puts fail here\n");
+            rc = -XTQ_ENOSYS;
+            goto fail;
+        }
+        t->engine = 0;
+    }
+    rc = team_barrier(t);
+    if (rc)
+        goto fail;
+    *out = t;
+    return 0;
+fail:
+    team_free(t);
+    return rc;
+}
+
+int xtq_coll_team_destroy(xtq_coll_team_t *t)
+{
+    int rc;
+    if (!t)
+        return -XTQ_EINVAL;
+    for (struct xtq_coll_req *r = t->head; r; r = r->next)
+        if (r->state != REQ_DONE)
+            return -XTQ_EBUSY;
+    /* Nobody sends to us any more once everyone is here (a failed call
+     * returns only once its puts are done, so after a failure too); what
+     * was enqueued before then still runs before the queue goes. */
+    rc = team_barrier(t);
+    int64_t deadline = now_ns() + 10000000000ll;
+    while ((atomic_load(&t->active_tasks) > 0 ||
+            xtq_queue_load_read_index(t->queue) != xtq_queue_load_write_index(t->queue)) &&
+           now_ns() < deadline) {
+        struct timespec ts = {0, 50000};
+        xtq_progress(t->ctx);
+        nanosleep(&ts, NULL);
+    }
+    while (t->head) {
+        struct xtq_coll_req *r = t->head;
+        t->head = r->next;
+        free(r);
+    }
+    team_free(t);
+    return rc;
+}

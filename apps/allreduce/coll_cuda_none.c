@@ -1,0 +1,57 @@
+/* libxtq_coll built without nvcc: CUDA teams are refused with the reason. */
+#include <stdio.h>
+
+#include "coll_cuda.h"
+
+int coll_gpu_open(xtq_ctx_t *ctx, struct coll_gpu **g, char *why, size_t len)
+{
+    (void)ctx, (void)g;
+    snprintf(why, len, "libxtq_coll was built without CUDA (configure with nvcc installed)");
+    return -XTQ_ENOAGENT;
+}
+void coll_gpu_close(struct coll_gpu *g)
+{
+    (void)g;
+}
+int coll_gpu_supported(int op, int type)
+{
+    (void)op, (void)type;
+    return 0;
+}
+void *coll_gpu_alloc(struct coll_gpu *g, size_t bytes)
+{
+    (void)g, (void)bytes;
+    return NULL;
+}
+void coll_gpu_free(struct coll_gpu *g, void *p)
+{
+    (void)g, (void)p;
+}
+void *coll_gpu_host_alloc(struct coll_gpu *g, size_t bytes)
+{
+    (void)g, (void)bytes;
+    return NULL;
+}
+void coll_gpu_host_free(struct coll_gpu *g, void *p)
+{
+    (void)g, (void)p;
+}
+int coll_gpu_register(struct coll_gpu *g, void *p, size_t bytes)
+{
+    (void)g, (void)p, (void)bytes;
+    return -XTQ_ENOAGENT;
+}
+void coll_gpu_deregister(struct coll_gpu *g, void *p, size_t bytes)
+{
+    (void)g, (void)p, (void)bytes;
+}
+int coll_gpu_copy(struct coll_gpu *g, void *dst, const void *src, size_t bytes)
+{
+    (void)g, (void)dst, (void)src, (void)bytes;
+    return -XTQ_ENOAGENT;
+}
+int coll_gpu_apply(struct coll_gpu *g, const struct coll_gpu_args *a, int64_t timeout_ns)
+{
+    (void)g, (void)a, (void)timeout_ns;
+    return -XTQ_ENOAGENT;
+}

@@ -1,0 +1,167 @@
+/* The receive side of a collective instance (coll_exec.h). */
+#include "coll_exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <xtq/error.h>
+#include <xtq/reduce.h>
+
+int coll_exec_alloc(struct coll_exec *e, const struct coll_sched *s)
+{
+    uint32_t n = s->nrecvs ? s->nrecvs : 1;
+
+    e->s = s;
+    e->rstate = malloc(n * sizeof(*e->rstate));
+    e->rstash = calloc(n, sizeof(*e->rstash));
+    if (!e->rstate || !e->rstash) {
+        coll_exec_free(e);
+        return -XTQ_ENOMEM;
+    }
+    return 0;
+}
+
+void coll_exec_free(struct coll_exec *e)
+{
+    free((void *)e->rstate);
+    free((void *)e->rstash);
+    e->rstate = NULL;
+    e->rstash = NULL;
+}
+
+void coll_exec_reset(struct coll_exec *e)
+{
+    const struct coll_sched *s = e->s;
+
+    for (uint32_t r = 0; r < s->nrecvs; r++) {
+        atomic_store_explicit(&e->rstate[r], s->ops[s->recv_op[r]].ndeps, memory_order_relaxed);
+        e->rstash[r] = NULL;
+    }
+    atomic_store_explicit(&e->error, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+}
+
+void coll_exec_fail(struct coll_exec *e, int err)
+{
+    int zero = 0;
+    atomic_compare_exchange_strong(&e->error, &zero, err);
+}
+
+void *coll_exec_stash_alloc(struct coll_exec *e, uint64_t bytes)
+{
+    /* 16-byte alignment: the element types need at most that. */
+    uint64_t len = (bytes + 15) & ~(uint64_t)15;
+    uint64_t off = atomic_fetch_add_explicit(&e->stash_used, len, memory_order_relaxed);
+
+    if (off + len > e->stash_cap || off + len < off)
+        return NULL;
+    uint64_t peak = atomic_load_explicit(&e->stash_peak, memory_order_relaxed);
+    while (peak < off + len && !atomic_compare_exchange_weak(&e->stash_peak, &peak, off + len))
+        ;
+    return e->stash + off;
+}
+
+static void *at(const struct coll_exec *e, unsigned buf, uint64_t off)
+{
+    return (uint8_t *)e->buf[buf] + off * e->esize;
+}
+
+/* The data operation of one receive. */
+static void apply(struct coll_exec *e, const struct coll_op *op, const void *in)
+{
+    void *dst = at(e, op->buf, op->off);
+    size_t bytes = op->cnt * e->esize;
+    int rc = 0;
+
+    if (op->cnt == 0)
+        return;
+    if (e->apply_hook) {
+        rc = e->apply_hook(e, op, in);
+        if (rc)
+            coll_exec_fail(e, rc);
+        return;
+    }
+    switch (op->type) {
+    case COLL_OP_RECV_REDUCE:
+        rc = xtq_reduce_local(e->op, e->type, dst, in, op->cnt);
+        break;
+    case COLL_OP_RECV_REDUCE_TO: {
+        /* Lower rank's operand first on both partners: the same bits. */
+        const void *a = at(e, op->abuf, op->aoff);
+        memcpy(dst, op->in_first ? in : a, bytes);
+        rc = xtq_reduce_local(e->op, e->type, dst, op->in_first ? a : in, op->cnt);
+        break;
+    }
+    case COLL_OP_RECV_COPY:
+        memcpy(dst, in, bytes);
+        break;
+    default:
+        break;
+    }
+    if (rc)
+        coll_exec_fail(e, rc);
+}
+
+/* Run receive ri, then whatever its completion makes runnable. */
+static void run(struct coll_exec *e, uint32_t ri, const void *in)
+{
+    const struct coll_sched *s = e->s;
+    uint32_t stack[64], n = 0;
+    const void *data = in;
+
+    for (;;) {
+        const struct coll_op *op = &s->ops[s->recv_op[ri]];
+
+        apply(e, op, data);
+        atomic_fetch_or_explicit(&e->rstate[ri], COLL_RS_DONE, memory_order_release);
+        for (uint32_t k = s->succ_first[ri]; k < s->succ_first[ri + 1]; k++) {
+            const struct coll_op *succ = &s->ops[s->succ[k]];
+            if (!coll_op_is_recv(succ->type)) {
+                e->ops->dep_done(e, succ->index);
+                continue;
+            }
+            uint32_t old =
+                atomic_fetch_sub_explicit(&e->rstate[succ->index], 1, memory_order_acq_rel);
+            if ((old & COLL_RS_PREDS) == 1 && (old & COLL_RS_ARRIVED)) {
+                if (n < 64)
+                    stack[n++] = succ->index;
+                else
+                    run(e, succ->index, e->rstash[succ->index]);
+            }
+        }
+        e->ops->recv_done(e, ri);
+        if (n == 0)
+            return;
+        ri = stack[--n];
+        data = e->rstash[ri];
+    }
+}
+
+int coll_exec_arrive(struct coll_exec *e, uint32_t ri, const void *data, int stashed)
+{
+    const struct coll_op *op = &e->s->ops[e->s->recv_op[ri]];
+    uint32_t st = atomic_load_explicit(&e->rstate[ri], memory_order_acquire);
+    uint32_t old;
+
+    if (st & (COLL_RS_ARRIVED | COLL_RS_DONE))
+        return -XTQ_EPROTO;
+    if ((st & COLL_RS_PREDS) == 0) {
+        /* Its inputs are done and only this message was missing: nobody
+         * else runs it (a completion runs only an ARRIVED receive). */
+        atomic_fetch_or_explicit(&e->rstate[ri], COLL_RS_ARRIVED, memory_order_relaxed);
+        run(e, ri, data);
+        return 0;
+    }
+    if (!stashed && op->cnt > 0) {
+        void *copy = coll_exec_stash_alloc(e, op->cnt * e->esize);
+        if (!copy)
+            return -XTQ_ENOSPC;
+        memcpy(copy, data, op->cnt * e->esize);
+        data = copy;
+    }
+    e->rstash[ri] = data;
+    old = atomic_fetch_or_explicit(&e->rstate[ri], COLL_RS_ARRIVED, memory_order_acq_rel);
+    if ((old & COLL_RS_PREDS) == 0)
+        run(e, ri, data); /* its last input completed meanwhile */
+    return 0;
+}

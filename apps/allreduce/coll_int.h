@@ -1,0 +1,66 @@
+/*
+ * libxtq_coll internals shared by the host runtime (coll.c) and the CUDA
+ * team code (coll_cuda.cu): the message header every step carries in its
+ * kernel arguments, and the wire constants.
+ */
+#ifndef XTQ_COLL_INT_H
+#define XTQ_COLL_INT_H
+
+#include <stdint.h>
+
+#include <xtq/coll.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COLL_MAGIC 0x4c4f4358u /* "XCOL", version 1 */
+
+enum coll_msg_kind {
+    COLL_MSG_DATA = 1,   /* a step's piece (or a zero-length one) */
+    COLL_MSG_CREDIT = 2, /* handshake: the receiver has posted */
+    COLL_MSG_ABORT = 3,  /* the sender's instance failed: every rank fails it */
+    COLL_MSG_HELLO = 4,  /* team barrier (creation, destruction) */
+};
+
+/*
+ * What a step says about itself, so that the receiving task can check it
+ * against its own call before touching memory: the call's signature
+ * (count, type, op, root, algorithm, handshake, piece size), which message
+ * of the sender's schedule it is (seq), and the range it covers.
+ */
+struct coll_hdr {
+    uint32_t magic;
+    uint8_t kind;  /* enum coll_msg_kind */
+    uint8_t type;  /* enum xtq_datatype */
+    uint8_t op;    /* enum xtq_op */
+    uint8_t alg;   /* enum xtq_coll_alg */
+    uint32_t team; /* team id: members' ranks and index hashed */
+    uint16_t slot;
+    uint8_t ckind; /* enum xtq_coll_kind */
+    uint8_t handshake;
+    uint32_t sender; /* team rank */
+    uint32_t seq;    /* the sender's seq-th message to this rank */
+    int32_t root;
+    int32_t status; /* ABORT: the error; HELLO: the round */
+    uint64_t instance;
+    uint64_t count;
+    uint64_t piece; /* elements per piece */
+    uint64_t off, cnt;
+};
+
+/* Kernel arguments of every step (CPU and CUDA agents alike). Arguments 0
+ * and 1 are rewritten by the engine; with a bounded registration argument
+ * 0 is sent as the slot's byte offset and argument 2 is its extent. */
+struct coll_kargs {
+    uint64_t target;
+    uint64_t payload;
+    uint64_t extent;
+    struct coll_hdr h;
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* XTQ_COLL_INT_H */

@@ -1,0 +1,405 @@
+/*
+ * libxtq_coll across processes (mpirun -np N test_coll CASE): every
+ * algorithm on host teams at the rank count it is started with, counts
+ * below and above it, every operation class, in place, reduce to every
+ * root, nonblocking calls in flight together, sub-teams, and mismatched
+ * calls that must fail on every rank (no hang, nothing written out of
+ * bounds) and leave the team broken. Each rank computes every rank's
+ * input itself, so results are checked against xtq_reduce_local applied
+ * in rank order (inputs chosen so that any order gives the same bits).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xtq/coll.h>
+#include <xtq/xtq.h>
+
+#include "ar_gpu.h"
+#include "xtq_test.h"
+
+static xtq_ctx_t *ctx;
+static xtq_coll_team_t *host_team;
+static int rank, size;
+
+static void setup(void)
+{
+    CHECK_OK(xtq_init(NULL, &ctx));
+    rank = xtq_rank(ctx);
+    size = xtq_size(ctx);
+}
+
+static void teardown(void)
+{
+    CHECK_OK(xtq_barrier(ctx));
+    CHECK_OK(xtq_finalize(ctx));
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Rank r's element i: exact in any order for the op. */
+static void input(enum xtq_datatype type, enum xtq_op op, int r, uint64_t i, void *out)
+{
+    uint64_t x = mix(((uint64_t)r << 40) ^ i ^ ((uint64_t)type << 56) ^ ((uint64_t)op << 60));
+    int small = (int)(x % 15) - 7;
+    if (small == 0)
+        small = 3;
+    switch (type) {
+    case XTQ_DT_INT32:
+        *(int32_t *)out =
+            op == XTQ_OP_PROD ? (x & 1 ? 1 : -1) * (int32_t)(1 + (x >> 8) % 3) : (int32_t)x;
+        break;
+    case XTQ_DT_UINT8:
+        *(uint8_t *)out = (uint8_t)x;
+        break;
+    case XTQ_DT_INT64:
+        *(int64_t *)out = (int64_t)x;
+        break;
+    case XTQ_DT_DOUBLE:
+        *(double *)out = op == XTQ_OP_PROD ? (x & 1 ? 2.0 : -1.0) : (double)small;
+        break;
+    case XTQ_DT_FLOAT:
+        *(float *)out = op == XTQ_OP_PROD ? (x & 1 ? 2.0f : -1.0f) : (float)small;
+        break;
+    case XTQ_DT_DOUBLE_INT: {
+        struct {
+            double v;
+            int i;
+        } p;
+        memset(&p, 0, sizeof(p));
+        p.v = (double)(x % 4);
+        p.i = r;
+        memcpy(out, &p, sizeof(p));
+        break;
+    }
+    case XTQ_DT_BOOL:
+        *(_Bool *)out = (x >> 5) & 1;
+        break;
+    default:
+        memset(out, (int)(x & 0xff), xtq_datatype_size(type));
+        break;
+    }
+}
+
+static void fill(void *buf, enum xtq_datatype type, enum xtq_op op, int r, uint64_t count)
+{
+    size_t es = xtq_datatype_size(type);
+    for (uint64_t i = 0; i < count; i++)
+        input(type, op, r, i, (uint8_t *)buf + i * es);
+}
+
+static void *reference(enum xtq_datatype type, enum xtq_op op, uint64_t count, int n)
+{
+    size_t es = xtq_datatype_size(type);
+    uint8_t *ref = malloc(count * es + 1), *tmp = malloc(count * es + 1);
+    fill(ref, type, op, 0, count);
+    for (int r = 1; r < n; r++) {
+        fill(tmp, type, op, r, count);
+        CHECK_OK(xtq_reduce_local(op, type, ref, tmp, count));
+    }
+    free(tmp);
+    return ref;
+}
+
+/* Compare, skipping a pair type's padding. */
+static void expect_equal(const void *got, const void *want, enum xtq_datatype type, uint64_t count,
+                         const char *what)
+{
+    size_t es = xtq_datatype_size(type), cmp = type == XTQ_DT_DOUBLE_INT ? 12 : es;
+    for (uint64_t i = 0; i < count; i++)
+        if (memcmp((const uint8_t *)got + i * es, (const uint8_t *)want + i * es, cmp) != 0)
+            XTQ_FAIL("rank %d: %s: element %llu of %llu differs", rank, what, (unsigned long long)i,
+                     (unsigned long long)count);
+}
+
+static xtq_coll_team_t *team_with(enum xtq_coll_alg alg)
+{
+    xtq_coll_team_t *t;
+    xtq_coll_team_attr_t a;
+    memset(&a, 0, sizeof(a));
+    a.field_mask = XTQ_COLL_TEAM_ATTR_FIELD_ALG;
+    a.alg = alg;
+    CHECK_OK(xtq_coll_team_create(ctx, &a, &t));
+    return t;
+}
+
+static void one(xtq_coll_team_t *t, enum xtq_coll_kind kind, uint64_t count, enum xtq_datatype type,
+                enum xtq_op op, int inplace, int root)
+{
+    size_t es = xtq_datatype_size(type);
+    uint8_t *in = malloc(count * es + 16), *out = malloc(count * es + 16);
+    void *ref = reference(type, op, count, size);
+    char what[160];
+    int rc;
+
+    fill(in, type, op, rank, count);
+    memset(out, 0xa5, count * es + 16);
+    if (inplace)
+        memcpy(out, in, count * es);
+    if (kind == XTQ_COLL_ALLREDUCE)
+        rc = xtq_coll_allreduce(t, inplace ? XTQ_COLL_IN_PLACE : in, out, count, type, op);
+    else
+        rc = xtq_coll_reduce(t, inplace ? XTQ_COLL_IN_PLACE : in, out, count, type, op, root);
+    snprintf(what, sizeof(what), "%s %s count %llu %s %s%s root %d",
+             kind == XTQ_COLL_ALLREDUCE ? "allreduce" : "reduce",
+             xtq_coll_alg_name(xtq_coll_algorithm(t, kind, count, type)), (unsigned long long)count,
+             xtq_datatype_name(type), xtq_op_name(op), inplace ? " in place" : "", root);
+    if (rc)
+        XTQ_FAIL("rank %d: %s: %s", rank, what, xtq_strerror(rc));
+    if (kind == XTQ_COLL_ALLREDUCE || rank == root)
+        expect_equal(out, ref, type, count, what);
+    /* Nothing written past the vector. */
+    for (size_t b = count * es; b < count * es + 16; b++)
+        if (kind == XTQ_COLL_ALLREDUCE || rank == root)
+            if (out[b] != 0xa5)
+                XTQ_FAIL("rank %d: %s: byte %zu past the vector written", rank, what, b);
+    free(in);
+    free(out);
+    free(ref);
+}
+
+static const enum xtq_coll_alg algs[] = {XTQ_COLL_ALG_RD, XTQ_COLL_ALG_RABENSEIFNER,
+                                         XTQ_COLL_ALG_RING};
+
+/* Every algorithm, counts around the rank count and pieces, in place. */
+XTQ_TEST(algorithms)
+{
+    setup();
+    for (unsigned a = 0; a < 3; a++) {
+        xtq_coll_team_t *t = team_with(algs[a]);
+        uint64_t counts[] = {0, 1, (uint64_t)size - 1, (uint64_t)size + 1, 1000, 70001};
+        for (unsigned k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
+            for (int inplace = 0; inplace <= 1; inplace++)
+                one(t, XTQ_COLL_ALLREDUCE, counts[k], XTQ_DT_INT32, XTQ_OP_SUM, inplace, 0);
+        CHECK_OK(xtq_coll_team_destroy(t));
+    }
+    teardown();
+}
+
+/* Reduce to every root, every algorithm. */
+XTQ_TEST(reduce_roots)
+{
+    setup();
+    for (unsigned a = 0; a < 3; a++) {
+        xtq_coll_team_t *t = team_with(algs[a]);
+        for (int root = 0; root < size; root++) {
+            one(t, XTQ_COLL_REDUCE, 333, XTQ_DT_INT64, XTQ_OP_BXOR, 0, root);
+            one(t, XTQ_COLL_REDUCE, 5, XTQ_DT_DOUBLE, XTQ_OP_MAX, rank == root, root);
+        }
+        CHECK_OK(xtq_coll_team_destroy(t));
+    }
+    teardown();
+}
+
+/* One operation of each class on its types. */
+XTQ_TEST(op_classes)
+{
+    static const struct {
+        enum xtq_datatype type;
+        enum xtq_op op;
+    } pairs[] = {
+        {XTQ_DT_INT32, XTQ_OP_PROD},
+        {XTQ_DT_DOUBLE, XTQ_OP_SUM},
+        {XTQ_DT_FLOAT, XTQ_OP_PROD},
+        {XTQ_DT_INT32, XTQ_OP_MIN},
+        {XTQ_DT_UINT8, XTQ_OP_LAND},
+        {XTQ_DT_UINT8, XTQ_OP_BOR},
+        {XTQ_DT_BYTE, XTQ_OP_BAND},
+        {XTQ_DT_BOOL, XTQ_OP_LXOR},
+        {XTQ_DT_DOUBLE_INT, XTQ_OP_MAXLOC},
+        {XTQ_DT_DOUBLE_INT, XTQ_OP_MINLOC},
+        {XTQ_DT_C_DOUBLE_COMPLEX, XTQ_OP_SUM},
+    };
+    setup();
+    xtq_coll_team_t *t = team_with(XTQ_COLL_ALG_AUTO);
+    for (unsigned k = 0; k < sizeof(pairs) / sizeof(pairs[0]); k++) {
+        one(t, XTQ_COLL_ALLREDUCE, 17, pairs[k].type, pairs[k].op, k & 1, 0);
+        one(t, XTQ_COLL_ALLREDUCE, 20000, pairs[k].type, pairs[k].op, 0, 0);
+    }
+    /* Not reductions in MPI: refused. */
+    int32_t x = 1, y;
+    CHECK_ERR(xtq_coll_allreduce(t, &x, &y, 1, XTQ_DT_INT32, XTQ_OP_REPLACE), -XTQ_EINVAL);
+    CHECK_ERR(xtq_coll_allreduce(t, &x, &y, 1, XTQ_DT_DOUBLE, XTQ_OP_BAND), -XTQ_EINVAL);
+    CHECK_OK(xtq_coll_team_destroy(t));
+    teardown();
+}
+
+/* Several nonblocking calls in flight (more than XTQ_COLL_INFLIGHT), waited
+ * for in reverse order; mixed sizes so the algorithms differ. */
+XTQ_TEST(nonblocking)
+{
+    enum { N = 7 };
+    xtq_coll_req_t *req[N];
+    int32_t *in[N], *out[N];
+    uint64_t count[N];
+    setup();
+    xtq_coll_team_t *t = team_with(XTQ_COLL_ALG_AUTO);
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < N; k++) {
+            count[k] = k % 3 == 0 ? 3 : k % 3 == 1 ? 9000 : 300000;
+            in[k] = malloc(count[k] * 4);
+            out[k] = malloc(count[k] * 4);
+            fill(in[k], XTQ_DT_INT32, XTQ_OP_SUM, rank, count[k]);
+            CHECK_OK(
+                xtq_coll_iallreduce(t, in[k], out[k], count[k], XTQ_DT_INT32, XTQ_OP_SUM, &req[k]));
+        }
+        for (int k = N - 1; k >= 0; k--) {
+            CHECK_OK(xtq_coll_wait(req[k], XTQ_TIMEOUT_INFINITE));
+            void *ref = reference(XTQ_DT_INT32, XTQ_OP_SUM, count[k], size);
+            expect_equal(out[k], ref, XTQ_DT_INT32, count[k], "iallreduce");
+            free(ref);
+            free(in[k]);
+            free(out[k]);
+        }
+    }
+    CHECK_OK(xtq_coll_team_destroy(t));
+    teardown();
+}
+
+/* Teams of some ranks: even ranks and odd ranks, each on their own. */
+XTQ_TEST(subteams)
+{
+    int ranks[64], n = 0;
+    xtq_coll_team_attr_t a;
+    xtq_coll_team_t *t;
+    setup();
+    for (int r = rank % 2; r < size && n < 64; r += 2)
+        ranks[n++] = r;
+    memset(&a, 0, sizeof(a));
+    a.field_mask = XTQ_COLL_TEAM_ATTR_FIELD_RANKS | XTQ_COLL_TEAM_ATTR_FIELD_INDEX;
+    a.ranks = ranks;
+    a.nranks = n;
+    a.index = 40;
+    CHECK_OK(xtq_coll_team_create(ctx, &a, &t));
+    CHECK_EQ(xtq_coll_team_size(t), n);
+    CHECK_EQ(xtq_coll_team_rank(t), rank / 2);
+    for (int k = 0; k < 3; k++) {
+        int64_t x = rank, sum = 0;
+        CHECK_OK(xtq_coll_allreduce(t, &x, &sum, 1, XTQ_DT_INT64, XTQ_OP_SUM));
+        int64_t want = 0;
+        for (int i = 0; i < n; i++)
+            want += ranks[i];
+        CHECK_EQ(sum, want);
+    }
+    CHECK_OK(xtq_coll_team_destroy(t));
+    teardown();
+}
+
+/* Mismatched calls: every rank gets -XTQ_EPROTO, the team stays broken,
+ * and nothing past any rank's vector is written. argv: count | type | op |
+ * root, and an algorithm. */
+XTQ_TEST(mismatch)
+{
+    const char *what = xtq_test_argc > 0 ? xtq_test_argv[0] : "count";
+    enum xtq_coll_alg alg = XTQ_COLL_ALG_AUTO;
+    uint64_t count = 5000;
+    enum xtq_datatype type = XTQ_DT_INT32;
+    enum xtq_op op = XTQ_OP_SUM;
+    enum xtq_coll_kind kind = XTQ_COLL_ALLREDUCE;
+    int root = 0, bad;
+
+    for (int a = 1; a < XTQ_COLL_ALG_COUNT; a++)
+        if (xtq_test_argc > 1 && strcmp(xtq_test_argv[1], xtq_coll_alg_name(a)) == 0)
+            alg = (enum xtq_coll_alg)a;
+    setup();
+    if (size < 2)
+        XTQ_SKIP("needs 2 ranks");
+    bad = size - 1;
+    xtq_coll_team_t *t = team_with(alg);
+    one(t, XTQ_COLL_ALLREDUCE, 64, XTQ_DT_INT32, XTQ_OP_SUM, 0, 0); /* a good one first */
+    if (rank == bad) {
+        if (strcmp(what, "count") == 0)
+            count = 7; /* another algorithm at auto */
+        else if (strcmp(what, "count_near") == 0)
+            count = 5001;
+        else if (strcmp(what, "type") == 0)
+            type = XTQ_DT_FLOAT;
+        else if (strcmp(what, "op") == 0)
+            op = XTQ_OP_MAX;
+    }
+    if (strcmp(what, "root") == 0) {
+        kind = XTQ_COLL_REDUCE;
+        root = rank == bad ? 1 : 0;
+    }
+    size_t es = xtq_datatype_size(type);
+    uint8_t *in = calloc(count + 64, es), *out = malloc((count + 64) * es);
+    memset(out, 0x5a, (count + 64) * es);
+    int rc = kind == XTQ_COLL_ALLREDUCE ? xtq_coll_allreduce(t, in, out, count, type, op)
+                                        : xtq_coll_reduce(t, in, out, count, type, op, root);
+    printf("rank %d: mismatched %s: %s\n", rank, what, xtq_strerror(rc));
+    if (rc != -XTQ_EPROTO)
+        XTQ_FAIL("rank %d: mismatched %s returned %d (%s), expected -XTQ_EPROTO", rank, what, rc,
+                 xtq_errname(rc));
+    for (size_t b = count * es; b < (count + 64) * es; b++)
+        if (out[b] != 0x5a)
+            XTQ_FAIL("rank %d: byte %zu past the vector written", rank, b);
+    int32_t x = 1, y;
+    CHECK_ERR(xtq_coll_allreduce(t, &x, &y, 1, XTQ_DT_INT32, XTQ_OP_SUM), -XTQ_EPROTO);
+    xtq_coll_team_destroy(t);
+    free(in);
+    free(out);
+    teardown();
+}
+
+/* A CUDA team: device buffers reduced by the CUDA agent, every algorithm,
+ * in place and not, a reduce; skips where there is no GPU. */
+XTQ_TEST(gpu_team)
+{
+    char why[256];
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int gpu = ar_gpu_open(lr ? atoi(lr) : 0, why, sizeof(why)) == 0;
+    setup();
+    int all = 0;
+    /* Every rank must agree before the collective team creation. */
+    CHECK_OK(xtq_coll_team_create(ctx, NULL, &host_team));
+    int64_t g = gpu, gall = 0;
+    CHECK_OK(xtq_coll_allreduce(host_team, &g, &gall, 1, XTQ_DT_INT64, XTQ_OP_MIN));
+    all = (int)gall;
+    if (!all) {
+        CHECK_OK(xtq_coll_team_destroy(host_team));
+        teardown();
+        XTQ_SKIP("%s", gpu ? "a rank has no GPU" : why);
+    }
+    for (unsigned a = 0; a < 3; a++) {
+        xtq_coll_team_attr_t at;
+        xtq_coll_team_t *t;
+        memset(&at, 0, sizeof(at));
+        at.field_mask = XTQ_COLL_TEAM_ATTR_FIELD_MEM | XTQ_COLL_TEAM_ATTR_FIELD_ALG;
+        at.mem = XTQ_COLL_MEM_CUDA;
+        at.alg = algs[a];
+        int rc = xtq_coll_team_create(ctx, &at, &t);
+        if (rc == -XTQ_ENOAGENT || rc == -XTQ_ENOSYS) {
+            CHECK_OK(xtq_coll_team_destroy(host_team));
+            teardown();
+            XTQ_SKIP("no CUDA team: %s", xtq_strerror(rc));
+        }
+        CHECK_OK(rc);
+        uint64_t counts[] = {1, 1000, 300000};
+        for (unsigned k = 0; k < 3; k++)
+            for (int inplace = 0; inplace <= 1; inplace++) {
+                uint64_t count = counts[k];
+                size_t bytes = count * 4;
+                float *h = malloc(bytes), *dout = ar_gpu_malloc(bytes), *din = ar_gpu_malloc(bytes);
+                fill(h, XTQ_DT_FLOAT, XTQ_OP_SUM, rank, count);
+                CHECK(ar_gpu_h2d(inplace ? dout : din, h, bytes) == 0);
+                CHECK_OK(xtq_coll_allreduce(t, inplace ? XTQ_COLL_IN_PLACE : din, dout, count,
+                                            XTQ_DT_FLOAT, XTQ_OP_SUM));
+                CHECK(ar_gpu_d2h(h, dout, bytes) == 0);
+                void *ref = reference(XTQ_DT_FLOAT, XTQ_OP_SUM, count, size);
+                expect_equal(h, ref, XTQ_DT_FLOAT, count, "CUDA allreduce");
+                free(ref);
+                free(h);
+                /* Device memory stays until the end (frees may wait for an
+                 * idle device while the agent's processor runs). */
+            }
+        CHECK_OK(xtq_coll_team_destroy(t));
+    }
+    CHECK_OK(xtq_coll_team_destroy(host_team));
+    teardown();
+}

@@ -1,0 +1,112 @@
+# The collective library (apps/allreduce): its tests live beside it and are
+# registered here, where the runner helpers are. Label coll; the cases also
+# carry unit / integration, so the README's test command (and the ASan
+# stage of CI) runs them: a few minutes in all, no stage of their own.
+if(TARGET xtq_coll_core)
+  set(coll_dir ${PROJECT_SOURCE_DIR}/apps/allreduce)
+  # Schedules and the receive side, every rank in one process.
+  xtq_add_runner(coll_sched LABEL coll TIMEOUT 600
+                 SOURCES ${coll_dir}/tests/test_coll_sched.c ${coll_dir}/tests/coll_sim.c
+                 LIBS xtq_coll_core)
+  target_include_directories(test_coll_sched PRIVATE ${coll_dir}/tests)
+  # (cmake_parse_arguments keeps one label: the second is appended.)
+  get_property(sched_tests DIRECTORY PROPERTY TESTS)
+  foreach(t IN LISTS sched_tests)
+    if(t MATCHES "^coll_sched\\.")
+      set_property(TEST ${t} APPEND PROPERTY LABELS unit)
+    endif()
+  endforeach()
+endif()
+
+# The library across processes (mpirun), host teams on the CPU agent.
+if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
+  add_executable(test_coll ${coll_dir}/tests/test_coll.c)
+  target_compile_options(test_coll PRIVATE
+    "$<$<COMPILE_LANGUAGE:C>:${XTQ_WARNINGS};-Wno-missing-prototypes>")
+  target_link_libraries(test_coll PRIVATE xtq_coll xtq xtq_test_harness)
+  target_include_directories(test_coll PRIVATE ${coll_dir})
+  if(XTQ_HAVE_CUDA)
+    target_sources(test_coll PRIVATE ${coll_dir}/ar_gpu.cu)
+    set_target_properties(test_coll PROPERTIES CUDA_STANDARD 17 LINKER_LANGUAGE CXX)
+    target_link_libraries(test_coll PRIVATE CUDA::cudart_static ${CMAKE_DL_LIBS})
+    target_compile_options(test_coll PRIVATE ${XTQ_COLL_CUDA_FLAGS})
+    xtq_cuda_host_only_flags(test_coll)
+  else()
+    target_sources(test_coll PRIVATE ${coll_dir}/ar_gpu_none.c)
+  endif()
+  set(coll_cases)
+  # Odd and even rank counts; 3 and 5 fold ranks in (non-powers of two).
+  foreach(np 2 3 5)
+    foreach(c algorithms reduce_roots op_classes nonblocking)
+      xtq_add_mpi_case(NAME coll.${c}.shm.np${np} NP ${np} PROVIDER shm LABEL coll
+                       COMMAND $<TARGET_FILE:test_coll> ${c} TIMEOUT 300)
+      list(APPEND coll_cases coll.${c}.shm.np${np})
+    endforeach()
+  endforeach()
+  xtq_add_mpi_case(NAME coll.algorithms.tcp.np3 NP 3 PROVIDER tcp LABEL coll
+                   COMMAND $<TARGET_FILE:test_coll> algorithms TIMEOUT 300)
+  xtq_add_mpi_case(NAME coll.subteams.shm.np5 NP 5 PROVIDER shm LABEL coll
+                   COMMAND $<TARGET_FILE:test_coll> subteams TIMEOUT 120)
+  list(APPEND coll_cases coll.algorithms.tcp.np3 coll.subteams.shm.np5)
+  # Mismatched calls: every rank fails, whichever algorithms meet.
+  foreach(m count count_near type op root)
+    foreach(alg rd rabenseifner ring)
+      xtq_add_mpi_case(NAME coll.mismatch_${m}.${alg}.shm.np3 NP 3 PROVIDER shm
+                       LABEL coll
+                       COMMAND $<TARGET_FILE:test_coll> mismatch ${m} ${alg} TIMEOUT 120)
+      list(APPEND coll_cases coll.mismatch_${m}.${alg}.shm.np3)
+    endforeach()
+  endforeach()
+  xtq_add_mpi_case(NAME coll.mismatch_count.auto.shm.np4 NP 4 PROVIDER shm
+                   LABEL coll COMMAND $<TARGET_FILE:test_coll> mismatch count auto
+                   TIMEOUT 120)
+  list(APPEND coll_cases coll.mismatch_count.auto.shm.np4)
+  # CUDA teams (device buffers, the CUDA agent): skip without a GPU.
+  xtq_add_mpi_case(NAME coll.gpu_team.shm.np2 NP 2 PROVIDER shm LABEL coll
+                   COMMAND $<TARGET_FILE:test_coll> gpu_team TIMEOUT 300)
+  if(TARGET xtq_allreduce)
+    # Every GPU path of the application, each checked (skips without a GPU).
+    xtq_add_mpi_case(NAME coll.gpu_paths.shm.np2 NP 2 PROVIDER shm LABEL coll
+                     COMMAND $<TARGET_FILE:xtq_allreduce> --require-gpu
+                             --modes staged,hsa,xtqgpu,nccl --sizes 8,4K,64K,1M --iters 3
+                     TIMEOUT 300)
+    set_tests_properties(coll.gpu_paths.shm.np2 PROPERTIES FAIL_REGULAR_EXPRESSION "FAILED")
+    # The application's CPU paths, checked, at an odd rank count.
+    xtq_add_mpi_case(NAME coll.app.shm.np3 NP 3 PROVIDER shm LABEL coll
+                     COMMAND $<TARGET_FILE:xtq_allreduce> --modes mpi,xtq
+                             --sizes 8,4K,64K,1M --iters 3 TIMEOUT 300)
+    set_tests_properties(coll.app.shm.np3 PROPERTIES FAIL_REGULAR_EXPRESSION "FAILED")
+    list(APPEND coll_cases coll.app.shm.np3)
+  endif()
+  foreach(t IN LISTS coll_cases)
+    set_property(TEST ${t} APPEND PROPERTY LABELS integration)
+  endforeach()
+  foreach(t coll.gpu_team.shm.np2 coll.gpu_paths.shm.np2)
+    if(TEST ${t})
+      set_property(TEST ${t} APPEND PROPERTY LABELS gpu)
+    endif()
+  endforeach()
+  if(XTQ_SANITIZE STREQUAL "address")
+    # PMIx's exit-time leaks are suppressed (lsan.supp); Open MPI's (the
+    # application's MPI_Init) sit in components it has unloaded by then,
+    # which no suppression can name: leak checking is off for those two.
+    foreach(t IN LISTS coll_cases ITEMS coll.gpu_team.shm.np2)
+      set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
+                   "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
+    endforeach()
+    foreach(t coll.app.shm.np3 coll.gpu_paths.shm.np2)
+      if(TEST ${t})
+        set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+      endif()
+    endforeach()
+  endif()
+  # Under TSan (CI: ctest -L tsan): tasks on agent workers against the
+  # caller's thread, every algorithm, and a mismatch.
+  if(XTQ_SANITIZE STREQUAL "thread")
+    foreach(t coll.algorithms.shm.np3 coll.mismatch_count.ring.shm.np3)
+      set_property(TEST ${t} APPEND PROPERTY LABELS tsan)
+      set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
+                   "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 suppressions=${CMAKE_CURRENT_LIST_DIR}/tsan.supp")
+    endforeach()
+  endif()
+endif()
