@@ -59,12 +59,16 @@ struct rx_task {
 };
 
 /* SLOT_TXQ: in the send queue (XTQ_ENDPOINT_OWNER=progress): not reused
- * until the progress thread has taken it out, even if it completed. */
+ * until the progress thread has taken it out, even if it completed.
+ * SLOT_HELD: failed (peer down) while the transport still held its message:
+ * not reused until the send completes, so that a late completion cannot be
+ * taken for a new put's (the peer may come back, liveness.c). */
 enum slot_state {
     SLOT_BUSY = 1u << 0,
     SLOT_LOCAL = 1u << 1,
     SLOT_ACKED = 1u << 2,
     SLOT_TXQ = 1u << 3,
+    SLOT_HELD = 1u << 4,
 };
 
 /* A multi-producer, single-consumer queue (D. Vyukov's intrusive one):

@@ -93,6 +93,14 @@ static void window_sleep(struct xtq__engine *e, uint32_t seen, int64_t timeout_n
     (void)xtq__spin_wait(&w, xtq__deadline_ns((uint64_t)timeout_ns));
 }
 
+/* A slot freed: wake the threads that wait for room in a window. */
+static void window_moved_wake(struct xtq__engine *e)
+{
+    atomic_fetch_add_explicit(&e->slot_freed, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&e->window_sleepers, memory_order_seq_cst))
+        xtq__futex_wake(&e->slot_freed, -1);
+}
+
 /* Report a slot's outcome and free it. Caller holds put_lock. */
 static void slot_finish(struct xtq__engine *e, struct put_slot *s)
 {
@@ -118,14 +126,19 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
     s->state &= SLOT_TXQ; /* still queued: the progress thread lets it go */
     e->peers[s->target].busy--;
     atomic_fetch_sub(&e->puts_outstanding, 1);
-    atomic_fetch_add_explicit(&e->slot_freed, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&e->window_sleepers, memory_order_seq_cst))
-        xtq__futex_wake(&e->slot_freed, -1);
+    window_moved_wake(e);
 }
 
 void xtq__slot_local(struct xtq__engine *e, struct put_slot *s, int status, int prov_errno)
 {
     xtq__mutex_lock(&e->put_lock);
+    if (!(s->state & SLOT_BUSY) && (s->state & SLOT_HELD)) {
+        /* The transport let go of a put that had failed: reusable now. */
+        s->state &= ~(uint32_t)SLOT_HELD;
+        pthread_mutex_unlock(&e->put_lock);
+        window_moved_wake(e);
+        return;
+    }
     if (!(s->state & SLOT_BUSY) || (s->state & SLOT_LOCAL)) {
         pthread_mutex_unlock(&e->put_lock);
         return;
@@ -175,11 +188,24 @@ void xtq__puts_fail_peer(struct xtq__engine *e, int r, int status)
     for (uint32_t i = 0; i < e->window; i++) {
         struct put_slot *s = &e->peers[r].slots[i];
         if (s->state & SLOT_BUSY) {
+            bool held = !(s->state & SLOT_LOCAL);
             s->status = status;
             slot_finish(e, s);
+            if (held)
+                s->state |= SLOT_HELD;
         }
     }
     pthread_mutex_unlock(&e->put_lock);
+}
+
+/* The put of slot `s` was failed (peer down) before it left: do not send
+ * it (the peer may be back by now). */
+static bool slot_failed(struct xtq__engine *e, struct put_slot *s)
+{
+    xtq__mutex_lock(&e->put_lock);
+    bool failed = !(s->state & SLOT_BUSY);
+    pthread_mutex_unlock(&e->put_lock);
+    return failed;
 }
 
 void xtq__puts_fail_all(struct xtq__engine *e, int status)
@@ -259,11 +285,8 @@ static void slot_dequeued(struct xtq__engine *e, struct put_slot *s)
     s->state &= ~(uint32_t)SLOT_TXQ;
     bool free_now = !(s->state & SLOT_BUSY);
     pthread_mutex_unlock(&e->put_lock);
-    if (free_now) { /* completed while queued (peer down): a window slot freed */
-        atomic_fetch_add_explicit(&e->slot_freed, 1, memory_order_seq_cst);
-        if (atomic_load_explicit(&e->window_sleepers, memory_order_seq_cst))
-            xtq__futex_wake(&e->slot_freed, -1);
-    }
+    if (free_now) /* completed while queued (peer down): a window slot freed */
+        window_moved_wake(e);
 }
 
 int xtq__txq_flush(struct xtq__engine *e)
@@ -280,8 +303,9 @@ int xtq__txq_flush(struct xtq__engine *e)
             s = container_of(node, struct put_slot, txq);
         }
         /* Its peer went down while it was queued (the put was failed
-         * with -XTQ_EHOSTDOWN): nothing to send. */
-        if (atomic_load(&e->peers[s->target].down)) {
+         * with -XTQ_EHOSTDOWN): nothing to send, nothing held. */
+        if (slot_failed(e, s)) {
+            xtq__slot_local(e, s, -XTQ_EHOSTDOWN, 0);
             slot_dequeued(e, s);
             continue;
         }
@@ -355,6 +379,7 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
         return -XTQ_EFINALIZED;
 
     struct peer *p = &e->peers[target];
+    uint32_t skipped = 0;
     xtq__mutex_lock(&e->put_lock);
     for (;;) {
         if (atomic_load(&p->down)) {
@@ -362,8 +387,14 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
             return -XTQ_EHOSTDOWN;
         }
         s = &p->slots[p->next_seq % e->window];
-        if (!(s->state & (SLOT_BUSY | SLOT_TXQ)))
+        if (!(s->state & (SLOT_BUSY | SLOT_TXQ | SLOT_HELD)))
             break;
+        /* Held by the transport for a put that failed: skip its sequence
+         * number (the target needs none in order), once around at most. */
+        if (!(s->state & (SLOT_BUSY | SLOT_TXQ)) && skipped++ < e->window) {
+            p->next_seq++;
+            continue;
+        }
         uint32_t seen = atomic_load_explicit(&e->slot_freed, memory_order_acquire);
         pthread_mutex_unlock(&e->put_lock);
         if (flags & XTQ_PUT_NONBLOCKING) {
@@ -460,10 +491,13 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
         /* The slot is ours until its completions arrive; send outside the
          * window lock so acks and completions keep flowing. */
         while (slot_send(e, s) == -FI_EAGAIN) {
-            /* The target died while we waited for room: xtq__peer_down()
-             * has completed the slot with -XTQ_EHOSTDOWN. */
-            if (atomic_load(&p->down))
+            /* The target went down while we waited for room:
+             * xtq__peer_down() has completed the slot with -XTQ_EHOSTDOWN
+             * and the message never left. */
+            if (slot_failed(e, s)) {
+                xtq__slot_local(e, s, -XTQ_EHOSTDOWN, 0);
                 break;
+            }
             if (xtq__engine_progress(e) == 0)
                 sched_yield();
         }
