@@ -29,6 +29,15 @@ static void probe_send(struct xtq__engine *e, int dest, uint64_t seq)
         xtq__bell_ring(e, dest);
 }
 
+/* Test hook (engine.h): arrivals from these ranks are dropped. */
+_Atomic uint64_t xtq__fault_drop_from;
+
+bool xtq__fault_dropped(uint32_t src)
+{
+    return src < 64 &&
+           (atomic_load_explicit(&xtq__fault_drop_from, memory_order_relaxed) >> src & 1);
+}
+
 void xtq__peer_heard(struct xtq__engine *e, uint32_t src)
 {
     struct peer *p = &e->peers[src];
