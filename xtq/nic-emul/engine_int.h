@@ -61,8 +61,9 @@ struct rx_task {
 /* SLOT_TXQ: in the send queue (XTQ_ENDPOINT_OWNER=progress): not reused
  * until the progress thread has taken it out, even if it completed.
  * SLOT_HELD: failed (peer down) while the transport still held its message:
- * not reused until the send completes, so that a late completion cannot be
- * taken for a new put's (the peer may come back, liveness.c). */
+ * DONE, not yet LOCAL (the caller's buffers may still be sent once the link
+ * returns), and not reused until the send completes, so that a late
+ * completion cannot be taken for a new put's (liveness.c). */
 enum slot_state {
     SLOT_BUSY = 1u << 0,
     SLOT_LOCAL = 1u << 1,

@@ -93,6 +93,15 @@ static void window_sleep(struct xtq__engine *e, uint32_t seen, int64_t timeout_n
     (void)xtq__spin_wait(&w, xtq__deadline_ns((uint64_t)timeout_ns));
 }
 
+/* A failed put's message left the transport's hands: LOCAL at last. */
+static void slot_release(struct put_slot *s)
+{
+    if (s->comp)
+        comp_post((_Atomic uint32_t *)&s->comp->state, XTQ_COMPLETION_LOCAL);
+    s->comp = NULL;
+    s->state &= ~(uint32_t)SLOT_HELD;
+}
+
 /* A slot freed: wake the threads that wait for room in a window. */
 static void window_moved_wake(struct xtq__engine *e)
 {
@@ -101,18 +110,22 @@ static void window_moved_wake(struct xtq__engine *e)
         xtq__futex_wake(&e->slot_freed, -1);
 }
 
-/* Report a slot's outcome and free it. Caller holds put_lock. */
+/* Report a slot's outcome and free it. Caller holds put_lock. A put failed
+ * while the transport still holds its message (peer down) is DONE now but
+ * LOCAL only when the transport lets go (xtq__slot_local): its buffers may
+ * still be read, and the slot stays SLOT_HELD until then. */
 static void slot_finish(struct xtq__engine *e, struct put_slot *s)
 {
     xtq_ctx_t *ctx = e->ctx;
     xtq_completion_t *c = s->comp;
+    bool held = !(s->state & SLOT_LOCAL);
     XTQ_TRACE_POINT(XTQ_TRACE_COMPLETION, XTQ_TRACE_KEY(ctx->rank, s->seq));
     if (s->status)
         XTQ__STAT_INC(ctx, puts_failed);
     XTQ__STAT_INC(ctx, puts_completed);
     if (c) {
         _Atomic uint32_t *st = (_Atomic uint32_t *)&c->state;
-        uint32_t bits = XTQ_COMPLETION_DONE | XTQ_COMPLETION_LOCAL;
+        uint32_t bits = XTQ_COMPLETION_DONE | (held ? 0 : XTQ_COMPLETION_LOCAL);
         if (s->status == 0 && (s->flags & XTQ_PUT_REMOTE_COMPLETION))
             bits |= XTQ_COMPLETION_REMOTE;
         c->status = s->status;
@@ -122,8 +135,10 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
         XTQ_LOG_ONCE(ENGINE, WARN, "a put without completion object to rank %d failed: %s",
                      s->target, xtq_errname(s->status));
     }
-    s->comp = NULL;
+    s->comp = held ? c : NULL;
     s->state &= SLOT_TXQ; /* still queued: the progress thread lets it go */
+    if (held)
+        s->state |= SLOT_HELD;
     e->peers[s->target].busy--;
     atomic_fetch_sub(&e->puts_outstanding, 1);
     window_moved_wake(e);
@@ -133,8 +148,9 @@ void xtq__slot_local(struct xtq__engine *e, struct put_slot *s, int status, int 
 {
     xtq__mutex_lock(&e->put_lock);
     if (!(s->state & SLOT_BUSY) && (s->state & SLOT_HELD)) {
-        /* The transport let go of a put that had failed: reusable now. */
-        s->state &= ~(uint32_t)SLOT_HELD;
+        /* The transport let go of a put that had failed: its buffers and
+         * its slot are free now. */
+        slot_release(s);
         pthread_mutex_unlock(&e->put_lock);
         window_moved_wake(e);
         return;
@@ -188,11 +204,8 @@ void xtq__puts_fail_peer(struct xtq__engine *e, int r, int status)
     for (uint32_t i = 0; i < e->window; i++) {
         struct put_slot *s = &e->peers[r].slots[i];
         if (s->state & SLOT_BUSY) {
-            bool held = !(s->state & SLOT_LOCAL);
             s->status = status;
             slot_finish(e, s);
-            if (held)
-                s->state |= SLOT_HELD;
         }
     }
     pthread_mutex_unlock(&e->put_lock);
@@ -219,6 +232,10 @@ void xtq__puts_fail_all(struct xtq__engine *e, int status)
                     s->status = status;
                 slot_finish(e, s);
             }
+            /* Nothing reads the CQ any more, and the endpoint closes
+             * before the caller's finalize returns. */
+            if (s->state & SLOT_HELD)
+                slot_release(s);
         }
     pthread_mutex_unlock(&e->put_lock);
 }
