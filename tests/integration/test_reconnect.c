@@ -92,6 +92,13 @@ static void settle(struct stream *s, int i)
     if (rc != 0 && rc != -XTQ_EHOSTDOWN)
         XTQ_FAIL("put %u: %s (a put must complete or fail with -XTQ_EHOSTDOWN)", s->id[i],
                  xtq_errname(rc));
+    /* A failed put may be DONE before LOCAL: its command is the
+     * transport's until then (put.h). */
+    uint64_t t0 = now_ns();
+    while (!(xtq_completion_state(&s->comp[i]) & XTQ_COMPLETION_LOCAL)) {
+        CHECK(now_ns() - t0 < s->bound_ns);
+        sleep_ms(1);
+    }
     S.outcome[s->id[i]] = rc == 0 ? ACKED : FAILED;
     if (rc == 0)
         s->acked++;

@@ -245,6 +245,7 @@ struct slot {
     xtq_completion_t c;
     uint8_t cmd[64]; /* the command, like the payload, stays put until LOCAL */
     bool busy;
+    bool held; /* DONE, not yet LOCAL: the buffers are not ours yet */
     uint64_t id;
     uint64_t issued;
     uint8_t *buf;
@@ -307,6 +308,12 @@ XTQ_TEST(stream)
             struct peer *pe = &peers[t];
             for (int k = 0; k < PER_PEER; k++) {
                 struct slot *s = &pe->slots[k];
+                if (s->held) {
+                    /* A failed put's buffers: the transport's until LOCAL. */
+                    if (!(xtq_completion_state(&s->c) & XTQ_COMPLETION_LOCAL))
+                        continue;
+                    s->held = false;
+                }
                 if (s->busy) {
                     if (!xtq_completion_test(&s->c))
                         continue;
@@ -314,6 +321,7 @@ XTQ_TEST(stream)
                     int st = s->c.status;
                     recs[s->id].status = st;
                     s->busy = false;
+                    s->held = !(xtq_completion_state(&s->c) & XTQ_COMPLETION_LOCAL);
                     moved = true;
                     if (st == 0) {
                         sum.max_ok_ns = lat > sum.max_ok_ns ? lat : sum.max_ok_ns;
@@ -325,7 +333,7 @@ XTQ_TEST(stream)
                             sum.first_fail[t] = done;
                     }
                 }
-                if (stop || sum.nids >= CAP)
+                if (stop || sum.nids >= CAP || s->held)
                     continue;
                 uint64_t t0 = now_ns();
                 if (pe->down_since && t0 < pe->next_probe)
