@@ -62,9 +62,11 @@ link)
     sleep "$secs"
     # What decides when an old connection moves again: tcp's retransmission
     # timeout, doubled at each retry while the link was down.
-    ip netns exec "${MH_HOSTS[$victim]}" ss -tinH state established 2>/dev/null |
-        grep -o 'rto:[0-9.]*\|backoff:[0-9]*\|unacked:[0-9]*' | paste -sd' ' |
-        sed "s/^/multihost: h$victim tcp before the link returns: /"
+    for h in "${!MH_HOSTS[@]}"; do
+        ip netns exec "${MH_HOSTS[$h]}" ss -tinH state established 2>/dev/null |
+            grep -o 'rto:[0-9.]*\|backoff:[0-9]*\|unacked:[0-9]*' | paste -sd' ' |
+            sed "s/^/multihost: h$h tcp before the link returns: /"
+    done
     mh_link $victim up
     ;;
 stop)
