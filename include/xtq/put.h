@@ -48,8 +48,12 @@ enum xtq_completion_state {
 };
 
 /**
- * Completion object, owned by the caller, valid until DONE. The library
- * fills it; read it with xtq_completion_test() / xtq_completion_wait().
+ * Completion object, owned by the caller, valid until DONE and LOCAL. The
+ * library fills it; read it with xtq_completion_test() / xtq_completion_wait().
+ * DONE normally comes with or after LOCAL; a put failed with -XTQ_EHOSTDOWN
+ * while the transport still held its message is DONE first (within the
+ * peer timeout) and LOCAL once the transport lets go of its buffers (the
+ * link came back and the message left, or xtq_finalize()).
  * Errors travel with the completion: `status` names the first error
  * (e.g. -XTQ_ENOKERNEL reported by the target), `prov_errno` the
  * transport's own code when the error came from libfabric.

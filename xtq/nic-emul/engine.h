@@ -147,4 +147,10 @@ bool xtq__fault_take(_Atomic uint32_t *n);
 /* Peers declared down (silent for XTQ_PEER_TIMEOUT_MS with puts pending). */
 unsigned xtq__engine_peers_down(struct xtq__engine *e);
 
+/* Fault injection for tests (tests/integration/test_reconnect.c): every
+ * message arriving from a rank whose bit is set here is dropped unread, as
+ * if the link to it were down. Process-wide; ranks 0-63. */
+extern _Atomic uint64_t xtq__fault_drop_from;
+bool xtq__fault_dropped(uint32_t src);
+
 #endif /* XTQ_ENGINE_H */
