@@ -18,3 +18,11 @@ if(MPIEXEC_EXECUTABLE)
     endif()
   endforeach()
 endif()
+
+# Under TSan (CI: ctest -L tsan): peers going down and coming back while
+# application threads put and the progress thread fails and releases slots.
+if(XTQ_SANITIZE STREQUAL "thread" AND TEST integration.reconnect.shm.np2)
+  set_property(TEST integration.reconnect.shm.np2 APPEND PROPERTY LABELS tsan)
+  set_property(TEST integration.reconnect.shm.np2 APPEND PROPERTY ENVIRONMENT
+               "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 suppressions=${CMAKE_CURRENT_LIST_DIR}/tsan.supp")
+endif()
