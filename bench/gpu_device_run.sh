@@ -255,7 +255,7 @@ if want train; then
       [ "$NG" -ge 2 ] || echo "ddp: $NG GPU: NCCL and the hook run 1 rank (checks the hook on CUDA" \
         "tensors; no ratio to NCCL without a second GPU)"
       for comm in nccl shim/mpi shim/xtq; do
-        c=${comm%%/*}; be=${comm#*/}; tag=ddp_${comm//\//_}
+        c=${comm%%/*}; be=${comm#*/}; [ "$c" = "$comm" ] && be=mpi; tag=ddp_${comm//\//_}
         timeout ${TRAIN_T:-120} "${MPI[@]}" -np $NG -x XTQ_SHIM_BACKEND=$be -x PYTHONPATH=$TB $PY \
           $TB/train_ddp.py --data "$DATA" --device cuda --comm $c --epochs ${DDP_EPOCHS:-2} \
           --csv $TW/$tag.csv >$TW/$tag.txt 2>&1
