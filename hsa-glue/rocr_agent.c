@@ -248,6 +248,12 @@ struct rocr_agent {
     hsa_region_t kernarg_region;
     bool has_kernarg_region;
     uint32_t queue_min;
+    /* Host memory locked through mem_register and not unlocked yet: the
+     * engine's receive regions outlive the agents at finalize, so close
+     * unlocks what is left before its owner frees it. */
+    pthread_mutex_t locked_lock;
+    void **locked;
+    uint32_t nlocked, locked_cap;
 };
 
 struct rocr_queue;
@@ -599,9 +605,13 @@ static int rocr_queue_create(xtq_agent_t *agent, uint32_t size, xtq_queue_t **qu
     pthread_mutex_init(&rq->lock, NULL);
     pthread_cond_init(&rq->idle, NULL);
     rq->base.cookies = calloc(size, sizeof(void *));
-    if (rq->base.cookies == NULL) {
+    /* Generic producers write a result slot beside every cookie. */
+    rq->base.results = calloc(size, sizeof(*rq->base.results));
+    if (rq->base.cookies == NULL || rq->base.results == NULL) {
         xtq_err(ROCR, "out of memory for queue cookies");
         rc = -XTQ_ENOMEM;
+        free(rq->base.cookies);
+        free(rq->base.results);
         goto err_free;
     }
     /* A host mirror, so generic code may store into queue->doorbell; the
@@ -658,6 +668,7 @@ err_doorbell:
     xtq_signal_destroy(rq->base.doorbell);
 err_cookies:
     free(rq->base.cookies);
+    free(rq->base.results);
 err_free:
     pthread_cond_destroy(&rq->idle);
     pthread_mutex_destroy(&rq->lock);
@@ -681,6 +692,7 @@ static int rocr_queue_destroy(xtq_queue_t *queue)
     rocr_queue_release_signals(rq);
     xtq_signal_destroy(rq->base.doorbell);
     free(rq->base.cookies);
+    free(rq->base.results);
     pthread_cond_destroy(&rq->idle);
     pthread_mutex_destroy(&rq->lock);
     free(rq);
@@ -866,6 +878,20 @@ static int rocr_mem_register(xtq_agent_t *agent, void *addr, size_t len)
         rc = -XTQ_ENOSYS;
         goto err_unlock;
     }
+    pthread_mutex_lock(&ra->locked_lock);
+    if (ra->nlocked == ra->locked_cap) {
+        uint32_t cap = ra->locked_cap ? ra->locked_cap * 2 : 16;
+        void **l = realloc(ra->locked, cap * sizeof(*l));
+        if (l == NULL) {
+            pthread_mutex_unlock(&ra->locked_lock);
+            rc = -XTQ_ENOMEM;
+            goto err_unlock;
+        }
+        ra->locked = l;
+        ra->locked_cap = cap;
+    }
+    ra->locked[ra->nlocked++] = addr;
+    pthread_mutex_unlock(&ra->locked_lock);
     return 0;
 
 err_unlock:
@@ -876,11 +902,19 @@ err:
 
 static int rocr_mem_deregister(xtq_agent_t *agent, void *addr, size_t len)
 {
+    struct rocr_agent *ra = rocr_agent_of(agent);
     hsa_status_t st;
 
     (void)len;
-    if (rocr_agent_of(agent) == NULL || addr == NULL)
+    if (ra == NULL || addr == NULL)
         return -XTQ_EINVAL;
+    pthread_mutex_lock(&ra->locked_lock);
+    for (uint32_t i = 0; i < ra->nlocked; i++)
+        if (ra->locked[i] == addr) {
+            ra->locked[i] = ra->locked[--ra->nlocked];
+            break;
+        }
+    pthread_mutex_unlock(&ra->locked_lock);
     st = HSA->hsa_amd_memory_unlock(addr);
     if (st != HSA_STATUS_SUCCESS) {
         xtq_err(ROCR, "hsa_amd_memory_unlock(%p): %s", addr, rocr_strstatus(st));
@@ -968,7 +1002,15 @@ static hsa_status_t rocr_find_kernarg(hsa_region_t region, void *data)
 
 static void rocr_close(xtq_agent_t *agent)
 {
-    free(container_of(agent, struct rocr_agent, base));
+    struct rocr_agent *ra = container_of(agent, struct rocr_agent, base);
+
+    /* Memory its owner did not deregister (the engine's receive regions,
+     * freed after the agents close): unlocked here, before it is freed. */
+    for (uint32_t i = 0; i < ra->nlocked; i++)
+        HSA->hsa_amd_memory_unlock(ra->locked[i]);
+    free(ra->locked);
+    pthread_mutex_destroy(&ra->locked_lock);
+    free(ra);
 }
 
 static int rocr_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
@@ -990,6 +1032,7 @@ static int rocr_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
         goto err;
     }
     ra->hsa = rocr.gpus[device_index];
+    pthread_mutex_init(&ra->locked_lock, NULL);
     ra->base.ops = &rocr_agent_ops;
     ra->base.kind = XTQ_AGENT_ROCR;
     ra->base.ctx = ctx;
@@ -1029,16 +1072,27 @@ static int rocr_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
     return 0;
 
 err_free:
+    pthread_mutex_destroy(&ra->locked_lock);
     free(ra);
 err:
     return rc;
+}
+
+/* The generic enqueue (the prepare hook swaps in HSA signals). A GPU
+ * kernel of a ROCr queue is given no result buffer: a fetching put is
+ * refused rather than answered with zeros. */
+static int rocr_enqueue(xtq_queue_t *queue, const struct xtq__enqueue *desc)
+{
+    if (desc->result != NULL)
+        return -XTQ_ENOSYS;
+    return xtq__queue_enqueue(queue, desc);
 }
 
 static const struct xtq__agent_ops rocr_agent_ops = {
     .name = "rocr",
     .queue_create = rocr_queue_create,
     .queue_destroy = rocr_queue_destroy,
-    .enqueue = xtq__queue_enqueue, /* the prepare hook swaps in HSA signals */
+    .enqueue = rocr_enqueue,
     .doorbell = rocr_doorbell,
     .kernel_destroy = rocr_kernel_destroy,
     .function_destroy = rocr_function_destroy,
