@@ -366,6 +366,8 @@ void xtq__mpi_sync_task(const xtq_dispatch_t *d, void *kernarg);
 int xtq__mpi_is_device_ptr(const void *ptr);
 /* Attach the layer's CUDA task module to `agent`; 0 or -XTQ_E*. */
 int xtq__mpi_cuda_attach(xtq_agent_t *agent);
+/* The device address of libxtq_coll's task in the layer's module. */
+int xtq__mpi_cuda_coll_task(uint64_t *fn);
 void xtq__mpi_cuda_detach(xtq_agent_t *agent);
 /* The accumulate task's kernel object on the CUDA agent. */
 int xtq__mpi_cuda_kernel(xtq_agent_t *agent, xtq_kernel_t **kernel);
