@@ -314,6 +314,19 @@ struct xtq__mpi_win {
 
 int xtq__mpi_window_init(void);
 
+/* A table index free on every rank of `comm` (collective; windows: the
+ * lowest, top: the highest above the layer's queues), and its release. */
+int xtq__mpi_choose_index(MPI_Comm comm, bool top, uint32_t *index);
+void xtq__mpi_release_index(uint32_t index);
+
+/* ---- collectives routed to libxtq_coll (coll.c) ------------------------------- */
+
+int xtq__mpi_coll_init(void);
+/* Collective over MPI_COMM_WORLD, before libxtq goes down. */
+void xtq__mpi_coll_fini(void);
+/* XTQ_MPI_STATS lines (collective over MPI_COMM_WORLD). */
+void xtq__mpi_coll_stats(void);
+
 /* The layer's record of a window, or NULL (layer off, unknown handle). */
 struct xtq__mpi_win *xtq__mpi_win_get(MPI_Win win);
 
