@@ -262,6 +262,30 @@ static int processor_switch(struct cuda_agent *a, xtq_cuda_launch_fn launch, uin
 
 /* ---- retire thread ----------------------------------------------------- */
 
+/* Consume one queue's completion entries. Caller holds the lock. */
+static bool cuda_drain_queue(struct cuda_queue *q)
+{
+    uint64_t r = q->retired, start = r;
+    for (;;) {
+        struct xtq__cuda_done *e = &q->done[r & q->base.mask];
+        if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != r + 1)
+            break;
+        void *cookie = (void *)(uintptr_t)e->cookie;
+        /* The GPU could not decrement it without native host atomics. */
+        if (e->signal)
+            xtq_signal_add((xtq_signal_t *)(uintptr_t)e->signal, -1);
+        if (cookie != NULL && q->base.retire != NULL)
+            q->base.retire(cookie, e->status);
+        r++;
+    }
+    if (r == start)
+        return false;
+    q->retired = r;
+    __atomic_store_n(&q->qhost->retired, r, __ATOMIC_RELEASE);
+    xtq__queue_notify_space(&q->base);
+    return true;
+}
+
 /* Consume completion entries; returns whether packets are still pending. */
 static bool cuda_drain(struct cuda_agent *a, bool *progressed)
 {
@@ -271,30 +295,40 @@ static bool cuda_drain(struct cuda_agent *a, bool *progressed)
         struct cuda_queue *q = a->queues[i];
         if (q == NULL)
             continue;
-        uint64_t r = q->retired, start = r;
-        for (;;) {
-            struct xtq__cuda_done *e = &q->done[r & q->base.mask];
-            if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != r + 1)
-                break;
-            void *cookie = (void *)(uintptr_t)e->cookie;
-            /* The GPU could not decrement it without native host atomics. */
-            if (e->signal)
-                xtq_signal_add((xtq_signal_t *)(uintptr_t)e->signal, -1);
-            if (cookie != NULL && q->base.retire != NULL)
-                q->base.retire(cookie, e->status);
-            r++;
-        }
-        if (r != start) {
-            q->retired = r;
-            __atomic_store_n(&q->qhost->retired, r, __ATOMIC_RELEASE);
-            xtq__queue_notify_space(&q->base);
+        if (cuda_drain_queue(q))
             *progressed = true;
-        }
-        if (r < atomic_load_explicit(q->base.write_index, memory_order_acquire))
+        if (q->retired < atomic_load_explicit(q->base.write_index, memory_order_acquire))
             pending = true;
     }
     pthread_mutex_unlock(&a->lock);
     return pending;
+}
+
+/*
+ * A queue the processor no longer serves (destroyed, or the agent
+ * closing): retire what it completed, then every packet it never took
+ * with -XTQ_ECANCELED, as ROCr does, so the engine's initiators hear of
+ * them. Completion signals are left alone (a failed task does not signal).
+ * The processor takes packets in order and finishes one before it looks
+ * at the queue table again, so everything below read_index has its
+ * completion entry. Caller holds the lock.
+ */
+static void cuda_queue_cancel(struct cuda_queue *q)
+{
+    xtq_queue_t *b = &q->base;
+    (void)cuda_drain_queue(q);
+    uint64_t r = atomic_load_explicit(b->read_index, memory_order_acquire);
+    uint64_t w = atomic_load_explicit(b->write_index, memory_order_acquire);
+    for (; r < w; r++) {
+        _Atomic uint32_t *hw = (_Atomic uint32_t *)(void *)&b->ring[r & b->mask];
+        if ((atomic_load_explicit(hw, memory_order_acquire) & 0xffu) == XTQ_PACKET_TYPE_INVALID)
+            continue; /* reserved, never published */
+        void *cookie = b->cookies[r & b->mask];
+        b->cookies[r & b->mask] = NULL;
+        atomic_store_explicit(hw, XTQ_PACKET_TYPE_INVALID, memory_order_relaxed);
+        if (cookie != NULL && b->retire != NULL)
+            b->retire(cookie, -XTQ_ECANCELED);
+    }
 }
 
 /* Off the critical path: the GPU cannot call q->retire, so this thread
@@ -485,6 +519,10 @@ static int cuda_queue_destroy(xtq_queue_t *queue)
     if (rc == 0)
         rc = cuda_publish_table(a);
     a->queues[q->slot] = NULL;
+    /* The processor has left the queue (or none runs): nothing of it
+     * will complete any more. */
+    if (rc == 0 || !processor_alive(a))
+        cuda_queue_cancel(q);
     /* Freeing pinned memory may synchronise the device, which never idles
      * while the processor runs: keep it until close. */
     q->next_dead = a->dead;
@@ -598,6 +636,8 @@ static void cuda_close(xtq_agent_t *agent)
     }
     for (uint32_t i = 0; i < XTQ__CUDA_MAX_QUEUES; i++) {
         if (a->queues[i] != NULL) {
+            /* The processor and the retire thread are gone. */
+            cuda_queue_cancel(a->queues[i]);
             a->queues[i]->next_dead = a->dead;
             a->dead = a->queues[i];
         }

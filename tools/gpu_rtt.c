@@ -14,8 +14,10 @@
  *   xtq_copy  host copies the payload to device memory, then enqueues
  *   hsa_flag  cudaLaunchKernel, wait for a mapped flag the kernel writes
  *   hsa_sync  cudaLaunchKernel + cudaStreamSynchronize
- * Uses internal entry points (the agent without a context): the remote
- * two-rank form runs through xtq_put once the engine drives GPU queues.
+ * A tool, not a benchmark of the public API: it drives the agent without a
+ * context through internal entry points (the provider's open, the
+ * processor's stage profile), to find the floors of GPU task placement.
+ * The public-API round trip is bench/rtt.c --agent cuda.
  */
 #include "internal.h"
 
