@@ -431,3 +431,34 @@ XTQ_TEST(mismatch)
     free(b);
     t_fini(4);
 }
+
+/* XTQ_MPI_COLL_MIN (default 1 MiB): smaller vectors go to the MPI,
+ * larger ones to libxtq_coll. */
+XTQ_TEST(threshold)
+{
+    uint64_t r0, p0, f0, r1, p1, f1;
+    const int small = 1024, large = (2 << 20) / (int)sizeof(double);
+    double *a = calloc(large, sizeof(double)), *b = calloc(large, sizeof(double));
+
+    t_init();
+    T_CHECK(a && b);
+    for (int i = 0; i < large; i++)
+        a[i] = i % 7 + rank;
+    counts(&r0, &p0, &f0);
+    T_MPI(MPI_Allreduce(a, b, small, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    counts(&r1, &p1, &f1);
+    const char *env = getenv("XTQ_MPI_COLL_MIN");
+    bool small_routed =
+        (uint64_t)small * sizeof(double) >= (env ? strtoull(env, NULL, 0) : 1u << 20);
+    if (expect_xtq())
+        T_CHECK(small_routed ? r1 == r0 + 1 && p1 == p0 : r1 == r0 && p1 == p0 + 1);
+    T_MPI(MPI_Allreduce(a, b, large, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    for (int i = 0; i < large; i++)
+        T_CHECK(b[i] == nranks * (i % 7) + nranks * (nranks - 1) / 2);
+    counts(&r0, &p0, &f0);
+    if (expect_xtq())
+        T_CHECK(r0 == r1 + 1 && p0 == p1);
+    free(a);
+    free(b);
+    t_fini(1);
+}
