@@ -246,11 +246,16 @@ struct xtq_signal {
     /* Host-side changes in progress: destroy waits for it to drain, so a
      * waiter may destroy the signal as soon as it sees the new value. */
     _Atomic uint32_t busy;
-    _Atomic uint32_t refs; /* registrations and queued tasks naming it */
-    uint8_t pad_[32];
+    _Atomic uint32_t refs;     /* registrations, queued tasks and armed puts naming it */
+    _Atomic uint32_t watchers; /* armed puts: a host-side change kicks their engines */
+    uint8_t pad_[28];
 };
 XTQ_STATIC_ASSERT(sizeof(struct xtq_signal) == 64, "signal is one cache line");
 #define XTQ__SIGNAL_MAGIC 0x5851534eu
+
+/* A signal an armed put watches changed on the host (signal.c): the
+ * engines with armed puts evaluate them (nic-emul/initiator.c). */
+void xtq__triggers_kick(void);
 
 /* Initialise a signal in memory the caller owns (an agent's device-visible
  * pool, say); xtq_signal_destroy() will not free it. */
@@ -288,6 +293,8 @@ void xtq__counter_complete(xtq_counter_t *counter, int status);
 struct xtq__task_state {
     void *result;
     size_t result_len;
+    const void *payload;
+    size_t payload_len;
     int status; /* the first xtq_task_fail(), else 0 */
 };
 void xtq__task_enter(struct xtq__task_state *st);
@@ -303,17 +310,21 @@ struct xtq__queue_indices {
     uint8_t pad1_[XTQ_CACHELINE - 8];
 };
 
+/* What a queue slot holds beside its packet for the task: a fetching
+ * put's result buffer, and the payload that came with the put (for
+ * xtq_task_result() and xtq_task_payload(); NULL, 0: none). */
+struct xtq__result_buf {
+    void *buf;
+    uint64_t len;
+    const void *payload;
+    uint64_t payload_len;
+};
+
 /* Called by the agent when a packet that carried a cookie has finished
  * (status 0, a negative XTQ error if the agent could not run it, or the
  * status the task failed itself with: xtq_task_fail()).
  * Runs on the agent's thread: must be short and thread-safe. */
 typedef void (*xtq__retire_fn)(void *cookie, int status);
-
-/* Asked by the agent when it takes a packet that carried a cookie: the
- * zero-filled buffer (and its length) the task may fill for its initiator
- * (a fetching put; xtq_task_result()), or NULL. The producer owns the
- * cookie's layout and the buffer, which must stay valid until retire. */
-typedef void *(*xtq__result_fn)(void *cookie, size_t *len);
 
 struct xtq_queue {
     xtq_aql_packet_t *ring;
@@ -327,9 +338,10 @@ struct xtq_queue {
      * retire(cookie, status) when the packet has finished. NULL: nothing. */
     void **cookies;
     xtq__retire_fn retire;
-    /* Optional (NULL: no task has a result buffer); set with retire, by
-     * the same producer, under the same rules. */
-    xtq__result_fn result;
+    /* Beside each cookie, the task's result buffer (struct xtq__enqueue),
+     * under the same rules (queue_int.h); a consumer that gives tasks
+     * their result buffer takes it with the cookie. */
+    struct xtq__result_buf *results;
     _Atomic uint32_t registrations; /* lookup-table entries naming it */
     uint32_t id;
     /* Where producers and the agent find the indices. xtq_queue_create()
@@ -360,6 +372,23 @@ struct xtq__enqueue {
     uint32_t kernarg_len;
     const void *payload;
     uint64_t payload_len;
+    /*
+     * A fetching put (xtq_put_param_t.result): result_len bytes that the
+     * producer allocated zero-filled in host memory every agent of the
+     * context can reach (xtq__agents_mem_register), valid until retire
+     * has returned; NULL and 0 for other tasks. The agent hands it to the
+     * task (CUDA: xtq_cuda_dispatch_t.result and result_len, all work-
+     * groups of the dispatch share it; CPU: xtq_task_result()). Whatever
+     * the task wrote is visible to the thread that calls retire(cookie,
+     * status) before the call, so retire may send it back at once. The
+     * agent never reads or frees it. An agent whose tasks cannot reach a
+     * result buffer refuses the enqueue with -XTQ_ENOSYS, nothing written
+     * (the engine fails the put with that status). Puts bound the length
+     * (xtq_put_max_size()); an agent may refuse more than it can describe
+     * with -XTQ_EINVAL (CUDA: 4 GiB).
+     */
+    void *result;
+    uint64_t result_len;
     /* retire(cookie, status) runs on the agent's thread when the packet
      * has finished. The same retire for every packet of a queue. */
     xtq__retire_fn retire;
