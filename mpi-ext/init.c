@@ -107,16 +107,6 @@ static int oob_free(void *req)
 
 /* ---- libxtq up and down ---------------------------------------------------------------- */
 
-static const char *missing_api(void)
-{
-#define XTQ__MPI_CHECK_(fn)                                                                        \
-    if (!(fn))                                                                                     \
-        return #fn;
-    XTQ__MPI_WEAK_API(XTQ__MPI_CHECK_)
-#undef XTQ__MPI_CHECK_
-    return NULL;
-}
-
 static void off(enum xtq__mpi_reason why, const char *detail)
 {
     xtq__mpi.on = false;
@@ -212,7 +202,7 @@ static bool everyone(bool mine)
 
 static void layer_init(int provided)
 {
-    const char *missing, *mode = xtq__mpi_param("XTQ_MPI");
+    const char *mode = xtq__mpi_param("XTQ_MPI");
     xtq_init_attr_t attr;
     int rc;
 
@@ -267,20 +257,9 @@ static void layer_init(int provided)
         off(XTQ__MPI_R_INIT_FAILED, rc ? xtq_errname(rc) : "on another rank");
         return;
     }
-    /* libxtq is up: collectives can be routed to libxtq_coll, which needs
-     * only what libxtq has. Windows need the whole API contract. */
+    /* libxtq is up: windows can be accelerated and reductions routed. */
     if (xtq__mpi_coll_init() != MPI_SUCCESS)
         xmpi_log(WARN, "MPI keyval for collectives: every collective passes through");
-    missing = missing_api();
-    if (missing) {
-        char detail[96];
-        snprintf(detail, sizeof(detail), "libxtq lacks %s (API contract not implemented yet)",
-                 missing);
-        off(XTQ__MPI_R_API_MISSING, detail);
-        if (xtq__mpi.xrank == 0)
-            xmpi_log(INFO, "%s: every window is left to the MPI", detail);
-        return;
-    }
     xtq__mpi.on = true;
     if (xtq__mpi.xrank == 0)
         xmpi_log(INFO, "on: %d ranks, provider %s, %s agent, largest put %zu B", xtq__mpi.xsize,

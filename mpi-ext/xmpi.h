@@ -32,29 +32,6 @@
 
 #define XMPI_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-/*
- * Until libxtq implements the API contract (include/xtq/{put,counter,
- * registry,kernel}.h, commit c192133), the calls below may be missing
- * from the libxtq this layer runs with. They are weak references: the
- * layer checks them at MPI_Init and, where one is missing, leaves every
- * window to the MPI (reason "libxtq lacks ..."), instead of failing to
- * load. Remove once the contract has landed on main.
- */
-#define XTQ__MPI_WEAK_API(X)                                                                       \
-    X(xtq_putv)                                                                                    \
-    X(xtq_flush)                                                                                   \
-    X(xtq_counter_create)                                                                          \
-    X(xtq_counter_destroy)                                                                         \
-    X(xtq_counter_read)                                                                            \
-    X(xtq_counter_read_err)                                                                        \
-    X(xtq_counter_error)                                                                           \
-    X(xtq_register_kernel_attr)                                                                    \
-    X(xtq_task_result)                                                                             \
-    X(xtq_task_fail)
-#define XTQ__MPI_WEAK_DECL_(fn) extern __typeof__(fn) fn __attribute__((weak));
-XTQ__MPI_WEAK_API(XTQ__MPI_WEAK_DECL_)
-#undef XTQ__MPI_WEAK_DECL_
-
 /* Waitall / Testall without statuses. GCC 12 reads MPI_STATUSES_IGNORE,
  * a null pointer, as a zero-sized array the call writes into. */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -104,7 +81,6 @@ void xtq__mpi_log(int level, const char *fmt, ...) __attribute__((format(printf,
 #define XTQ__MPI_REASONS(X)                                                                        \
     X(ACCELERATED, "accelerated")                                                                  \
     X(OFF, "XTQ_MPI=off")                                                                          \
-    X(API_MISSING, "libxtq lacks the API the layer needs")                                         \
     X(INIT_FAILED, "libxtq failed to initialise")                                                  \
     X(INFO_OFF, "info xtq_accelerate=false")                                                       \
     X(DYNAMIC, "dynamic window")                                                                   \
