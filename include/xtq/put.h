@@ -80,14 +80,16 @@ XTQ_API int xtq_completion_test(const xtq_completion_t *comp);
 XTQ_API int xtq_completion_wait(xtq_ctx_t *ctx, xtq_completion_t *comp, int64_t timeout_ns);
 
 /**
- * Send a command and a payload to `target`. The two buffers are gathered by
- * the transport into one message; the library does not copy them.
+ * Send a command and a payload to `target`. The command is copied at the
+ * call (its buffer may be reused when xtq_put() returns); the payload is
+ * gathered by the transport into the same message without a copy, except
+ * for small puts (see xtq_putv()).
  *
  * @param cmd         AQL packet followed by the kernel arguments (built with
  *                    xtq_cmd_kernel() / xtq_cmd_function()).
  * @param payload     may be NULL when payload_len is 0.
  * @param flags       XTQ_PUT_* flags.
- * @param comp        completion to fill; the buffers must stay untouched
+ * @param comp        completion to fill; the payload must stay untouched
  *                    until it reports LOCAL. NULL makes xtq_put() wait for
  *                    local completion itself (remote completion then cannot
  *                    be requested).
@@ -189,8 +191,9 @@ typedef struct xtq_put_param {
  * Lengths are summed without overflow: a total past xtq_put_max_size()
  * is -XTQ_EMSGSIZE, a piece with a length and a NULL base -XTQ_EINVAL.
  *
- * Without a completion (`comp`), a put with a counter returns at once and
- * its buffers must stay untouched until the counter has counted it; a put
+ * The command is copied at the call, whatever its size. Without a
+ * completion (`comp`), a put with a counter returns at once and its
+ * payload must stay untouched until the counter has counted it; a put
  * with neither waits for LOCAL itself, as xtq_put() with NULL does.
  * Remote completion needs a completion or a counter (-XTQ_EINVAL else).
  * Unknown field_mask bits are -XTQ_EINVAL.

@@ -44,6 +44,14 @@ if(MPIEXEC_EXECUTABLE)
                        COMMAND $<TARGET_FILE:test_xput> ${c})
     endforeach()
   endforeach()
+  # The progress thread alone on the endpoint (XTQ_ENDPOINT_OWNER=progress):
+  # puts wait in its send queue, so a command reused at once (counter_many
+  # builds each on the stack) must have been copied at the call.
+  foreach(c counter_many results triggers_chain trigger_cancel payload_echo)
+    xtq_add_mpi_case(NAME integration.xput.${c}.owner_progress.tcp.np2 NP 2 PROVIDER tcp
+                     ENV XTQ_ENDPOINT_OWNER=progress
+                     COMMAND $<TARGET_FILE:test_xput> ${c})
+  endforeach()
   foreach(prov shm tcp)
     xtq_add_mpi_case(NAME integration.faults.control_space.${prov}.np2 NP 2 PROVIDER ${prov}
                      COMMAND $<TARGET_FILE:test_faults> control_space)

@@ -892,8 +892,11 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
     rc = put_layout(e, cmd_len, piov, iovcnt, &l);
     if (rc)
         return rc;
-    /* The command of a triggered put is copied now, whatever its size. */
-    if (req->trigger && l.how == SEND_GATHER)
+    /* The command is copied now, whatever its size: the caller may reuse
+     * its buffer at once (typically a stack array), though the message
+     * leaves later (a triggered put, the progress thread's send queue, a
+     * transport that reads gathered pieces after the call). */
+    if (l.how == SEND_GATHER)
         l.how = SEND_GATHER_CMD;
     if (atomic_load(&e->stop))
         return -XTQ_EFINALIZED;
