@@ -123,6 +123,11 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
 /* Finalize: puts whose trigger has not fired complete with
  * -XTQ_ECANCELED; returns how many. */
 int xtq__engine_triggers_cancel(struct xtq__engine *e);
+/* xtq_put_cancel(): 0 (it had not fired: DONE with -XTQ_ECANCELED),
+ * -XTQ_EALREADY (fired, not a triggered put, or DONE), -XTQ_EINVAL. */
+int xtq__engine_put_cancel(struct xtq__engine *e, xtq_completion_t *comp);
+/* xtq_put_cancel_trigger(): how many puts watching `sig` were cancelled. */
+size_t xtq__engine_put_cancel_trigger(struct xtq__engine *e, const struct xtq_signal *sig);
 /* xtq_flush(): every put issued to `target` (or XTQ_TARGET_ALL) before
  * the call is DONE. 0, -XTQ_ETIMEDOUT, -XTQ_EHOSTDOWN, -XTQ_ESRCRANK. */
 int xtq__engine_flush(struct xtq__engine *e, int target, int64_t timeout_ns);

@@ -723,6 +723,49 @@ int xtq__engine_triggers_cancel(struct xtq__engine *e)
     return n;
 }
 
+/* Caller holds put_lock: the triggered put of slot `s` has not fired
+ * (armed, or ready but not handed to the transport): fail it. */
+static bool trig_cancel_locked(struct xtq__engine *e, struct put_slot *s)
+{
+    if (!(s->state & SLOT_BUSY) || (s->state & (SLOT_SENDING | SLOT_LOCAL)) || !s->trig ||
+        s->trig->list == TRIG_NONE)
+        return false;
+    s->status = -XTQ_ECANCELED;
+    slot_finish(e, s);
+    return true;
+}
+
+int xtq__engine_put_cancel(struct xtq__engine *e, xtq_completion_t *comp)
+{
+    int target = comp->target, rc = -XTQ_EALREADY;
+    if (target < 0 || target >= e->ctx->size)
+        return -XTQ_EINVAL;
+    xtq__mutex_lock(&e->put_lock);
+    /* The completion names its put's slot; a slot that serves another put
+     * now (or none) means this one is long DONE. */
+    struct put_slot *s = &e->peers[target].slots[comp->seq % e->window];
+    if (s->comp == comp && s->seq == comp->seq && trig_cancel_locked(e, s))
+        rc = 0;
+    pthread_mutex_unlock(&e->put_lock);
+    return rc;
+}
+
+size_t xtq__engine_put_cancel_trigger(struct xtq__engine *e, const struct xtq_signal *sig)
+{
+    size_t n = 0;
+    xtq__mutex_lock(&e->put_lock);
+    for (int list = 0; list < 2; list++) {
+        struct put_trigger *t = list ? e->trig_ready : e->trig_armed, *next;
+        for (; t; t = next) {
+            next = t->next; /* t is gone once its put is finished */
+            if (t->sig == sig && trig_cancel_locked(e, t->slot))
+                n++;
+        }
+    }
+    pthread_mutex_unlock(&e->put_lock);
+    return n;
+}
+
 int xtq__triggers_poll(struct xtq__engine *e)
 {
     if (!atomic_load_explicit(&e->trig_count, memory_order_relaxed))
@@ -883,8 +926,11 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
     rc = put_layout(e, cmd_len, piov, iovcnt, &l);
     if (rc)
         return rc;
-    /* The command of a triggered put is copied now, whatever its size. */
-    if (req->trigger && l.how == SEND_GATHER)
+    /* The command is copied now, whatever its size: the caller may reuse
+     * its buffer at once (typically a stack array), though the message
+     * leaves later (a triggered put, the progress thread's send queue, a
+     * transport that reads gathered pieces after the call). */
+    if (l.how == SEND_GATHER)
         l.how = SEND_GATHER_CMD;
     if (atomic_load(&e->stop))
         return -XTQ_EFINALIZED;
