@@ -390,6 +390,33 @@ extern const struct xtq__agent_provider xtq__cuda_agent_provider;
 /* The GPU clock (ns) at each stage of the CUDA processor's last kernel
  * dispatch (cuda_abi.h, prof[]); for benchmarks. */
 int xtq__cuda_profile(xtq_agent_t *agent, uint64_t out[8]);
+/* CUDA agent (hsa-glue/cuda_agent.c): one task for a CUDA queue, as the
+ * engine hands it over (the shape of an agent "enqueue" operation): the
+ * rewritten packet, where its kernel arguments and payload landed (host
+ * memory the GPU reads), a fetching put's reply buffer, and the cookie
+ * the retire callback gets. */
+struct xtq__cuda_enqueue {
+    const xtq_aql_packet_t *packet;
+    const void *kernarg;
+    uint32_t kernarg_len;
+    uint32_t result_len;
+    const void *payload;
+    uint64_t payload_len;
+    void *result;
+    void *cookie;
+};
+/* Reserve, write, publish and ring: 0, or -XTQ_EAGAIN when full. */
+int xtq__cuda_enqueue(xtq_queue_t *queue, const struct xtq__cuda_enqueue *d, uint64_t *index);
+/* Step 4 of the producer protocol (queue_int.h) for a CUDA queue: the
+ * slot's body and cookie are written; fill its inline copy from `d` (only
+ * kernarg, payload and result are read), then store the header. */
+void xtq__cuda_publish(xtq_queue_t *queue, uint64_t index, const xtq_aql_packet_t *pkt,
+                       const struct xtq__cuda_enqueue *d);
+/* Benchmarks and tests: change a processor setting at run time. */
+enum xtq__cuda_knob { XTQ__CUDA_KNOB_COMPLETE, XTQ__CUDA_KNOB_GRID_MIN };
+int xtq__cuda_tune(xtq_agent_t *agent, enum xtq__cuda_knob knob, uint32_t value);
+/* Dispatches run on a launched grid, and launches refused. */
+int xtq__cuda_grid_stats(xtq_agent_t *agent, uint64_t out[2]);
 extern const struct xtq__agent_provider xtq__rocr_agent_provider;
 
 /* hsa-glue/agent.c: open every available agent into the context. */

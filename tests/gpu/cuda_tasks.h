@@ -8,7 +8,7 @@
 extern "C" {
 #endif
 
-enum { TASK_GEOM, TASK_COUNT, TASK_READ_FLAG, TASK_SUM, TASK_HEAVY };
+enum { TASK_GEOM, TASK_COUNT, TASK_READ_FLAG, TASK_SUM, TASK_HEAVY, TASK_FAIL, TASK_RESULT };
 #define HEAVY_N 96
 
 /* Arguments 0 and 1 are the target buffer and the payload (XTQ layout). */
@@ -37,6 +37,21 @@ struct heavy_args {
     float *out;
     const float *in;
 };
+/* Every work-item marks seen[its flat id]; work-item 0 of group
+ * `fail_group` fails the dispatch with `status`. */
+struct fail_args {
+    uint32_t *seen;
+    const void *payload;
+    int32_t status;
+    uint32_t fail_group;
+};
+/* Work-item i writes result word i (i < result_len / 4); work-item 0
+ * reports what it saw in info[0] (result_len) and info[1] (non-NULL). */
+struct result_args {
+    uint32_t *info;
+    const void *payload;
+};
+#define RESULT_WORD(i) ((uint32_t)(i) * 2654435761u + 7u)
 
 #ifdef __CUDACC__
 __host__ __device__

@@ -12,6 +12,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <xtq/cuda_abi.h>
+
 #include "cuda_tasks.h"
 #include "xtq_test.h"
 
@@ -452,6 +454,355 @@ XTQ_TEST(payload_staged_from_copy_min)
     CHECK_EQ(run_sum(q, k, ka, dresult, host, len, sig, want), seen);
     CHECK_OK(xtq_queue_destroy(q));
     CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    CHECK(cudaFree(dresult) == cudaSuccess);
+    unsetenv("XTQ_CUDA_COPY_MIN");
+}
+
+/* The engine's path: the task goes through the agent's enqueue, which
+ * copies the packet, the arguments and a small payload into the slot's
+ * inline area. Returns the payload address the task saw. */
+static uint64_t enqueue_sum(xtq_queue_t *q, xtq_kernel_t *k, struct sum_args *ka,
+                            unsigned long long *dresult, const void *payload, uint32_t len,
+                            uint32_t groups, xtq_signal_t *sig, unsigned long long want)
+{
+    const uint32_t grid[3] = {groups * 256, 1, 1};
+    const uint16_t wg[3] = {256, 1, 1};
+    unsigned long long res[2] = {0, 0};
+    xtq_aql_packet_t p;
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+    CHECK(cudaMemsetAsync(dresult, 0, sizeof(res), s) == cudaSuccess);
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    ka->result = dresult;
+    ka->payload = payload;
+    ka->len = len;
+    xtq_signal_store(sig, 1);
+    kernel_packet(&p, k, ka, 1, grid, wg, sig);
+    struct xtq__cuda_enqueue d = {.packet = &p,
+                                  .kernarg = ka,
+                                  .kernarg_len = sizeof(*ka),
+                                  .payload = payload,
+                                  .payload_len = len};
+    while (xtq__cuda_enqueue(q, &d, NULL) == -XTQ_EAGAIN)
+        xtq__cpu_relax();
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    CHECK(cudaMemcpyAsync(res, dresult, sizeof(res), cudaMemcpyDeviceToHost, s) == cudaSuccess);
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    CHECK(cudaStreamDestroy(s) == cudaSuccess);
+    if (res[0] != want)
+        fprintf(stderr, "enqueue_sum: %u bytes, %u groups: sum %llu (want %llu), payload seen %#llx\n",
+                len, groups, res[0], want, res[1]);
+    CHECK_EQ(res[0], want);
+    return res[1];
+}
+
+static enum cudaMemoryType mem_type(uint64_t addr)
+{
+    struct cudaPointerAttributes at;
+    CHECK(cudaPointerGetAttributes(&at, (void *)(uintptr_t)addr) == cudaSuccess);
+    return at.type;
+}
+
+/* Payload placement through the agent's enqueue: up to XTQ_CUDA_INLINE_MAX
+ * bytes the payload travels inline (a one-group task reads the
+ * processor's shared-memory copy, a larger one a device-memory copy);
+ * beyond it, in place. Every byte arrives: unaligned lengths, a changed
+ * payload at the same address, and a full queue lapping its slots. */
+XTQ_TEST(inline_payload_placement)
+{
+    setenv("XTQ_CUDA_INLINE_MAX", "1024", 1);
+    setenv("XTQ_CUDA_GRID_MIN", "0", 1); /* every group in the processor */
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t len = 4096;
+    uint8_t *host = host_alloc(agent, len);
+    struct sum_args *ka = host_alloc(agent, sizeof(*ka));
+    unsigned long long *dresult = NULL;
+    srand(5);
+    for (uint32_t i = 0; i < len; i++)
+        host[i] = (uint8_t)rand();
+    CHECK(cudaMalloc((void **)&dresult, 16) == cudaSuccess);
+    xtq_kernel_t *k = make_kernel(agent, TASK_SUM, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    static const uint32_t lens[] = {1, 7, 64, 333, 1000, 1024, 1025, 4096};
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < ARRAY_SIZE(lens); i++) {
+            unsigned long long want = 0;
+            for (uint32_t b = 0; b < lens[i]; b++)
+                want += host[b];
+            uint64_t seen1 = enqueue_sum(q, k, ka, dresult, host, lens[i], 1, sig, want);
+            uint64_t seen16 = enqueue_sum(q, k, ka, dresult, host, lens[i], 16, sig, want);
+            if (lens[i] <= 1024) {
+                CHECK(seen1 != (uint64_t)(uintptr_t)host);  /* shared memory */
+                CHECK_EQ((int)mem_type(seen16), (int)cudaMemoryTypeDevice);
+            } else {
+                CHECK_EQ(seen1, (uint64_t)(uintptr_t)host); /* in place */
+                CHECK_EQ(seen16, (uint64_t)(uintptr_t)host);
+            }
+        }
+        /* New contents at the same address: the inline copy is fresh. */
+        host[0] ^= 0x81;
+        host[1023] ^= 0x3c;
+    }
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    CHECK(cudaFree(dresult) == cudaSuccess);
+    unsetenv("XTQ_CUDA_INLINE_MAX");
+    unsetenv("XTQ_CUDA_GRID_MIN");
+}
+
+/* Inline packets through a small queue, from two producer threads, with
+ * cookies: each runs once, each cookie retires once, in both completion
+ * orderings (release store and fence). */
+struct inline_producer {
+    xtq_queue_t *q;
+    xtq_kernel_t *k;
+    xtq_signal_t *sig;
+    struct count_args *ka;
+    uint32_t first, count;
+};
+
+static void *inline_produce(void *arg)
+{
+    struct inline_producer *pr = arg;
+    const uint32_t grid[3] = {1, 1, 1};
+    const uint16_t wg[3] = {1, 1, 1};
+    for (uint32_t i = pr->first; i < pr->first + pr->count; i++) {
+        xtq_aql_packet_t p;
+        kernel_packet(&p, pr->k, &pr->ka[i], 1, grid, wg, pr->sig);
+        struct xtq__cuda_enqueue d = {.packet = &p,
+                                      .kernarg = &pr->ka[i],
+                                      .kernarg_len = sizeof(pr->ka[i]),
+                                      .cookie = i % 3 == 2 ? NULL : (void *)(uintptr_t)(i + 1)};
+        while (xtq__cuda_enqueue(pr->q, &d, NULL) == -XTQ_EAGAIN)
+            xtq__cpu_relax();
+    }
+    return NULL;
+}
+
+XTQ_TEST(inline_many_packets_exactly_once)
+{
+    enum { N = 60000 };
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    uint32_t *seen = host_alloc(agent, N * 4);
+    struct count_args *ka = host_alloc(agent, N * sizeof(*ka));
+    retired = calloc(N, sizeof(*retired));
+    atomic_store(&last_status, 0);
+    xtq_kernel_t *k = make_kernel(agent, TASK_COUNT, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 16, &q));
+    q->retire = count_retire;
+    CHECK_OK(xtq_cuda_signal_create(agent, N, &sig));
+    for (uint32_t i = 0; i < N; i++) {
+        ka[i].seen = seen;
+        ka[i].seq = i;
+    }
+    for (uint32_t mode = 0; mode < 2; mode++) {
+        const uint32_t half = N / 2, base = mode * half;
+        /* Second half: completions ordered by a fence, not a release. */
+        CHECK_OK(xtq__cuda_tune(agent, XTQ__CUDA_KNOB_COMPLETE,
+                                mode ? XTQ__CUDA_COMPLETE_FENCE : XTQ__CUDA_COMPLETE_RELEASE));
+        struct inline_producer pr[2] = {{q, k, sig, ka, base, half / 2},
+                                        {q, k, sig, ka, base + half / 2, half - half / 2}};
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, inline_produce, &pr[1]) == 0);
+        inline_produce(&pr[0]);
+        CHECK(pthread_join(th, NULL) == 0);
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, (int64_t)(N - base - half), WAIT_NS, NULL));
+    }
+    for (uint32_t i = 0; i < N; i++)
+        CHECK_EQ(seen[i], 1);
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t want = i % 3 == 2 ? 0 : 1;
+        for (int tries = 0; atomic_load(&retired[i]) != want && tries < 20000; tries++)
+            usleep(1000);
+        CHECK_EQ(atomic_load(&retired[i]), want);
+    }
+    CHECK_EQ(atomic_load(&last_status), 0);
+    CHECK(xtq_queue_load_read_index(q) == N);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    free(retired);
+}
+
+/* A task fails its dispatch: the status reaches the retire callback, the
+ * signal is still decremented, every work-item still ran; in one group
+ * (block 0), across the processor's blocks and on a launched grid. */
+XTQ_TEST(task_fail_status_reaches_retire)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t groups_max = 64, items = groups_max * 32;
+    uint32_t *seen = host_alloc(agent, items * 4);
+    struct fail_args *ka = host_alloc(agent, sizeof(*ka));
+    retired = calloc(8, sizeof(*retired));
+    xtq_kernel_t *k = make_kernel(agent, TASK_FAIL, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    q->retire = count_retire;
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    struct {
+        uint32_t groups, grid_min, fail_group;
+        int32_t status;
+    } cases[] = {{1, 0, 0, -XTQ_ERANGE},
+                 {8, 0, 5, -XTQ_EKERNARG},
+                 {groups_max, 4, 63, -XTQ_ERANGE},
+                 {groups_max, 4, ~0u, 0}};
+    for (uint32_t c = 0; c < ARRAY_SIZE(cases); c++) {
+        const uint32_t grid[3] = {cases[c].groups * 32, 1, 1};
+        const uint16_t wg[3] = {32, 1, 1};
+        CHECK_OK(xtq__cuda_tune(agent, XTQ__CUDA_KNOB_GRID_MIN, cases[c].grid_min));
+        memset(seen, 0, items * 4);
+        ka->seen = seen;
+        ka->status = cases[c].status;
+        ka->fail_group = cases[c].fail_group;
+        atomic_store(&last_status, 0);
+        xtq_signal_store(sig, 1);
+        xtq_aql_packet_t p;
+        kernel_packet(&p, k, ka, 1, grid, wg, sig);
+        struct xtq__cuda_enqueue d = {.packet = &p,
+                                      .kernarg = ka,
+                                      .kernarg_len = sizeof(*ka),
+                                      .cookie = (void *)(uintptr_t)(c + 1)};
+        CHECK_OK(xtq__cuda_enqueue(q, &d, NULL));
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+        for (int t = 0; atomic_load(&retired[c]) == 0 && t < 20000; t++)
+            usleep(1000);
+        CHECK_EQ(atomic_load(&retired[c]), 1);
+        CHECK_EQ(atomic_load(&last_status), cases[c].status);
+        for (uint32_t i = 0; i < cases[c].groups * 32; i++)
+            CHECK_EQ(seen[i], 1);
+    }
+    uint64_t gs[2];
+    CHECK_OK(xtq__cuda_grid_stats(agent, gs));
+    CHECK_EQ(gs[0], 2); /* the two 64-group dispatches ran on a grid */
+    CHECK_EQ(gs[1], 0);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    free(retired);
+}
+
+/* A fetching put's reply buffer reaches the task (d->result, result_len)
+ * and what it writes there is in host memory when the packet completes. */
+XTQ_TEST(result_buffer_reaches_task)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t rlen = 1000; /* 250 words, from work-items of 4 groups */
+    uint32_t *result = host_alloc(agent, 4096);
+    uint32_t *info = host_alloc(agent, 64);
+    struct result_args *ka = host_alloc(agent, sizeof(*ka));
+    xtq_kernel_t *k = make_kernel(agent, TASK_RESULT, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    ka->info = info;
+    for (uint32_t groups = 1; groups <= 4; groups += 3) {
+        const uint32_t grid[3] = {groups * 64, 1, 1};
+        const uint16_t wg[3] = {64, 1, 1};
+        memset(result, 0, 4096);
+        memset(info, 0, 64);
+        xtq_signal_store(sig, 1);
+        xtq_aql_packet_t p;
+        kernel_packet(&p, k, ka, 1, grid, wg, sig);
+        struct xtq__cuda_enqueue d = {.packet = &p,
+                                      .kernarg = ka,
+                                      .kernarg_len = sizeof(*ka),
+                                      .result = result,
+                                      .result_len = rlen};
+        CHECK_OK(xtq__cuda_enqueue(q, &d, NULL));
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+        CHECK_EQ(info[0], rlen);
+        CHECK_EQ(info[1], 1);
+        const uint32_t words = groups == 1 ? 64 : rlen / 4;
+        for (uint32_t i = 0; i < words; i++)
+            CHECK_EQ(result[i], RESULT_WORD(i));
+        for (uint32_t i = words; i < 1024; i++)
+            CHECK_EQ(result[i], 0);
+    }
+    /* Without one: NULL and 0. */
+    memset(info, 0xff, 64);
+    xtq_signal_store(sig, 1);
+    const uint32_t grid1[3] = {64, 1, 1};
+    const uint16_t wg1[3] = {64, 1, 1};
+    xtq_aql_packet_t p;
+    kernel_packet(&p, k, ka, 1, grid1, wg1, sig);
+    submit(q, &p, NULL);
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    CHECK_EQ(info[0], 0);
+    CHECK_EQ(info[1], 0);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+}
+
+/* Large dispatches on a grid of their own: the same task, the same
+ * coordinates and sums as in the processor's blocks (XTQ_CUDA_GRID_MIN). */
+XTQ_TEST(grid_launch_matches_processor)
+{
+    setenv("XTQ_CUDA_COPY_MIN", "0", 1); /* both read the payload in place */
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t grid[3] = {37, 5, 3};
+    const uint16_t wg[3] = {8, 4, 2}; /* 5 x 2 x 2 = 20 groups */
+    const size_t cells = 37 * 5 * 3, guard = 64;
+    uint32_t *out = host_alloc(agent, (cells + guard) * 4);
+    uint32_t *payload = host_alloc(agent, 4096);
+    struct geom_args *ka = host_alloc(agent, sizeof(*ka));
+    const uint32_t len = 1 << 20;
+    uint8_t *big = host_alloc(agent, len);
+    struct sum_args *sa = host_alloc(agent, sizeof(*sa));
+    unsigned long long *dresult = NULL, want = 0;
+    CHECK(cudaMalloc((void **)&dresult, 16) == cudaSuccess);
+    srand(3);
+    for (uint32_t i = 0; i < len; i++) {
+        big[i] = (uint8_t)rand();
+        want += big[i];
+    }
+    payload[0] = 77;
+    ka->out = out;
+    ka->payload = payload;
+    ka->tag = 0x3c3c3;
+    xtq_kernel_t *k = make_kernel(agent, TASK_GEOM, sizeof(*ka));
+    xtq_kernel_t *ks = make_kernel(agent, TASK_SUM, sizeof(*sa));
+    CHECK_OK(xtq_queue_create(agent, 8, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    uint64_t before[2], after[2];
+    CHECK_OK(xtq__cuda_grid_stats(agent, before));
+    for (uint32_t grid_min = 0; grid_min <= 20; grid_min += 20) {
+        CHECK_OK(xtq__cuda_tune(agent, XTQ__CUDA_KNOB_GRID_MIN, grid_min));
+        memset(out, 0, (cells + guard) * 4);
+        xtq_signal_store(sig, 1);
+        xtq_aql_packet_t p;
+        kernel_packet(&p, k, ka, 3, grid, wg, sig);
+        submit(q, &p, NULL);
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+        for (uint32_t z = 0; z < 3; z++)
+            for (uint32_t y = 0; y < 5; y++)
+                for (uint32_t x = 0; x < 37; x++) {
+                    uint32_t lin = x + y * 37 + z * 37 * 5;
+                    CHECK_EQ(out[lin], geom_value(x, y, z, 0x3c3c3) + 77);
+                }
+        for (size_t i = cells; i < cells + guard; i++)
+            CHECK_EQ(out[i], 0);
+        /* 1 MiB in place over 256 groups, through the engine's path. */
+        CHECK_EQ(enqueue_sum(q, ks, sa, dresult, big, len, 256, sig, want),
+                 (uint64_t)(uintptr_t)big);
+    }
+    CHECK_OK(xtq__cuda_grid_stats(agent, after));
+    CHECK_EQ(after[0] - before[0], 2); /* geometry and sum with grid_min 20 */
+    CHECK_EQ(after[1], before[1]);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_kernel_destroy(ks));
     agent->ops->close(agent);
     CHECK(cudaFree(dresult) == cudaSuccess);
     unsetenv("XTQ_CUDA_COPY_MIN");

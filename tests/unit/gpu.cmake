@@ -7,7 +7,10 @@ endif()
 add_library(xtq_gpu_test_tasks STATIC ${PROJECT_SOURCE_DIR}/tests/gpu/cuda_tasks.cu)
 target_include_directories(xtq_gpu_test_tasks PUBLIC ${PROJECT_SOURCE_DIR}/tests/gpu
                                                      ${PROJECT_SOURCE_DIR}/include)
-set_target_properties(xtq_gpu_test_tasks PROPERTIES CUDA_STANDARD 17)
+# Separate compilation and the device runtime: the processor launches
+# large dispatches on a grid of their own (XTQ_CUDA_GRID_MIN).
+set_target_properties(xtq_gpu_test_tasks PROPERTIES CUDA_STANDARD 17 CUDA_SEPARABLE_COMPILATION ON
+                                                    CUDA_RESOLVE_DEVICE_SYMBOLS ON)
 target_link_libraries(xtq_gpu_test_tasks PUBLIC CUDA::cudart_static)
 xtq_cuda_host_only_flags(xtq_gpu_test_tasks)
 xtq_add_runner(cuda LABEL "gpu;unit" SOURCES ${PROJECT_SOURCE_DIR}/tests/gpu/test_cuda_agent.c
