@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Everything the GPU machine (16 cores, Ubuntu 24.04, Open MPI 4.1.6, no
 # package registry) is needed for, in one call of at most 10 minutes:
-#  1. build (Release, CUDA agent for sm_90, tests, benchmarks)
-#  2. ctest -L gpu, then compute-sanitizer (memcheck, synccheck) on a case
-#  3. xtq_gpu_rtt: in-process GPU round trip (placement floors)
-#  4. xtq_bench_rtt --agent cuda: 2 ranks, XTQ vs HSA vs CPU, payload read
-#     in place and staged (XTQ_CUDA_COPY_MIN)
+#  1. build (Release, CUDA agent for sm_90, tests, benchmarks; TARGETS
+#     limits it to some targets), and the processor's SASS and resources
+#  2. ctest -L gpu, then compute-sanitizer (memcheck, synccheck) on cases
+#  3. xtq_gpu_rtt: in-process GPU round trip (every way of starting the
+#     task: inline or not, release or fence, processor or grid, device
+#     launches without the agent, host launches) and the processor's stages
+#  4. xtq_bench_rtt --agent cuda: 2 ranks, XTQ vs HSA vs CPU, in variants
+#     (GPU_VARIANTS: default, noinline, nogrid, inplace, blocks16), and
+#     the stage breakdown of the remote round trip (gpubd)
 #  5. CPU agent on 16 cores (issue 4): round trip x3, stage breakdown,
 #     message rate
 #  6. ctest unit + integration on 16 cores
@@ -29,8 +33,8 @@
 #     and ctest -L coll on 16 cores. Not in the default list; about 3, 4
 #     and 2 minutes: STAGES='build allreduce' then (same warm machine)
 #     STAGES='allreduce_strong allreduce_ctest'.
-# STAGES (default "build gpu san gpurtt gpubench cpubench ctest") picks
-# stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
+# STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest")
+# picks stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
 # libfabric's headers are not on that machine: carry Debian's
 # libfabric-dev (and libfabric1) unpacked under .carry/root (bench/README.md).
@@ -40,7 +44,7 @@ mkdir -p "$OUT"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-/tmp/build-gpu}
 W=/tmp/res
-STAGES=${STAGES:-build gpu san gpurtt gpubench cpubench ctest}
+STAGES=${STAGES:-build gpu san gpurtt gpubench gpubd cpubench ctest}
 mkdir -p $W/gpu $W/cpu
 exec > >(tee -a "$OUT/log.txt") 2>&1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -80,9 +84,21 @@ if want build; then
     -DXTQ_ENABLE_ROCR=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DXTQ_BUILD_APPS=ON "${ZARG[@]}" \
     >$W/cmake.txt 2>&1
   echo "cmake rc=$?"
-  timeout 240 cmake --build $B -j16 >$W/build.txt 2>&1
+  if [ -n "${TARGETS:-}" ]; then
+    timeout 240 cmake --build $B -j16 --target $TARGETS >$W/build.txt 2>&1
+  else
+    timeout 240 cmake --build $B -j16 >$W/build.txt 2>&1
+  fi
   echo "build rc=$?"; grep -E "error|warning:" $W/build.txt | head -20
-  $B/tools/xtq_info --brief
+  [ -x $B/tools/xtq_info ] && $B/tools/xtq_info --brief
+  # The processor as compiled: completion store and fences, resources.
+  O=$(find $B -name 'cuda_tasks.cu.o' | head -1)
+  if [ -n "$O" ] && command -v cuobjdump >/dev/null; then
+    cuobjdump -res-usage "$O" 2>&1 | grep -A1 -E "processor|grid_kernel" >$W/gpu/sass.txt
+    cuobjdump -sass "$O" 2>/dev/null | awk '/Function :/ {f=$0} /MEMBAR|FENCE|STRONG\.SYS|ERRBAR|CCTL/ \
+      {if (f != "") {print f; f=""} print}' | head -200 >>$W/gpu/sass.txt
+    echo "sass: $(grep -c MEMBAR $W/gpu/sass.txt) MEMBAR lines (gpu/sass.txt)"
+  fi
 fi
 
 if want gpu; then
@@ -95,7 +111,7 @@ if want gpu; then
   # memcheck on one case while three others share the GPU.
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   pids=()
-  for c in many_packets_small_queue_exactly_once payload_in_place_and_in_device_memory \
+  for c in many_packets_small_queue_exactly_once inline_many_packets_exactly_once \
            payload_staged_from_copy_min; do
     timeout 60 $B/tests/unit/test_cuda $c >$W/gpu/par_$c.txt 2>&1 &
     pids+=($!)
@@ -110,8 +126,8 @@ if want san; then
   stage compute-sanitizer
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for t in memcheck synccheck; do
-    for c in dispatch_geometry_and_kernargs module_attach_rules; do
-      timeout 60 $SAN --tool $t --error-exitcode 3 $B/tests/unit/test_cuda $c >$W/gpu/san_${t}_$c.txt 2>&1
+    for c in ${SAN_CASES:-dispatch_geometry_and_kernargs inline_payload_placement task_fail_status_reaches_retire result_buffer_reaches_task}; do
+      timeout 90 $SAN --tool $t --error-exitcode 3 $B/tests/unit/test_cuda $c >$W/gpu/san_${t}_$c.txt 2>&1
       echo "$t $c rc=$? $(grep -E 'ERROR SUMMARY' $W/gpu/san_${t}_$c.txt | tail -1)"
     done
   done
@@ -121,16 +137,19 @@ fi
 if want gpurtt; then
   stage "xtq_gpu_rtt (in process)"
   HB=$(find $B -name xtq_gpu_rtt -type f | head -1)
-  timeout 60 $HB -n 2000 -c $COMMIT -o $W/gpu/gpu_rtt.csv >$W/gpu/gpu_rtt.txt 2>&1
+  timeout 150 $HB -n ${RTT_ITERS:-1000} -c $COMMIT -o $W/gpu/gpu_rtt.csv >$W/gpu/gpu_rtt.txt 2>&1
   echo "rc=$?"; cat $W/gpu/gpu_rtt.txt; pack
 fi
 
 if want gpubench; then
-  # default: payloads >= XTQ_CUDA_COPY_MIN (64 KiB) staged in device
-  # memory; inplace: always read in place; blocks16: 16 processor blocks.
-  for v in default inplace blocks16; do
+  # default: the defaults; noinline: no payload in the inline copy;
+  # nogrid: no dispatch on a grid of its own; inplace: never staged;
+  # blocks16: 16 processor blocks.
+  for v in ${GPU_VARIANTS:-default noinline nogrid}; do
     case $v in
       default) env=() ;;
+      noinline) env=(-x XTQ_CUDA_INLINE_MAX=0) ;;
+      nogrid) env=(-x XTQ_CUDA_GRID_MIN=0) ;;
       inplace) env=(-x XTQ_CUDA_COPY_MIN=0) ;;
       blocks16) env=(-x XTQ_CUDA_BLOCKS=16) ;;
     esac
@@ -141,6 +160,21 @@ if want gpubench; then
       >$W/gpu/rtt_cuda_$v.txt 2>&1
     echo "rc=$?"; grep -E "^ +[0-9]+[KM]?i?B +(hsa|xtq) |^ratios" $W/gpu/rtt_cuda_$v.txt; pack
   done
+fi
+
+if want gpubd; then
+  # Where a remote GPU task's time goes: the benchmark's own stages plus
+  # libxtq's trace (message sent, received, enqueued, doorbell, the retire
+  # thread seeing the GPU's completion as task_end), one task at a time.
+  stage "CUDA agent: stage breakdown"
+  rm -rf /tmp/gbd && mkdir -p /tmp/gbd
+  timeout 60 "${MPI[@]}" -np 2 -x CUDA_MODULE_LOADING=EAGER -x XTQ_TRACE=csv:/tmp/gbd/trace.%r.csv \
+    $B/bench/xtq_bench_rtt --agent cuda --sizes 64,4K --modes hsa,xtq --iters 2000 --warmup 200 \
+    --breakdown /tmp/gbd/stages.csv >$W/gpu/breakdown_rtt.txt 2>&1
+  echo "rc=$?"
+  $B/bench/xtq_bench_breakdown /tmp/gbd/stages.csv $W/gpu/breakdown.dat /tmp/gbd/trace.*.csv |
+    tee $W/gpu/breakdown.txt
+  pack
 fi
 
 if want cpubench; then

@@ -46,7 +46,10 @@ if(XTQ_BUILD_APPS AND EXISTS ${PROJECT_SOURCE_DIR}/bench/gpu_rtt.c)
   add_executable(xtq_gpu_rtt ${PROJECT_SOURCE_DIR}/bench/gpu_rtt.c
                              ${PROJECT_SOURCE_DIR}/bench/gpu_rtt_kernels.cu)
   target_compile_options(xtq_gpu_rtt PRIVATE $<$<COMPILE_LANGUAGE:C>:${XTQ_WARNINGS}>)
-  set_target_properties(xtq_gpu_rtt PROPERTIES CUDA_STANDARD 17 LINKER_LANGUAGE CUDA)
+  # -rdc: the processor launches grids, and the benchmark's pollers
+  # launch kernels and device graphs (the device runtime, cudadevrt).
+  set_target_properties(xtq_gpu_rtt PROPERTIES CUDA_STANDARD 17 LINKER_LANGUAGE CUDA
+                                               CUDA_SEPARABLE_COMPILATION ON)
   target_link_libraries(xtq_gpu_rtt PRIVATE xtq_internal CUDA::cudart_static)
   xtq_cuda_host_only_flags(xtq_gpu_rtt)
 endif()

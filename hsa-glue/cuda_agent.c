@@ -304,6 +304,9 @@ static bool cuda_drain(struct cuda_agent *a, bool *progressed)
             if (xtq_aql_header_type(__atomic_load_n(&slot->header, __ATOMIC_ACQUIRE)) ==
                 XTQ_PACKET_TYPE_INVALID)
                 break;
+            /* Stage profile: the host saw the GPU's completion (matched
+             * to its task by time: one in flight in the benchmarks). */
+            XTQ_TRACE_POINT(XTQ_TRACE_TASK_END, 0);
             int status = (int32_t)(w >> 32);
             void *cookie = q->base.cookies[r & q->base.mask];
             xtq_signal_t *sig = (xtq_signal_t *)(uintptr_t)slot->kernel.completion_signal.handle;
@@ -458,6 +461,12 @@ void xtq__cuda_publish(xtq_queue_t *queue, uint64_t index, const xtq_aql_packet_
      * which the retire thread reads the cookie and signal beside. */
     memcpy(&rest, (const uint8_t *)pkt + 2, sizeof(rest));
     xtq_queue_publish(queue, index, pkt->header, rest);
+}
+
+const _Atomic uint64_t *xtq__cuda_done_word(xtq_queue_t *queue, uint64_t index)
+{
+    struct cuda_queue *q = container_of(queue, struct cuda_queue, base);
+    return &q->done[index & queue->mask];
 }
 
 int xtq__cuda_enqueue(xtq_queue_t *queue, const struct xtq__cuda_enqueue *d, uint64_t *index)
@@ -1246,6 +1255,11 @@ void xtq__cuda_publish(xtq_queue_t *queue, uint64_t index, const xtq_aql_packet_
 int xtq__cuda_enqueue(xtq_queue_t *queue, const struct xtq__cuda_enqueue *d, uint64_t *index)
 {
     return -XTQ_ENOAGENT;
+}
+
+const _Atomic uint64_t *xtq__cuda_done_word(xtq_queue_t *queue, uint64_t index)
+{
+    return NULL;
 }
 
 int xtq_cuda_attach(xtq_agent_t *agent, xtq_cuda_launch_fn launch, const char *name)

@@ -412,6 +412,9 @@ int xtq__cuda_enqueue(xtq_queue_t *queue, const struct xtq__cuda_enqueue *d, uin
  * kernarg, payload and result are read), then store the header. */
 void xtq__cuda_publish(xtq_queue_t *queue, uint64_t index, const xtq_aql_packet_t *pkt,
                        const struct xtq__cuda_enqueue *d);
+/* A CUDA queue's completion word for packet `index` (cuda_abi.h), for a
+ * benchmark that reads it without the retire thread. */
+const _Atomic uint64_t *xtq__cuda_done_word(xtq_queue_t *queue, uint64_t index);
 /* Benchmarks and tests: change a processor setting at run time. */
 enum xtq__cuda_knob { XTQ__CUDA_KNOB_COMPLETE, XTQ__CUDA_KNOB_GRID_MIN };
 int xtq__cuda_tune(xtq_agent_t *agent, enum xtq__cuda_knob knob, uint32_t value);
