@@ -103,6 +103,23 @@ static uint64_t prof[PROF_STAGES][PROF_N];
 
 /* Launches from the GPU without the agent: a poller answers n bells. */
 #define POLLER_BATCH 100
+/* A round trip that takes this long is a failure, not a measurement. */
+#define STALL_NS 5000000000ull
+
+/* Spin until `cond` holds; false when it did not within STALL_NS. */
+#define SPIN_UNTIL(cond)                                                                  \
+    ({                                                                                    \
+        uint64_t s0_ = xtq__now_ns();                                                     \
+        bool ok_ = true;                                                                  \
+        for (unsigned n_ = 0; !(cond); n_++) {                                            \
+            xtq__cpu_relax();                                                             \
+            if ((n_ & 4095) == 0 && xtq__now_ns() - s0_ > STALL_NS) {                     \
+                ok_ = false;                                                              \
+                break;                                                                    \
+            }                                                                             \
+        }                                                                                 \
+        ok_;                                                                              \
+    })
 
 struct bench {
     xtq_agent_t *agent;
@@ -118,8 +135,9 @@ struct bench {
     unsigned inline_max;
 };
 
-/* One XTQ round trip; returns when the host saw the completion. */
-static void xtq_once(struct bench *b, int m, size_t len, unsigned groups)
+/* One XTQ round trip; returns when the host saw the completion (false:
+ * it did not come). */
+static bool xtq_once(struct bench *b, int m, size_t len, unsigned groups)
 {
     xtq_aql_packet_t p;
     uint64_t i;
@@ -156,19 +174,22 @@ static void xtq_once(struct bench *b, int m, size_t len, unsigned groups)
             xtq__cpu_relax();
     }
     if (m == M_XTQ_WORD) {
+        /* The retire thread still decrements the signal: main waits for
+         * it outside the measured time. */
         const _Atomic uint64_t *w = xtq__cuda_done_word(b->q, i);
-        while ((uint32_t)atomic_load_explicit(w, memory_order_acquire) != (uint32_t)(i + 1))
-            xtq__cpu_relax();
-        /* The retire thread still decrements the signal: wait for it
-         * outside the measured time, in run_mode. */
-        return;
+        return SPIN_UNTIL((uint32_t)atomic_load_explicit(w, memory_order_acquire) ==
+                          (uint32_t)(i + 1));
     }
-    while (atomic_load_explicit(&b->sig->value, memory_order_acquire) != 0)
-        xtq__cpu_relax();
+    return SPIN_UNTIL(atomic_load_explicit(&b->sig->value, memory_order_acquire) == 0);
 }
+
+/* Modes that failed here (cdp, dgraph: device launches refused). */
+static bool failed[M_COUNT];
 
 static bool mode_runs(int m, unsigned groups)
 {
+    if (failed[m])
+        return false;
     if (m == M_XTQ_PROC || m == M_XTQ_GRID)
         return groups > 1;
     return true;
@@ -269,19 +290,27 @@ int main(int argc, char **argv)
                     if (launched)
                         CK(rtt_poller_wait(b.poll_stream));
                     *(volatile unsigned *)b.bell = 0;
-                    CK(rtt_poller_start(m == M_CDP ? RTT_LAUNCH_CDP : RTT_LAUNCH_GRAPH, b.ka,
-                                        groups, b.bell, b.done, POLLER_BATCH, b.poll_stream));
+                    int e = rtt_poller_start(m == M_CDP ? RTT_LAUNCH_CDP : RTT_LAUNCH_GRAPH, b.ka,
+                                             groups, b.bell, b.done, POLLER_BATCH, b.poll_stream);
+                    if (e) {
+                        /* Not this machine's: the other modes still run. */
+                        printf("%s %zu B: cannot start the poller: %s\n", mode_name[m], len,
+                               cudaGetErrorString((cudaError_t)e));
+                        failed[m] = true;
+                        launched = POLLER_BATCH;
+                        break;
+                    }
                     launched = 0;
                 }
+                bool ok = true;
                 uint64_t t0 = xtq__now_ns();
                 if (m <= M_XTQ_GRID) {
-                    xtq_once(&b, m, len, groups);
+                    ok = xtq_once(&b, m, len, groups);
                 } else if (m == M_CDP || m == M_DGRAPH) {
                     launched++;
                     atomic_store_explicit((_Atomic unsigned *)b.bell, launched,
                                           memory_order_release);
-                    while (*(volatile unsigned *)b.done != launched)
-                        xtq__cpu_relax();
+                    ok = SPIN_UNTIL(*(volatile unsigned *)b.done == launched);
                 } else {
                     CK(rtt_launch(b.ka, groups, m == M_HSA_FLAG ? b.done : NULL, b.stream));
                     if (m == M_HSA_FLAG) {
@@ -292,9 +321,17 @@ int main(int argc, char **argv)
                     }
                 }
                 uint64_t t1 = xtq__now_ns();
-                if (m == M_XTQ_WORD) /* the signal, outside the measured time */
-                    while (atomic_load_explicit(&b.sig->value, memory_order_acquire) != 0)
-                        xtq__cpu_relax();
+                if (ok && m == M_XTQ_WORD) /* the signal, outside the measured time */
+                    ok = SPIN_UNTIL(atomic_load_explicit(&b.sig->value, memory_order_acquire) == 0);
+                if (!ok) {
+                    printf("%s %zu B iteration %d: no completion in %llu s\n", mode_name[m], len,
+                           it, STALL_NS / 1000000000ull);
+                    fflush(stdout);
+                    if (m <= M_XTQ_GRID)
+                        exit(2); /* the agent is stuck: nothing after this is worth timing */
+                    failed[m] = true;
+                    break;
+                }
                 /* The completion came after the sum: it must be there. */
                 unsigned long long got = 0;
                 CK(cudaMemcpyAsync(&got, b.dresult, sizeof(got), cudaMemcpyDeviceToHost,
@@ -330,11 +367,18 @@ int main(int argc, char **argv)
                     launched++;
                     atomic_store_explicit((_Atomic unsigned *)b.bell, launched,
                                           memory_order_release);
-                    while (*(volatile unsigned *)b.done != launched)
-                        xtq__cpu_relax();
+                    if (!failed[m])
+                        (void)SPIN_UNTIL(*(volatile unsigned *)b.done == launched);
                 }
-                CK(rtt_poller_wait(b.poll_stream));
+                int e = rtt_poller_wait(b.poll_stream);
+                if (e) {
+                    printf("%s %zu B: poller: %s\n", mode_name[m], len,
+                           cudaGetErrorString((cudaError_t)e));
+                    failed[m] = true;
+                }
             }
+            if (failed[m])
+                continue;
             if (m == M_XTQ && len <= 4096) {
                 int np = n < PROF_N ? n : PROF_N;
                 printf("profile %zu B xtq (median us):", len);
@@ -343,6 +387,9 @@ int main(int argc, char **argv)
                 printf("\n");
             }
             med[si][m] = median(t, n);
+            printf("%8zu %-9s median %8.2f us  p99 %8.2f us\n", len, mode_name[m],
+                   med[si][m] / 1e3, pct(t, n, 0.99) / 1e3);
+            fflush(stdout);
             if (out)
                 fprintf(out, "%zu,%s,%.2f,%.2f,%.2f,%.2f\n", len, mode_name[m], med[si][m] / 1e3,
                         pct(t, n, 0.10) / 1e3, pct(t, n, 0.90) / 1e3, pct(t, n, 0.99) / 1e3);
