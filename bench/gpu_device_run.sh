@@ -103,20 +103,20 @@ fi
 
 if want gpu; then
   stage "ctest -L gpu"
-  (cd $B && timeout 240 ctest -L gpu --output-on-failure --timeout 60) >$W/gpu/ctest.txt 2>&1
+  (cd $B && timeout 150 ctest -L gpu --output-on-failure --timeout 30) >$W/gpu/ctest.txt 2>&1
   echo "rc=$?"; grep -E "Test +#|tests passed|FAIL|error" $W/gpu/ctest.txt | head -40
   # Several processes sharing the GPU, each with its own processor.
-  (cd $B && timeout 120 ctest -L gpu -j4 --output-on-failure --timeout 60) >$W/gpu/ctest_j4.txt 2>&1
+  (cd $B && timeout 90 ctest -L gpu -j4 --output-on-failure --timeout 30) >$W/gpu/ctest_j4.txt 2>&1
   echo "parallel (-j4) rc=$?"; grep -E "tests passed|FAIL|run_sum|error" $W/gpu/ctest_j4.txt | head -20
   # memcheck on one case while three others share the GPU.
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   pids=()
   for c in many_packets_small_queue_exactly_once inline_many_packets_exactly_once \
            payload_staged_from_copy_min; do
-    timeout 60 $B/tests/unit/test_cuda $c >$W/gpu/par_$c.txt 2>&1 &
+    timeout 30 $B/tests/unit/test_cuda $c >$W/gpu/par_$c.txt 2>&1 &
     pids+=($!)
   done
-  timeout 90 $SAN --tool memcheck --error-exitcode 3 $B/tests/unit/test_cuda shutdown_and_reopen \
+  timeout 60 $SAN --tool memcheck --error-exitcode 3 $B/tests/unit/test_cuda shutdown_and_reopen \
     >$W/gpu/san_parallel.txt 2>&1
   echo "memcheck shutdown_and_reopen beside 3 others rc=$? $(grep -E 'ERROR SUMMARY' $W/gpu/san_parallel.txt | tail -1)"
   wait "${pids[@]}"; grep -h -E "FAIL|run_sum|passed|error" $W/gpu/par_*.txt | head; pack
@@ -125,10 +125,14 @@ fi
 if want san; then
   stage compute-sanitizer
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  # synccheck does not support dynamic parallelism: it checks the tasks
+  # built without -rdc (test_cuda_plain, same cases).
   for t in memcheck synccheck; do
-    for c in ${SAN_CASES:-dispatch_geometry_and_kernargs inline_payload_placement task_fail_status_reaches_retire result_buffer_reaches_task}; do
-      timeout 90 $SAN --tool $t --error-exitcode 3 $B/tests/unit/test_cuda $c >$W/gpu/san_${t}_$c.txt 2>&1
-      echo "$t $c rc=$? $(grep -E 'ERROR SUMMARY' $W/gpu/san_${t}_$c.txt | tail -1)"
+    exe=$B/tests/unit/test_cuda
+    [ $t = synccheck ] && exe=$B/tests/unit/test_cuda_plain
+    for c in ${SAN_CASES:-dispatch_geometry_and_kernargs inline_payload_placement two_queues_inline_and_plain task_fail_status_reaches_retire result_buffer_reaches_task}; do
+      timeout 60 $SAN --tool $t --error-exitcode 3 $exe $c >$W/gpu/san_${t}_$c.txt 2>&1
+      echo "$t $(basename $exe) $c rc=$? $(grep -E 'ERROR SUMMARY' $W/gpu/san_${t}_$c.txt | tail -1)"
     done
   done
   pack
@@ -137,24 +141,36 @@ fi
 if want gpurtt; then
   stage "xtq_gpu_rtt (in process)"
   HB=$(find $B -name xtq_gpu_rtt -type f | head -1)
-  timeout 150 $HB -n ${RTT_ITERS:-1000} -c $COMMIT -o $W/gpu/gpu_rtt.csv >$W/gpu/gpu_rtt.txt 2>&1
+  timeout 90 $HB -n ${RTT_ITERS:-1000} -c $COMMIT -t 80 -o $W/gpu/gpu_rtt.csv >$W/gpu/gpu_rtt.txt 2>&1
   echo "rc=$?"; cat $W/gpu/gpu_rtt.txt; pack
+  # Starting the sum grid from the GPU without the agent: dynamic
+  # parallelism, device graph launch, host launch; no processor running.
+  timeout 40 $HB -n 300 -x -m cdp,dgraph,hsa_sync -t 30 -c $COMMIT -o $W/gpu/gpu_rtt_devlaunch.csv \
+    >$W/gpu/gpu_rtt_devlaunch.txt 2>&1
+  echo "device launches, no processor: rc=$?"; grep -E "median|watchdog|cannot|poller|device:" $W/gpu/gpu_rtt_devlaunch.txt
+  # A device graph while the processor runs (its setup may wait for an idle device).
+  timeout 20 $HB -n 100 -m dgraph -t 12 -c $COMMIT >$W/gpu/gpu_rtt_dgraph_processor.txt 2>&1
+  echo "device graph, processor running: rc=$?"; grep -E "median|watchdog|cannot|poller" $W/gpu/gpu_rtt_dgraph_processor.txt | head -4
+  pack
 fi
 
 if want gpubench; then
   # default: the defaults; noinline: no payload in the inline copy;
-  # nogrid: no dispatch on a grid of its own; inplace: never staged;
+  # inl256: payloads up to 256 B inline; nogrid: no dispatch on a grid of
+# its own; grid4: a grid from 4 work-groups; inplace: never staged;
   # blocks16: 16 processor blocks.
   for v in ${GPU_VARIANTS:-default noinline nogrid}; do
     case $v in
       default) env=() ;;
       noinline) env=(-x XTQ_CUDA_INLINE_MAX=0) ;;
+      inl256) env=(-x XTQ_CUDA_INLINE_MAX=256) ;;
       nogrid) env=(-x XTQ_CUDA_GRID_MIN=0) ;;
+      grid4) env=(-x XTQ_CUDA_GRID_MIN=4) ;;
       inplace) env=(-x XTQ_CUDA_COPY_MIN=0) ;;
       blocks16) env=(-x XTQ_CUDA_BLOCKS=16) ;;
     esac
     stage "xtq_bench_rtt --agent cuda ($v)"
-    timeout 100 "${MPI[@]}" -np 2 "${env[@]}" -x CUDA_MODULE_LOADING=EAGER \
+    timeout 40 "${MPI[@]}" -np 2 "${env[@]}" -x CUDA_MODULE_LOADING=EAGER \
       $B/bench/xtq_bench_rtt --agent cuda --sizes ${GPU_SIZES:-64,1K,4K,16K,64K,256K,1M} \
       --iters ${GPU_ITERS:-2000} --warmup 200 --csv $W/gpu/rtt_cuda_$v.csv \
       >$W/gpu/rtt_cuda_$v.txt 2>&1
@@ -168,7 +184,7 @@ if want gpubd; then
   # thread seeing the GPU's completion as task_end), one task at a time.
   stage "CUDA agent: stage breakdown"
   rm -rf /tmp/gbd && mkdir -p /tmp/gbd
-  timeout 60 "${MPI[@]}" -np 2 -x CUDA_MODULE_LOADING=EAGER -x XTQ_TRACE=csv:/tmp/gbd/trace.%r.csv \
+  timeout 40 "${MPI[@]}" -np 2 -x CUDA_MODULE_LOADING=EAGER -x XTQ_TRACE=csv:/tmp/gbd/trace.%r.csv \
     $B/bench/xtq_bench_rtt --agent cuda --sizes 64,4K --modes hsa,xtq --iters 2000 --warmup 200 \
     --breakdown /tmp/gbd/stages.csv >$W/gpu/breakdown_rtt.txt 2>&1
   echo "rc=$?"

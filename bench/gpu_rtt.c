@@ -6,7 +6,13 @@
  * the payload's 4-byte words into device memory, checked after every
  * round trip (the completion must order the sum before it).
  *
- *   xtq_gpu_rtt [-n iters] [-o results.csv] [-c commit]
+ *   xtq_gpu_rtt [-n iters] [-o results.csv] [-c commit] [-m mode,...] [-x] [-t seconds]
+ *
+ * -m picks modes (default: all but dgraph); -x runs without the agent's
+ * processor (no queue: the GPU runs nothing else; xtq modes are left
+ * out); -t ends the run after that many seconds with what it was doing
+ * (a device graph's setup waits for the device to idle, which it never
+ * does while a persistent processor runs).
  *
  * Modes (medians in microseconds):
  *   xtq        the engine's path: packet, arguments and a payload of up to
@@ -33,6 +39,8 @@
 #include "internal.h"
 
 #include <getopt.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -185,10 +193,23 @@ static bool xtq_once(struct bench *b, int m, size_t len, unsigned groups)
 
 /* Modes that failed here (cdp, dgraph: device launches refused). */
 static bool failed[M_COUNT];
+static bool wanted[M_COUNT];
+
+/* -t: what the run was doing when the watchdog fired. */
+static char doing[160] = "starting";
+
+static void watchdog(int sig)
+{
+    char msg[256];
+    int n = snprintf(msg, sizeof(msg), "watchdog: no progress while %s\n", doing);
+    if (n > 0)
+        (void)!write(1, msg, (size_t)n);
+    _exit(3);
+}
 
 static bool mode_runs(int m, unsigned groups)
 {
-    if (failed[m])
+    if (failed[m] || !wanted[m])
         return false;
     if (m == M_XTQ_PROC || m == M_XTQ_GRID)
         return groups > 1;
@@ -197,15 +218,35 @@ static bool mode_runs(int m, unsigned groups)
 
 int main(int argc, char **argv)
 {
-    int iters = 2000, opt;
-    const char *csv = NULL, *commit = "unknown";
-    while ((opt = getopt(argc, argv, "n:o:c:")) != -1) {
+    int iters = 2000, opt, limit_s = 0;
+    bool no_processor = false;
+    const char *csv = NULL, *commit = "unknown", *modes = NULL;
+    while ((opt = getopt(argc, argv, "n:o:c:m:xt:")) != -1) {
         if (opt == 'n')
             iters = atoi(optarg);
         else if (opt == 'o')
             csv = optarg;
         else if (opt == 'c')
             commit = optarg;
+        else if (opt == 'm')
+            modes = optarg;
+        else if (opt == 'x')
+            no_processor = true;
+        else if (opt == 't')
+            limit_s = atoi(optarg);
+    }
+    for (int m = 0; m < M_COUNT; m++) {
+        char list[256];
+        snprintf(list, sizeof(list), ",%s,", modes ? modes : "");
+        char key[32];
+        snprintf(key, sizeof(key), ",%s,", mode_name[m]);
+        wanted[m] = modes ? strstr(list, key) != NULL : m != M_DGRAPH;
+        if (no_processor && m <= M_XTQ_GRID)
+            wanted[m] = false;
+    }
+    if (limit_s > 0) {
+        signal(SIGALRM, watchdog);
+        alarm((unsigned)limit_s);
     }
     char reason[192];
     unsigned ndev = 0;
@@ -240,7 +281,9 @@ int main(int argc, char **argv)
         return 1;
     }
     XK(xtq_kernel_create_cuda(b.agent, fn, sizeof(struct rtt_args), &b.k));
-    XK(xtq_queue_create(b.agent, 64, &b.q));
+    /* The processor starts with the first queue. */
+    if (!no_processor)
+        XK(xtq_queue_create(b.agent, 64, &b.q));
     XK(xtq_cuda_signal_create(b.agent, 0, &b.sig));
 
     static const size_t sizes[] = {64, 256, 1024, 4096, 16384, 65536, 262144, 1048576};
@@ -271,11 +314,15 @@ int main(int argc, char **argv)
             b.ka->result = b.dresult;
             b.ka->payload = b.payload;
             b.ka->words = words;
-            XK(xtq__cuda_tune(b.agent, XTQ__CUDA_KNOB_COMPLETE,
-                              m == M_XTQ_FENCE ? XTQ__CUDA_COMPLETE_FENCE
-                                               : XTQ__CUDA_COMPLETE_RELEASE));
-            XK(xtq__cuda_tune(b.agent, XTQ__CUDA_KNOB_GRID_MIN,
-                              m == M_XTQ_PROC ? 0 : m == M_XTQ_GRID ? 2 : grid_min));
+            snprintf(doing, sizeof(doing), "%s %zu B (%s)", mode_name[m], len,
+                     no_processor ? "no processor" : "processor running");
+            if (!no_processor) {
+                XK(xtq__cuda_tune(b.agent, XTQ__CUDA_KNOB_COMPLETE,
+                                  m == M_XTQ_FENCE ? XTQ__CUDA_COMPLETE_FENCE
+                                                   : XTQ__CUDA_COMPLETE_RELEASE));
+                XK(xtq__cuda_tune(b.agent, XTQ__CUDA_KNOB_GRID_MIN,
+                                  m == M_XTQ_PROC ? 0 : m == M_XTQ_GRID ? 2 : grid_min));
+            }
             CK(cudaMemsetAsync(b.dresult, 0, 64, b.stream));
             CK(cudaStreamSynchronize(b.stream));
             unsigned long long want = 0;
@@ -290,6 +337,8 @@ int main(int argc, char **argv)
                     if (launched)
                         CK(rtt_poller_wait(b.poll_stream));
                     *(volatile unsigned *)b.bell = 0;
+                    snprintf(doing, sizeof(doing), "%s %zu B: setting up and starting the poller (%s)",
+                             mode_name[m], len, no_processor ? "no processor" : "processor running");
                     int e = rtt_poller_start(m == M_CDP ? RTT_LAUNCH_CDP : RTT_LAUNCH_GRAPH, b.ka,
                                              groups, b.bell, b.done, POLLER_BATCH, b.poll_stream);
                     if (e) {
@@ -301,6 +350,8 @@ int main(int argc, char **argv)
                         break;
                     }
                     launched = 0;
+                    snprintf(doing, sizeof(doing), "%s %zu B (%s)", mode_name[m], len,
+                             no_processor ? "no processor" : "processor running");
                 }
                 bool ok = true;
                 uint64_t t0 = xtq__now_ns();
@@ -397,6 +448,7 @@ int main(int argc, char **argv)
     }
     uint64_t gs[2] = {0, 0};
     XK(xtq__cuda_grid_stats(b.agent, gs));
+    alarm(0);
     printf("device: %s (%d SMs); processor blocks: %u; commit %s; iters %d; inline_max %u; "
            "grid_min %u; grid launches %llu (refused %llu)\n",
            prop.name, prop.multiProcessorCount, b.agent->info.workers, commit, iters,
@@ -430,7 +482,8 @@ int main(int argc, char **argv)
     if (out)
         fclose(out);
     xtq_kernel_destroy(b.k);
-    xtq_queue_destroy(b.q);
+    if (b.q)
+        xtq_queue_destroy(b.q);
     b.agent->ops->close(b.agent);
     return bad ? 1 : 0;
 }

@@ -572,6 +572,7 @@ static int cuda_queue_create(xtq_agent_t *agent, uint32_t size, xtq_queue_t **qu
     }
     memset(&qd, 0, sizeof(qd));
     qd.ring = dbase;
+    qd.read_index = dbase + off_idx + offsetof(struct xtq__queue_indices, read_index);
     qd.inl = dbase + off_inl;
     qd.done = dbase + off_done;
     qd.mask = size - 1;
@@ -1212,6 +1213,17 @@ int xtq__cuda_tune(xtq_agent_t *agent, enum xtq__cuda_knob knob, uint32_t value)
     return rc;
 }
 
+uint32_t xtq__cuda_caps(xtq_agent_t *agent)
+{
+    if (agent == NULL || agent->kind != XTQ_AGENT_CUDA)
+        return 0;
+    struct cuda_agent *a = to_cuda(agent);
+    pthread_mutex_lock(&a->lock);
+    uint32_t caps = a->caps;
+    pthread_mutex_unlock(&a->lock);
+    return caps;
+}
+
 int xtq__cuda_grid_stats(xtq_agent_t *agent, uint64_t out[2])
 {
     if (agent == NULL || agent->kind != XTQ_AGENT_CUDA)
@@ -1237,6 +1249,11 @@ int xtq__cuda_profile(xtq_agent_t *agent, uint64_t out[8])
 int xtq__cuda_tune(xtq_agent_t *agent, enum xtq__cuda_knob knob, uint32_t value)
 {
     return -XTQ_ENOAGENT;
+}
+
+uint32_t xtq__cuda_caps(xtq_agent_t *agent)
+{
+    return 0;
 }
 
 int xtq__cuda_grid_stats(xtq_agent_t *agent, uint64_t out[2])

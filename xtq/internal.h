@@ -418,6 +418,8 @@ const _Atomic uint64_t *xtq__cuda_done_word(xtq_queue_t *queue, uint64_t index);
 /* Benchmarks and tests: change a processor setting at run time. */
 enum xtq__cuda_knob { XTQ__CUDA_KNOB_COMPLETE, XTQ__CUDA_KNOB_GRID_MIN };
 int xtq__cuda_tune(xtq_agent_t *agent, enum xtq__cuda_knob knob, uint32_t value);
+/* XTQ__CUDA_CAP_* of the running processor (cuda_abi.h). */
+uint32_t xtq__cuda_caps(xtq_agent_t *agent);
 /* Dispatches run on a launched grid, and launches refused. */
 int xtq__cuda_grid_stats(xtq_agent_t *agent, uint64_t out[2]);
 extern const struct xtq__agent_provider xtq__rocr_agent_provider;

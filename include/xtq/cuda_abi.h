@@ -97,6 +97,7 @@ struct xtq__cuda_kdesc {
 /* Device-memory queue descriptor. */
 struct xtq__cuda_qdesc {
     uint64_t ring;       /* xtq_aql_packet_t[mask + 1] (mapped host) */
+    uint64_t read_index; /* the queue's published read index (mapped host) */
     uint64_t inl;        /* inline areas, inl_lines lines per slot (mapped host) */
     uint64_t done;       /* uint64_t[mask + 1] completion words (mapped host) */
     uint64_t rd;         /* processor: next packet index */

@@ -121,6 +121,7 @@ enum { PROF_SEEN, PROF_UNPACKED, PROF_ARGS, PROF_PUBLISHED, PROF_START, PROF_END
  * way to a packet). */
 struct qcache {
     uint64_t ring[XTQ__CUDA_MAX_QUEUES];
+    uint64_t ridx[XTQ__CUDA_MAX_QUEUES];
     uint64_t inl[XTQ__CUDA_MAX_QUEUES];
     uint64_t done[XTQ__CUDA_MAX_QUEUES];
     uint64_t rd[XTQ__CUDA_MAX_QUEUES];
@@ -135,6 +136,7 @@ struct qcache {
     uint32_t grid_min;
     uint32_t grid_blocks_max;
     uint32_t poll_ns_max;
+    uint64_t kdesc;
     uint64_t copy_min;
     uint64_t stage;
     uint64_t stage_len;
@@ -243,7 +245,7 @@ __device__ bool barrier_ready(const xtq_barrier_packet_t *b, bool is_or)
 
 /* Validate a kernel dispatch; 0 or a negative XTQ code. `pre`: the
  * descriptor read during the poll, when it is this packet's. */
-__device__ int check_dispatch(xtq__cuda_dev *dev, const xtq_kernel_dispatch_packet_t *k,
+__device__ int check_dispatch(uint64_t kdesc_base, const xtq_kernel_dispatch_packet_t *k,
                               uint32_t tag, const xtq__cuda_kdesc *pre, uint64_t *fn,
                               uint32_t *ks, uint32_t *ngroups)
 {
@@ -265,7 +267,7 @@ __device__ int check_dispatch(xtq__cuda_dev *dev, const xtq_kernel_dispatch_pack
     }
     if (items > XTQ__CUDA_THREADS || total > 0xffffffffull)
         return -XTQ_EPACKET;
-    uint64_t base = dev->kdesc, obj = k->kernel_object;
+    uint64_t base = kdesc_base, obj = k->kernel_object;
     if (obj < base || obj >= base + XTQ__CUDA_MAX_KERNELS * sizeof(xtq__cuda_kdesc) ||
         (obj - base) % sizeof(xtq__cuda_kdesc))
         return -XTQ_ENOKERNEL;
@@ -448,6 +450,7 @@ __device__ void load_table(xtq__cuda_dev *dev, qcache &C, uint32_t version)
     if (tid < XTQ__CUDA_MAX_QUEUES) {
         const xtq__cuda_qdesc *qd = &dev->q[tid];
         C.ring[tid] = qd->ring;
+        C.ridx[tid] = qd->read_index;
         C.inl[tid] = qd->inl;
         C.done[tid] = qd->done;
         C.rd[tid] = *(volatile uint64_t *)&qd->rd;
@@ -470,6 +473,7 @@ __device__ void load_table(xtq__cuda_dev *dev, qcache &C, uint32_t version)
         C.grid_min = dev->grid_min;
         C.grid_blocks_max = dev->grid_blocks_max;
         C.poll_ns_max = dev->poll_ns_max;
+        C.kdesc = dev->kdesc;
         C.copy_min = dev->copy_min;
         C.stage = dev->stage;
         C.stage_len = dev->stage_len;
@@ -485,6 +489,7 @@ __device__ __forceinline__ bool line_ok(ulonglong2 v, uint32_t expect)
     return (uint32_t)(v.x >> 32) == expect && (uint32_t)(v.y >> 32) == expect;
 }
 
+/* Each thread's copy: every thread updates it the same way. */
 struct pollstate {
     uint32_t next;    /* round-robin position in C.list */
     uint32_t idle;    /* empty polls since the last packet */
@@ -585,14 +590,29 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
                 }
                 continue;
             }
-            /* A published packet with no current inline copy: either a
-             * producer that writes none, or a poll that read the header
-             * after the producer's last store but a line before it.
-             * Acquire the header, then read the lines and the body. */
-            if (tid == 0)
-                S.hdr = ld_acquire_sys_u32(slot);
+            /* A header with no current inline copy: a producer that
+             * writes none, a poll that read the header after the
+             * producer's last store but a line before it, or the header
+             * of this slot's previous packet, which the host has not
+             * freed yet (it frees slots after the completion, so the
+             * processor can be a whole queue ahead of it). Only a header
+             * read after read_index says the slot was freed is this
+             * packet's: the host stores INVALID, then read_index. Then
+             * read the lines and the body. */
+            if (tid == 0) {
+                uint32_t hw = XTQ_PACKET_TYPE_INVALID;
+                const uint64_t size = (uint64_t)C.mask[li] + 1;
+                if (ld_acquire_sys_u64((const void *)C.ridx[li]) + size > rd)
+                    hw = ld_acquire_sys_u32(slot);
+                S.hdr = hw;
+            }
             __syncthreads();
             const uint32_t hw = S.hdr;
+            if ((hw & 0xffu) == XTQ_PACKET_TYPE_INVALID) {
+                ps.next++;
+                __syncthreads(); /* everyone has read S.hdr */
+                continue;
+            }
             if (tid < nl)
                 v = ld_line(area + tid * XTQ__CUDA_LINE_BYTES);
             else if (tid >= XTQ__CUDA_THREADS - 4)
@@ -619,10 +639,11 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
                     h->reserved = 0;
                     C.rd[li] = rd + 1;
                     *(volatile uint64_t *)&dev->q[li].rd = rd + 1;
-                    ps.next++;
-                    ps.idle = 0;
-                    ps.ns = 0;
                 }
+                /* Every thread: the poll state is per thread. */
+                ps.next++;
+                ps.idle = 0;
+                ps.ns = 0;
                 __syncthreads();
                 return (int)li;
             }
@@ -654,10 +675,10 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
              * packet had (a warp at least): same-sized tasks in one read. */
             uint32_t usable = min(lines, XTQ__CUDA_INLINE_LINES_MAX);
             C.poll[li] = min(usable, max(32u, (need + 31u) & ~31u));
-            ps.next++;
-            ps.idle = 0;
-            ps.ns = 0;
         }
+        ps.next++;
+        ps.idle = 0;
+        ps.ns = 0;
         __syncthreads();
         if (tid == 0)
             ps.unpacked_ns = gpu_clock_ns();
@@ -809,8 +830,8 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
             const bool early = !inl_ks && hint && hint <= XTQ_CUDA_MAX_KERNARG && karg_src;
             if (tid == XTQ__CUDA_THREADS - 1) {
                 const bool pre = S.kd_ok && C.last_kobj[li] == pkt->kernel.kernel_object;
-                S.rc = check_dispatch(dev, &pkt->kernel, tag, pre ? &S.kd : NULL, &S.fn, &S.ks,
-                                      &S.total);
+                S.rc = check_dispatch(C.kdesc, &pkt->kernel, tag, pre ? &S.kd : NULL, &S.fn,
+                                      &S.ks, &S.total);
                 if (S.rc == 0) {
                     C.last_kobj[li] = pkt->kernel.kernel_object;
                     if ((inl_ks && inl_ks != S.ks) || (early && hint != S.ks))
