@@ -446,7 +446,9 @@ static void inline_fill(struct cuda_queue *q, uint64_t index, const xtq_aql_pack
     }
     memcpy(w32, data, 8);
     atomic_store_explicit(&area[1], flag | w32[1], memory_order_relaxed);
-    atomic_store_explicit(&area[0], flag | w32[0], memory_order_relaxed);
+    /* Release: the processor acquires line 0, and then reads what was
+     * written before it (a payload read in place, too). */
+    atomic_store_explicit(&area[0], flag | w32[0], memory_order_release);
 }
 
 void xtq__cuda_publish(xtq_queue_t *queue, uint64_t index, const xtq_aql_packet_t *pkt,

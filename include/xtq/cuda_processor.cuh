@@ -89,11 +89,26 @@ __device__ __forceinline__ uint4 ld_volatile_v4(const void *p)
 }
 
 /* One inline line: two 64-bit elements, each single-copy atomic (a flag
- * read with its data), the two in one 16-byte load. */
+ * read with its data), the two in one 16-byte load. Thread 0 reads line
+ * 0, which the host stores last with release semantics, with acquire
+ * semantics: the task's later loads (after the block's barrier) see what
+ * the host wrote before it, a payload read in place included, and the
+ * SM's L1 holds no line from before (the completion's st.release.sys,
+ * unlike __threadfence_system(), does not invalidate L1: a task read a
+ * payload at a reused address from L1, seen on the H100). */
 __device__ __forceinline__ ulonglong2 ld_line(const void *p)
 {
     ulonglong2 v;
-    asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(p) : "memory");
+    if (threadIdx.x == 0)
+        asm volatile("ld.acquire.sys.v2.u64 {%0, %1}, [%2];"
+                     : "=l"(v.x), "=l"(v.y)
+                     : "l"(p)
+                     : "memory");
+    else
+        asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];"
+                     : "=l"(v.x), "=l"(v.y)
+                     : "l"(p)
+                     : "memory");
     return v;
 }
 

@@ -564,6 +564,48 @@ XTQ_TEST(inline_payload_placement)
     unsetenv("XTQ_CUDA_GRID_MIN");
 }
 
+/* A one-group task reading its payload in place, at the same host
+ * address with new contents every time: each run sees this run's bytes
+ * (the processor's acquire of the packet invalidates the SM's L1; the
+ * release completion alone does not: 1109 of 1110 sums were stale on the
+ * H100 before), in both completion orderings. */
+XTQ_TEST(in_place_payload_fresh_every_time)
+{
+    setenv("XTQ_CUDA_INLINE_MAX", "0", 1); /* never inline */
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t len = 4096;
+    uint8_t *host = host_alloc(agent, len);
+    struct sum_args *ka = host_alloc(agent, sizeof(*ka));
+    unsigned long long *dresult = NULL, want = 0;
+    srand(9);
+    for (uint32_t i = 0; i < len; i++) {
+        host[i] = (uint8_t)rand();
+        want += host[i];
+    }
+    CHECK(cudaMalloc((void **)&dresult, 16) == cudaSuccess);
+    xtq_kernel_t *k = make_kernel(agent, TASK_SUM, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 8, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    for (int mode = 0; mode < 2; mode++) {
+        CHECK_OK(xtq__cuda_tune(agent, XTQ__CUDA_KNOB_COMPLETE,
+                                mode ? XTQ__CUDA_COMPLETE_FENCE : XTQ__CUDA_COMPLETE_RELEASE));
+        for (int it = 0; it < 200; it++) {
+            want -= host[it % len];
+            host[it % len] = (uint8_t)(host[it % len] + 1 + it);
+            want += host[it % len];
+            CHECK_EQ(enqueue_sum(q, k, ka, dresult, host, len, 1, sig, want),
+                     (uint64_t)(uintptr_t)host);
+        }
+    }
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    CHECK(cudaFree(dresult) == cudaSuccess);
+    unsetenv("XTQ_CUDA_INLINE_MAX");
+}
+
 /* Inline packets through a small queue, from two producer threads, with
  * cookies: each runs once, each cookie retires once, in both completion
  * orderings (release store and fence). */
