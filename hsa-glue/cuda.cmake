@@ -20,21 +20,35 @@ target_compile_options(xtq_obj PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-warn-
 
 # Sanitizer flags from add_compile_options() reach every language; nvcc
 # rejects them, and device code has its own checker (compute-sanitizer).
-# Call on every target with .cu sources.
+# Those from add_link_options() reach the device link of -rdc targets,
+# where nvcc splits "-fsanitize=address,undefined" at the comma: host link
+# only. Call on every target with .cu sources.
 function(xtq_cuda_host_only_flags target)
   get_target_property(opts ${target} COMPILE_OPTIONS)
-  if(NOT opts)
-    return()
+  if(opts)
+    set(new)
+    foreach(o IN LISTS opts)
+      if(o MATCHES "^-f(no-)?(sanitize|omit-frame-pointer)")
+        list(APPEND new "$<$<NOT:$<COMPILE_LANGUAGE:CUDA>>:${o}>")
+      else()
+        list(APPEND new "${o}")
+      endif()
+    endforeach()
+    set_target_properties(${target} PROPERTIES COMPILE_OPTIONS "${new}")
   endif()
-  set(new)
-  foreach(o IN LISTS opts)
-    if(o MATCHES "^-f(no-)?(sanitize|omit-frame-pointer)")
-      list(APPEND new "$<$<NOT:$<COMPILE_LANGUAGE:CUDA>>:${o}>")
-    else()
-      list(APPEND new "${o}")
-    endif()
-  endforeach()
-  set_target_properties(${target} PROPERTIES COMPILE_OPTIONS "${new}")
+  get_target_property(lopts ${target} LINK_OPTIONS)
+  if(lopts)
+    set(new)
+    foreach(o IN LISTS lopts)
+      if(o MATCHES "^-fsanitize")
+        string(REPLACE "," "$<COMMA>" o "${o}")
+        list(APPEND new "$<HOST_LINK:${o}>")
+      else()
+        list(APPEND new "${o}")
+      endif()
+    endforeach()
+    set_target_properties(${target} PROPERTIES LINK_OPTIONS "${new}")
+  endif()
 endfunction()
 xtq_cuda_host_only_flags(xtq_obj)
 
