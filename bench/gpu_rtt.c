@@ -22,9 +22,10 @@
  *   xtq_word   the same, but the waiting thread reads the completion word
  *              itself: the retire thread's hand-off left out
  *   xtq_fence  xtq with the completion ordered by __threadfence_system()
- *   xtq_plain  a plain AQL packet (no inline copy): the processor reads the
- *              header, then the body, then the arguments, then the task
- *              reads the payload in place
+ *   xtq_plain  a plain AQL packet (no inline copy, as xtq_queue_submit
+ *              writes it): the processor reads the header, then the body,
+ *              then the arguments, then the task reads the payload in place
+ *              (never staged: nothing says how long it is)
  *   xtq_proc   xtq with every work-group in the processor's blocks
  *   xtq_grid   xtq with every multi-group dispatch on a launched grid
  *   cdp        no agent: a poller kernel answers a host doorbell and
@@ -161,10 +162,7 @@ static bool xtq_once(struct bench *b, int m, size_t len, unsigned groups)
     p.kernel.kernarg_address = b->ka;
     p.kernel.completion_signal = xtq_signal_handle(b->sig);
     if (m == M_XTQ_PLAIN) {
-        /* As the engine did before the inline copy: hints in the fields
-         * HSA reserves. */
-        p.kernel.reserved0 = sizeof(*b->ka);
-        p.kernel.reserved2 = len;
+        /* As xtq_queue_submit writes it: no inline copy, no lengths. */
         while (xtq_queue_reserve(b->q, 1, &i) != 0)
             xtq__cpu_relax();
         xtq_aql_packet_t *slot = xtq_queue_slot(b->q, i);
@@ -173,11 +171,11 @@ static bool xtq_once(struct bench *b, int m, size_t len, unsigned groups)
         xtq_queue_publish(b->q, i, p.kernel.header, p.kernel.setup);
         xtq_queue_ring_doorbell(b->q, i);
     } else {
-        struct xtq__cuda_enqueue d = {.packet = &p,
-                                      .kernarg = b->ka,
-                                      .kernarg_len = sizeof(*b->ka),
-                                      .payload = b->payload,
-                                      .payload_len = len};
+        struct xtq__enqueue d = {.packet = &p,
+                                 .kernarg = b->ka,
+                                 .kernarg_len = sizeof(*b->ka),
+                                 .payload = b->payload,
+                                 .payload_len = len};
         while (xtq__cuda_enqueue(b->q, &d, &i) != 0)
             xtq__cpu_relax();
     }

@@ -401,11 +401,12 @@ static void cuda_doorbell(xtq_queue_t *queue, uint64_t index)
  * Fill slot `index`'s inline area (cuda_abi.h): the packet, the kernel
  * arguments and, when it fits, the payload, each 4 bytes in an 8-byte
  * word with the slot's flag, so the processor's poll is its only read of
- * the task. Line 0 (the header, with the line count) goes last; the
- * processor checks every flag anyway.
+ * the task. Arguments too long for the area stay where they landed: the
+ * header says how long they are, so the processor fetches them while it
+ * checks the kernel. Line 0 (the header, with the line count) goes last,
+ * with release semantics; the processor checks every flag anyway.
  */
-static void inline_fill(struct cuda_queue *q, uint64_t index, const xtq_aql_packet_t *pkt,
-                        const struct xtq__cuda_enqueue *d)
+static void inline_fill(struct cuda_queue *q, uint64_t index, const struct xtq__enqueue *d)
 {
     uint8_t data[XTQ__CUDA_INLINE_DATA_MAX] __attribute__((aligned(16)));
     struct xtq__cuda_inline h;
@@ -413,7 +414,7 @@ static void inline_fill(struct cuda_queue *q, uint64_t index, const xtq_aql_pack
     const uint32_t k16 = XTQ_ALIGN_UP(d->kernarg_len, 16u);
 
     memset(&h, 0, sizeof(h));
-    memcpy(data + XTQ__CUDA_INLINE_PACKET, pkt, sizeof(*pkt));
+    memcpy(data + XTQ__CUDA_INLINE_PACKET, d->packet, sizeof(*d->packet));
     if (d->kernarg != NULL && d->kernarg_len && d->kernarg_len <= XTQ_CUDA_MAX_KERNARG &&
         len + k16 <= q->inl_data) {
         memcpy(data + len, d->kernarg, d->kernarg_len);
@@ -428,10 +429,12 @@ static void inline_fill(struct cuda_queue *q, uint64_t index, const xtq_aql_pack
             h.flags |= XTQ__CUDA_INLINE_PAYLOAD;
             len += d->payload_len;
         }
+    } else if (d->kernarg != NULL && d->kernarg_len <= XTQ_CUDA_MAX_KERNARG) {
+        h.kernarg_ext = d->kernarg_len;
     }
     h.payload_len = d->payload_len;
     h.result = (uint64_t)(uintptr_t)d->result;
-    h.result_len = d->result_len;
+    h.result_len = (uint32_t)d->result_len;
     const uint32_t nlines = (uint32_t)((len + XTQ__CUDA_LINE_DATA - 1) / XTQ__CUDA_LINE_DATA);
     memset(data + len, 0, (size_t)nlines * XTQ__CUDA_LINE_DATA - len);
     h.nlines = (uint16_t)nlines;
@@ -451,40 +454,52 @@ static void inline_fill(struct cuda_queue *q, uint64_t index, const xtq_aql_pack
     atomic_store_explicit(&area[0], flag | w32[0], memory_order_release);
 }
 
-void xtq__cuda_publish(xtq_queue_t *queue, uint64_t index, const xtq_aql_packet_t *pkt,
-                       const struct xtq__cuda_enqueue *d)
-{
-    struct cuda_queue *q = container_of(queue, struct cuda_queue, base);
-    uint16_t rest;
-
-    if (queue->agent->kind == XTQ_AGENT_CUDA)
-        inline_fill(q, index, pkt, d);
-    /* The header last (release): the ring slot stays a plain AQL packet,
-     * which the retire thread reads the cookie and signal beside. */
-    memcpy(&rest, (const uint8_t *)pkt + 2, sizeof(rest));
-    xtq_queue_publish(queue, index, pkt->header, rest);
-}
-
 const _Atomic uint64_t *xtq__cuda_done_word(xtq_queue_t *queue, uint64_t index)
 {
     struct cuda_queue *q = container_of(queue, struct cuda_queue, base);
     return &q->done[index & queue->mask];
 }
 
-int xtq__cuda_enqueue(xtq_queue_t *queue, const struct xtq__cuda_enqueue *d, uint64_t *index)
+/*
+ * The producer protocol (queue_int.h) with the inline copy at step 4:
+ * ring body, cookie and retire, inline area, then the ring header. The
+ * ring slot stays a plain AQL packet: the retire thread reads the cookie
+ * and the completion signal there, and a processor that finds no current
+ * inline copy runs it as written. The result buffer reaches the GPU in
+ * the inline header (q->results stays empty: no host thread takes it).
+ */
+int xtq__cuda_enqueue(xtq_queue_t *queue, const struct xtq__enqueue *d, uint64_t *index)
 {
+    struct cuda_queue *q = container_of(queue, struct cuda_queue, base);
+    const xtq_aql_packet_t *pkt = d->packet;
     uint64_t i;
+    uint32_t first;
+
+    if (d->result_len > UINT32_MAX || (d->result == NULL && d->result_len))
+        return -XTQ_EINVAL;
     int rc = xtq_queue_reserve(queue, 1, &i);
     if (rc)
         return rc;
     xtq_aql_packet_t *slot = xtq_queue_slot(queue, i);
-    memcpy(slot->bytes + 4, d->packet->bytes + 4, XTQ_AQL_PACKET_SIZE - 4);
+    memcpy(slot->bytes + 4, pkt->bytes + 4, XTQ_AQL_PACKET_SIZE - 4);
+    if (d->cookie != NULL && queue->retire != d->retire)
+        queue->retire = d->retire;
     queue->cookies[i & queue->mask] = d->cookie;
-    xtq__cuda_publish(queue, i, d->packet, d);
+    inline_fill(q, i, d);
+    memcpy(&first, pkt->bytes, sizeof(first));
+    xtq_queue_publish(queue, i, (uint16_t)(first & 0xffffu), (uint16_t)(first >> 16));
+    XTQ_TRACE_POINT(XTQ_TRACE_ENQUEUED, d->trace_key);
     xtq_queue_ring_doorbell(queue, i);
+    XTQ_TRACE_POINT(XTQ_TRACE_DOORBELL, d->trace_key);
     if (index != NULL)
         *index = i;
     return 0;
+}
+
+/* The agent's enqueue operation (xtq__agent_ops). */
+static int cuda_enqueue(xtq_queue_t *queue, const struct xtq__enqueue *desc)
+{
+    return xtq__cuda_enqueue(queue, desc, NULL);
 }
 
 /* Lines per slot for inline payloads of up to `inline_max` bytes beside
@@ -498,20 +513,6 @@ static uint32_t inline_lines(uint32_t inline_max)
     while (lines < want && lines < 256)
         lines *= 2;
     return lines;
-}
-
-/* The agent's enqueue operation: the inline copy, then the ring. */
-static int cuda_enqueue(xtq_queue_t *queue, const struct xtq__enqueue *desc)
-{
-    struct xtq__cuda_enqueue d = {.packet = desc->packet,
-                                  .kernarg = desc->kernarg,
-                                  .kernarg_len = desc->kernarg_len,
-                                  .payload = desc->payload,
-                                  .payload_len = desc->payload_len,
-                                  .cookie = desc->cookie};
-    if (desc->cookie != NULL && queue->retire != desc->retire)
-        queue->retire = desc->retire;
-    return xtq__cuda_enqueue(queue, &d, NULL);
 }
 
 static int cuda_queue_create(xtq_agent_t *agent, uint32_t size, xtq_queue_t **queue)
@@ -1263,15 +1264,7 @@ int xtq__cuda_grid_stats(xtq_agent_t *agent, uint64_t out[2])
     return -XTQ_ENOAGENT;
 }
 
-void xtq__cuda_publish(xtq_queue_t *queue, uint64_t index, const xtq_aql_packet_t *pkt,
-                       const struct xtq__cuda_enqueue *d)
-{
-    uint16_t rest;
-    memcpy(&rest, (const uint8_t *)pkt + 2, sizeof(rest));
-    xtq_queue_publish(queue, index, pkt->header, rest);
-}
-
-int xtq__cuda_enqueue(xtq_queue_t *queue, const struct xtq__cuda_enqueue *d, uint64_t *index)
+int xtq__cuda_enqueue(xtq_queue_t *queue, const struct xtq__enqueue *d, uint64_t *index)
 {
     return -XTQ_ENOAGENT;
 }

@@ -1034,11 +1034,21 @@ err:
     return rc;
 }
 
+/* The generic enqueue (the prepare hook swaps in HSA signals). A GPU
+ * kernel of a ROCr queue is given no result buffer: a fetching put is
+ * refused rather than answered with zeros. */
+static int rocr_enqueue(xtq_queue_t *queue, const struct xtq__enqueue *desc)
+{
+    if (desc->result != NULL)
+        return -XTQ_ENOSYS;
+    return xtq__queue_enqueue(queue, desc);
+}
+
 static const struct xtq__agent_ops rocr_agent_ops = {
     .name = "rocr",
     .queue_create = rocr_queue_create,
     .queue_destroy = rocr_queue_destroy,
-    .enqueue = xtq__queue_enqueue, /* the prepare hook swaps in HSA signals */
+    .enqueue = rocr_enqueue,
     .doorbell = rocr_doorbell,
     .kernel_destroy = rocr_kernel_destroy,
     .function_destroy = rocr_function_destroy,

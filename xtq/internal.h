@@ -283,6 +283,12 @@ struct xtq__queue_indices {
     uint8_t pad1_[XTQ_CACHELINE - 8];
 };
 
+/* A fetching put's result buffer, as a queue slot holds it. */
+struct xtq__result_buf {
+    void *buf;
+    uint64_t len;
+};
+
 /* Called by the agent when a packet that carried a cookie has finished
  * (status 0, a negative XTQ error if the agent could not run it, or the
  * status the task failed itself with: xtq_task_fail()).
@@ -310,6 +316,10 @@ struct xtq_queue {
     /* Optional (NULL: no task has a result buffer); set with retire, by
      * the same producer, under the same rules. */
     xtq__result_fn result;
+    /* Beside each cookie, the task's result buffer (struct xtq__enqueue),
+     * under the same rules (queue_int.h); a consumer that gives tasks
+     * their result buffer takes it with the cookie. */
+    struct xtq__result_buf *results;
     _Atomic uint32_t registrations; /* lookup-table entries naming it */
     uint32_t id;
     /* Where producers and the agent find the indices. xtq_queue_create()
@@ -340,6 +350,23 @@ struct xtq__enqueue {
     uint32_t kernarg_len;
     const void *payload;
     uint64_t payload_len;
+    /*
+     * A fetching put (xtq_put_param_t.result): result_len bytes that the
+     * producer allocated zero-filled in host memory every agent of the
+     * context can reach (xtq__agents_mem_register), valid until retire
+     * has returned; NULL and 0 for other tasks. The agent hands it to the
+     * task (CUDA: xtq_cuda_dispatch_t.result and result_len, all work-
+     * groups of the dispatch share it; CPU: xtq_task_result()). Whatever
+     * the task wrote is visible to the thread that calls retire(cookie,
+     * status) before the call, so retire may send it back at once. The
+     * agent never reads or frees it. An agent whose tasks cannot reach a
+     * result buffer refuses the enqueue with -XTQ_ENOSYS, nothing written
+     * (the engine fails the put with that status). Puts bound the length
+     * (xtq_put_max_size()); an agent may refuse more than it can describe
+     * with -XTQ_EINVAL (CUDA: 4 GiB).
+     */
+    void *result;
+    uint64_t result_len;
     /* retire(cookie, status) runs on the agent's thread when the packet
      * has finished. The same retire for every packet of a queue. */
     xtq__retire_fn retire;
@@ -390,28 +417,10 @@ extern const struct xtq__agent_provider xtq__cuda_agent_provider;
 /* The GPU clock (ns) at each stage of the CUDA processor's last kernel
  * dispatch (cuda_abi.h, prof[]); for benchmarks. */
 int xtq__cuda_profile(xtq_agent_t *agent, uint64_t out[8]);
-/* CUDA agent (hsa-glue/cuda_agent.c): one task for a CUDA queue, as the
- * engine hands it over (the shape of an agent "enqueue" operation): the
- * rewritten packet, where its kernel arguments and payload landed (host
- * memory the GPU reads), a fetching put's reply buffer, and the cookie
- * the retire callback gets. */
-struct xtq__cuda_enqueue {
-    const xtq_aql_packet_t *packet;
-    const void *kernarg;
-    uint32_t kernarg_len;
-    uint32_t result_len;
-    const void *payload;
-    uint64_t payload_len;
-    void *result;
-    void *cookie;
-};
-/* Reserve, write, publish and ring: 0, or -XTQ_EAGAIN when full. */
-int xtq__cuda_enqueue(xtq_queue_t *queue, const struct xtq__cuda_enqueue *d, uint64_t *index);
-/* Step 4 of the producer protocol (queue_int.h) for a CUDA queue: the
- * slot's body and cookie are written; fill its inline copy from `d` (only
- * kernarg, payload and result are read), then store the header. */
-void xtq__cuda_publish(xtq_queue_t *queue, uint64_t index, const xtq_aql_packet_t *pkt,
-                       const struct xtq__cuda_enqueue *d);
+/* The CUDA agent's enqueue operation, for tests and benchmarks that need
+ * the packet's index (to read its completion word): 0, -XTQ_EAGAIN
+ * (full), -XTQ_EINVAL (a result buffer over 4 GiB). */
+int xtq__cuda_enqueue(xtq_queue_t *queue, const struct xtq__enqueue *d, uint64_t *index);
 /* A CUDA queue's completion word for packet `index` (cuda_abi.h), for a
  * benchmark that reads it without the retire thread. */
 const _Atomic uint64_t *xtq__cuda_done_word(xtq_queue_t *queue, uint64_t index);

@@ -6,6 +6,7 @@
  *   1. xtq_queue_reserve(q, 1, &i)            -- slot i is free (header INVALID)
  *   2. write bytes 4..63 of xtq_queue_slot(q, i)
  *   3. q->cookies[i & q->mask] = cookie       -- ALWAYS, NULL when none; plain store
+ *      q->results[i & q->mask] = {buf, len}   -- likewise ({NULL, 0}: none)
  *   4. xtq_queue_publish(q, i, header, rest)  -- release: orders 2 and 3 before it
  *   5. xtq_queue_ring_doorbell(q, i)
  * q->retire is set once (by the first enqueue that carries a cookie, from
@@ -16,7 +17,8 @@
  *
  * Consumer protocol (a host-side packet processor such as the CPU agent):
  *   load the header (acquire); when it is not INVALID copy the packet, the
- *   cookie and q->retire, set cookies[slot] = NULL, store the header INVALID
+ *   cookie and q->retire (and, if its tasks take result buffers, results[slot]),
+ *   set cookies[slot] = NULL (and results[slot] = {NULL, 0}), store the header INVALID
  *   (release), then store read_index + 1 (release) and call
  *   xtq__queue_notify_space(q). When the packet finished, and only if the
  *   copied cookie was not NULL, call retire(cookie, status).
@@ -35,7 +37,7 @@
  * Initialise `q` over memory the agent allocated: `ring_mem` holds `size`
  * 64-byte slots (64-byte aligned), `idx` the two indices, `doorbell` an
  * initialised signal. Marks every slot INVALID, zeroes the indices,
- * allocates the zeroed cookie array, sets retire = NULL, registrations = 0,
+ * allocates the zeroed cookie and result arrays, sets retire = NULL, registrations = 0,
  * and points q->write_index / q->read_index at `idx` unless the agent set
  * them before the call (then `idx` may be NULL). Zero the struct first.
  * Returns 0, -XTQ_EINVAL (size not a power of two >= 2) or -XTQ_ENOMEM.
@@ -43,7 +45,7 @@
 int xtq__queue_init(xtq_queue_t *q, xtq_agent_t *agent, uint32_t size, void *ring_mem,
                     struct xtq__queue_indices *idx, xtq_signal_t *doorbell);
 
-/* Free what xtq__queue_init allocated (the cookie array). */
+/* Free what xtq__queue_init allocated (the cookie and result arrays). */
 void xtq__queue_fini(xtq_queue_t *q);
 
 /* Whether `size` is acceptable for a queue (power of two, >= 2). */
@@ -53,8 +55,11 @@ static inline bool xtq__queue_size_ok(uint32_t size)
 }
 
 /* The generic enqueue operation (xtq__agent_ops.enqueue) for agents whose
- * queues follow the producer protocol above: reserve, bytes 4..63, cookie
- * and retire, publish, doorbell. 0 or -XTQ_EAGAIN (full). */
+ * queues follow the producer protocol above: reserve, bytes 4..63, cookie,
+ * result buffer and retire, publish, doorbell. 0 or -XTQ_EAGAIN (full).
+ * The result buffer waits in q->results for the consumer, which takes it
+ * with the cookie (the CPU agent, for xtq_task_result()); an agent whose
+ * tasks cannot reach one (ROCr) refuses it before calling this. */
 int xtq__queue_enqueue(xtq_queue_t *q, const struct xtq__enqueue *desc);
 
 /* A consumer advanced read_index: wake producers waiting for space in

@@ -25,7 +25,7 @@
 #include <xtq/cuda.h>
 
 /* Bumped whenever a structure below changes. */
-#define XTQ_CUDA_ABI_VERSION 5u
+#define XTQ_CUDA_ABI_VERSION 6u
 
 #define XTQ__CUDA_MAX_QUEUES 64
 #define XTQ__CUDA_MAX_KERNELS 1024
@@ -67,9 +67,11 @@ struct xtq__cuda_inline {
     uint16_t kernarg_len; /* bytes of inline arguments (0: read at kernarg_address) */
     uint32_t flags;       /* XTQ__CUDA_INLINE_* */
     uint64_t payload_len; /* bytes at argument 1 (placement: XTQ_CUDA_COPY_MIN) */
-    uint64_t result;      /* a fetching put's reply buffer (GPU-visible), 0: none */
+    uint64_t result;      /* a fetching put's result buffer (GPU-visible), 0: none */
     uint32_t result_len;
-    uint32_t reserved;
+    /* Arguments not inline: their length at kernarg_address (0: unknown),
+     * fetched while the kernel is checked, then checked against it. */
+    uint32_t kernarg_ext;
 };
 
 /* Device-memory kernel descriptor; kernel_object holds its address.

@@ -643,15 +643,17 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
                     xtq_aql_packet_t *p = buf_packet(S);
                     p->header = (uint16_t)hw;
                     p->kernel.setup = (uint16_t)(hw >> 16);
-                    /* What the producer said, in the fields HSA reserves. */
+                    /* A plain packet says nothing beyond AQL: its
+                     * arguments are fetched after the check, its payload
+                     * read in place, and it has no result buffer. */
                     xtq__cuda_inline *h = (xtq__cuda_inline *)S.buf;
                     h->nlines = 0;
                     h->kernarg_len = 0;
                     h->flags = 0;
-                    h->payload_len = p->kernel.reserved2;
+                    h->payload_len = 0;
                     h->result = 0;
                     h->result_len = 0;
-                    h->reserved = 0;
+                    h->kernarg_ext = 0;
                     C.rd[li] = rd + 1;
                     *(volatile uint64_t *)&dev->q[li].rd = rd + 1;
                 }
@@ -838,9 +840,9 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
             /* The last thread checks the dispatch (device memory, unless
              * the poll prefetched this kernel's descriptor) while the
              * others fetch arguments that are not inline, when the
-             * producer said how long they are (reserved0, checked). */
+             * inline header says how long they are (checked). */
             const uint32_t inl_ks = h->kernarg_len;
-            const uint32_t hint = inl_ks ? 0 : pkt->kernel.reserved0;
+            const uint32_t hint = inl_ks ? 0 : h->kernarg_ext;
             const void *karg_src = pkt->kernel.kernarg_address;
             const bool early = !inl_ks && hint && hint <= XTQ_CUDA_MAX_KERNARG && karg_src;
             if (tid == XTQ__CUDA_THREADS - 1) {

@@ -108,6 +108,15 @@ __device__ void task_result(const xtq_cuda_dispatch_t *d, void *kernarg)
 }
 XTQ_CUDA_TASK_EXPORT(task_result);
 
+/* Copies its (long) arguments out, every work-item a stride of them. */
+__device__ void task_karg(const xtq_cuda_dispatch_t *d, void *kernarg)
+{
+    const struct karg_args *a = (const struct karg_args *)kernarg;
+    for (uint32_t i = d->flat_local_id; i < a->n && i < KARG_WORDS_MAX; i += d->workgroup_size[0])
+        a->out[i] = a->words[i];
+}
+XTQ_CUDA_TASK_EXPORT(task_karg);
+
 XTQ_CUDA_MODULE(xtq_test_tasks)
 /* A second processor, standing for another module in the attach rules. */
 XTQ_CUDA_MODULE(xtq_test_other)
@@ -139,6 +148,7 @@ extern "C" uint64_t cuda_task_address(int which)
     case TASK_HEAVY: rc = xtq_cuda_task_address(task_heavy_xtq_task, &p); break;
     case TASK_FAIL: rc = xtq_cuda_task_address(task_fail_xtq_task, &p); break;
     case TASK_RESULT: rc = xtq_cuda_task_address(task_result_xtq_task, &p); break;
+    case TASK_KARG: rc = xtq_cuda_task_address(task_karg_xtq_task, &p); break;
     }
     return rc == 0 ? p : 0;
 }

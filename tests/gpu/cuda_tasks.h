@@ -8,7 +8,16 @@
 extern "C" {
 #endif
 
-enum { TASK_GEOM, TASK_COUNT, TASK_READ_FLAG, TASK_SUM, TASK_HEAVY, TASK_FAIL, TASK_RESULT };
+enum {
+    TASK_GEOM,
+    TASK_COUNT,
+    TASK_READ_FLAG,
+    TASK_SUM,
+    TASK_HEAVY,
+    TASK_FAIL,
+    TASK_RESULT,
+    TASK_KARG
+};
 #define HEAVY_N 96
 
 /* Arguments 0 and 1 are the target buffer and the payload (XTQ layout). */
@@ -52,6 +61,17 @@ struct result_args {
     const void *payload;
 };
 #define RESULT_WORD(i) ((uint32_t)(i) * 2654435761u + 7u)
+/* Kernel arguments of any length up to XTQ_CUDA_MAX_KERNARG: the task
+ * copies words[0 .. n-1] (as many as the kernel's arguments hold) to
+ * out[0 .. n-1]. */
+#define KARG_WORDS_MAX 1018
+struct karg_args {
+    uint32_t *out;
+    const void *payload;
+    uint32_t n;
+    uint32_t pad;
+    uint32_t words[KARG_WORDS_MAX];
+};
 
 #ifdef __CUDACC__
 __host__ __device__

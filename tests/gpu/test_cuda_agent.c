@@ -302,7 +302,7 @@ XTQ_TEST(bad_packets_complete_with_error)
     const uint32_t grid[3] = {1, 1, 1};
     const uint16_t wg[3] = {1, 1, 1};
     struct xtq_kernel bogus = {.agent = agent, .object = 0x1234, .kernarg_size = 0};
-    retired = calloc(3, sizeof(*retired));
+    retired = calloc(4, sizeof(*retired));
     CHECK_OK(xtq_queue_create(agent, 4, &q));
     q->retire = count_retire;
     CHECK_OK(xtq_cuda_signal_create(agent, 2, &sig));
@@ -323,63 +323,86 @@ XTQ_TEST(bad_packets_complete_with_error)
     for (int t = 0; atomic_load(&retired[1]) == 0 && t < 20000; t++)
         usleep(1000);
     CHECK_EQ(atomic_load(&last_status), -XTQ_EAGENTKIND);
-    /* An argument-length hint that does not match the kernel: refused
-     * before the task is called. */
+    /* A kernel that takes arguments, sent without any: refused before the
+     * task is called. */
     xtq_kernel_t *k = make_kernel(agent, TASK_COUNT, sizeof(struct count_args));
     struct count_args *ka = host_alloc(agent, 64);
     uint32_t *seen = host_alloc(agent, 64);
     ka->seen = seen;
     ka->seq = 0;
     xtq_signal_store(sig, 1);
-    kernel_packet(&p, k, ka, 1, grid, wg, sig);
-    p.kernel.reserved0 = sizeof(*ka) + 8;
+    kernel_packet(&p, k, NULL, 1, grid, wg, sig);
     submit(q, &p, (void *)(uintptr_t)3);
     CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
     for (int t = 0; atomic_load(&retired[2]) == 0 && t < 20000; t++)
         usleep(1000);
     CHECK_EQ(atomic_load(&last_status), -XTQ_EKERNARG);
     CHECK_EQ(*(volatile uint32_t *)seen, 0u);
+    /* HSA's reserved fields are nobody's hints: garbage there (a length
+     * far beyond the payload, a wrong argument length) changes nothing. */
+    atomic_store(&last_status, 0);
+    xtq_signal_store(sig, 1);
+    kernel_packet(&p, k, ka, 1, grid, wg, sig);
+    p.kernel.reserved0 = 0xffff;
+    p.kernel.reserved2 = ~0ull;
+    submit(q, &p, (void *)(uintptr_t)4);
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    for (int t = 0; atomic_load(&retired[3]) == 0 && t < 20000; t++)
+        usleep(1000);
+    CHECK_EQ(atomic_load(&last_status), 0);
+    CHECK_EQ(*(volatile uint32_t *)seen, 1u);
     CHECK_OK(xtq_queue_destroy(q));
     CHECK_OK(xtq_kernel_destroy(k));
     agent->ops->close(agent);
     free(retired);
 }
 
-/* Runs task_sum over `len` bytes at `payload`; reserved2 carries the
- * payload length, as the engine sets it. Returns the address the task saw. */
-static uint64_t run_sum(xtq_queue_t *q, xtq_kernel_t *k, struct sum_args *ka,
-                        unsigned long long *dresult, const void *payload, uint32_t len,
-                        xtq_signal_t *sig, unsigned long long want)
+/* The engine's path: the task goes through the agent's enqueue, which
+ * copies the packet, the arguments and a small payload into the slot's
+ * inline area. Returns the payload address the task saw. */
+static uint64_t enqueue_sum(xtq_queue_t *q, xtq_kernel_t *k, struct sum_args *ka,
+                            unsigned long long *dresult, const void *payload, uint32_t len,
+                            uint32_t groups, xtq_signal_t *sig, unsigned long long want)
 {
-    const uint32_t grid[3] = {4096, 1, 1};
+    const uint32_t grid[3] = {groups * 256, 1, 1};
     const uint16_t wg[3] = {256, 1, 1};
     unsigned long long res[2] = {0, 0};
     xtq_aql_packet_t p;
-    /* Not cudaMemcpy from pageable memory: it may return before its DMA
-     * lands, which then overwrote the task's sum (seen with four test
-     * processes on the GPU). A memset on our own stream, waited for. */
     cudaStream_t s;
     CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
     CHECK(cudaMemsetAsync(dresult, 0, sizeof(res), s) == cudaSuccess);
     CHECK(cudaStreamSynchronize(s) == cudaSuccess);
-    CHECK(cudaStreamDestroy(s) == cudaSuccess);
     ka->result = dresult;
     ka->payload = payload;
     ka->len = len;
     xtq_signal_store(sig, 1);
     kernel_packet(&p, k, ka, 1, grid, wg, sig);
-    /* As the engine sets them: payload and argument lengths. */
-    p.kernel.reserved2 = len;
-    p.kernel.reserved0 = sizeof(*ka);
-    submit(q, &p, NULL);
+    struct xtq__enqueue d = {.packet = &p,
+                             .kernarg = ka,
+                             .kernarg_len = sizeof(*ka),
+                             .payload = payload,
+                             .payload_len = len};
+    while (xtq__cuda_enqueue(q, &d, NULL) == -XTQ_EAGAIN)
+        xtq__cpu_relax();
     CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
-    CHECK(cudaMemcpy(res, dresult, sizeof(res), cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(cudaMemcpyAsync(res, dresult, sizeof(res), cudaMemcpyDeviceToHost, s) == cudaSuccess);
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    CHECK(cudaStreamDestroy(s) == cudaSuccess);
     if (res[0] != want)
-        fprintf(stderr, "run_sum: %u bytes at %p: sum %llu (want %llu), task saw payload %#llx, "
-                        "signal %lld\n",
-                len, payload, res[0], want, res[1], (long long)xtq_signal_load(sig));
+        fprintf(stderr,
+                "enqueue_sum: %u bytes, %u groups: sum %llu (want %llu), payload seen %#llx\n", len,
+                groups, res[0], want, res[1]);
     CHECK_EQ(res[0], want);
     return res[1];
+}
+
+/* A 16-group sum through the agent's enqueue (the engine's path; the
+ * payload is too long to travel inline). */
+static uint64_t run_sum(xtq_queue_t *q, xtq_kernel_t *k, struct sum_args *ka,
+                        unsigned long long *dresult, const void *payload, uint32_t len,
+                        xtq_signal_t *sig, unsigned long long want)
+{
+    return enqueue_sum(q, k, ka, dresult, payload, len, 16, sig, want);
 }
 
 XTQ_TEST(payload_in_place_and_in_device_memory)
@@ -437,14 +460,15 @@ XTQ_TEST(payload_staged_from_copy_min)
     for (uint32_t i = 0; i < len; i++) {
         host[i] = (uint8_t)rand();
         want += host[i];
-        if (i < 64)
+        if (i < 1024)
             want_small += host[i];
     }
     CHECK(cudaMalloc((void **)&dresult, 16) == cudaSuccess);
     xtq_kernel_t *k = make_kernel(agent, TASK_SUM, sizeof(*ka));
     CHECK_OK(xtq_queue_create(agent, 4, &q));
     CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
-    CHECK_EQ(run_sum(q, k, ka, dresult, host, 64, sig, want_small), (uint64_t)(uintptr_t)host);
+    /* Longer than an inline payload, shorter than the threshold: in place. */
+    CHECK_EQ(run_sum(q, k, ka, dresult, host, 1024, sig, want_small), (uint64_t)(uintptr_t)host);
     uint64_t seen = run_sum(q, k, ka, dresult, host, len, sig, want);
     CHECK(seen != (uint64_t)(uintptr_t)host);
     struct cudaPointerAttributes at;
@@ -460,44 +484,6 @@ XTQ_TEST(payload_staged_from_copy_min)
     CHECK(cudaFree(dresult) == cudaSuccess);
     unsetenv("XTQ_CUDA_COPY_MIN");
     unsetenv("XTQ_CUDA_GRID_MIN");
-}
-
-/* The engine's path: the task goes through the agent's enqueue, which
- * copies the packet, the arguments and a small payload into the slot's
- * inline area. Returns the payload address the task saw. */
-static uint64_t enqueue_sum(xtq_queue_t *q, xtq_kernel_t *k, struct sum_args *ka,
-                            unsigned long long *dresult, const void *payload, uint32_t len,
-                            uint32_t groups, xtq_signal_t *sig, unsigned long long want)
-{
-    const uint32_t grid[3] = {groups * 256, 1, 1};
-    const uint16_t wg[3] = {256, 1, 1};
-    unsigned long long res[2] = {0, 0};
-    xtq_aql_packet_t p;
-    cudaStream_t s;
-    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
-    CHECK(cudaMemsetAsync(dresult, 0, sizeof(res), s) == cudaSuccess);
-    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
-    ka->result = dresult;
-    ka->payload = payload;
-    ka->len = len;
-    xtq_signal_store(sig, 1);
-    kernel_packet(&p, k, ka, 1, grid, wg, sig);
-    struct xtq__cuda_enqueue d = {.packet = &p,
-                                  .kernarg = ka,
-                                  .kernarg_len = sizeof(*ka),
-                                  .payload = payload,
-                                  .payload_len = len};
-    while (xtq__cuda_enqueue(q, &d, NULL) == -XTQ_EAGAIN)
-        xtq__cpu_relax();
-    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
-    CHECK(cudaMemcpyAsync(res, dresult, sizeof(res), cudaMemcpyDeviceToHost, s) == cudaSuccess);
-    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
-    CHECK(cudaStreamDestroy(s) == cudaSuccess);
-    if (res[0] != want)
-        fprintf(stderr, "enqueue_sum: %u bytes, %u groups: sum %llu (want %llu), payload seen %#llx\n",
-                len, groups, res[0], want, res[1]);
-    CHECK_EQ(res[0], want);
-    return res[1];
 }
 
 /* Whether the attached module can launch grids (built with -rdc). */
@@ -625,10 +611,11 @@ static void *inline_produce(void *arg)
     for (uint32_t i = pr->first; i < pr->first + pr->count; i++) {
         xtq_aql_packet_t p;
         kernel_packet(&p, pr->k, &pr->ka[i], 1, grid, wg, pr->sig);
-        struct xtq__cuda_enqueue d = {.packet = &p,
-                                      .kernarg = &pr->ka[i],
-                                      .kernarg_len = sizeof(pr->ka[i]),
-                                      .cookie = i % 3 == 2 ? NULL : (void *)(uintptr_t)(i + 1)};
+        struct xtq__enqueue d = {.packet = &p,
+                                 .kernarg = &pr->ka[i],
+                                 .kernarg_len = sizeof(pr->ka[i]),
+                                 .retire = count_retire,
+                                 .cookie = i % 3 == 2 ? NULL : (void *)(uintptr_t)(i + 1)};
         while (xtq__cuda_enqueue(pr->q, &d, NULL) == -XTQ_EAGAIN)
             xtq__cpu_relax();
     }
@@ -708,9 +695,7 @@ XTQ_TEST(two_queues_inline_and_plain)
         if (i & 1) {
             submit(q[1], &p, NULL);
         } else {
-            struct xtq__cuda_enqueue d = {.packet = &p,
-                                          .kernarg = &ka[i],
-                                          .kernarg_len = sizeof(ka[i])};
+            struct xtq__enqueue d = {.packet = &p, .kernarg = &ka[i], .kernarg_len = sizeof(ka[i])};
             while (xtq__cuda_enqueue(q[0], &d, NULL) == -XTQ_EAGAIN)
                 xtq__cpu_relax();
         }
@@ -761,10 +746,11 @@ XTQ_TEST(task_fail_status_reaches_retire)
         xtq_signal_store(sig, 1);
         xtq_aql_packet_t p;
         kernel_packet(&p, k, ka, 1, grid, wg, sig);
-        struct xtq__cuda_enqueue d = {.packet = &p,
-                                      .kernarg = ka,
-                                      .kernarg_len = sizeof(*ka),
-                                      .cookie = (void *)(uintptr_t)(c + 1)};
+        struct xtq__enqueue d = {.packet = &p,
+                                 .kernarg = ka,
+                                 .kernarg_len = sizeof(*ka),
+                                 .retire = count_retire,
+                                 .cookie = (void *)(uintptr_t)(c + 1)};
         CHECK_OK(xtq__cuda_enqueue(q, &d, NULL));
         CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
         for (int t = 0; atomic_load(&retired[c]) == 0 && t < 20000; t++)
@@ -809,11 +795,11 @@ XTQ_TEST(result_buffer_reaches_task)
         xtq_signal_store(sig, 1);
         xtq_aql_packet_t p;
         kernel_packet(&p, k, ka, 1, grid, wg, sig);
-        struct xtq__cuda_enqueue d = {.packet = &p,
-                                      .kernarg = ka,
-                                      .kernarg_len = sizeof(*ka),
-                                      .result = result,
-                                      .result_len = rlen};
+        struct xtq__enqueue d = {.packet = &p,
+                                 .kernarg = ka,
+                                 .kernarg_len = sizeof(*ka),
+                                 .result = result,
+                                 .result_len = rlen};
         CHECK_OK(xtq__cuda_enqueue(q, &d, NULL));
         CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
         CHECK_EQ(info[0], rlen);
@@ -838,6 +824,63 @@ XTQ_TEST(result_buffer_reaches_task)
     CHECK_OK(xtq_queue_destroy(q));
     CHECK_OK(xtq_kernel_destroy(k));
     agent->ops->close(agent);
+}
+
+/* Through the agent's enqueue operation, arguments short enough to travel
+ * inline and too long for the inline area (the header gives their length,
+ * the processor fetches them while it checks the kernel) reach the task
+ * whole; a length that disagrees with the kernel's fails the packet with
+ * -XTQ_EKERNARG instead of running it on a partial copy. */
+XTQ_TEST(enqueue_op_short_and_long_kernargs)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    /* Words: inline, just too long for the default inline area, the most. */
+    const uint32_t lens[] = {24, 100, KARG_WORDS_MAX};
+    const uint32_t ncases = 2 * (uint32_t)(sizeof(lens) / sizeof(lens[0]));
+    uint32_t *out = host_alloc(agent, 4096);
+    struct karg_args *ka = host_alloc(agent, sizeof(*ka));
+    const uint32_t grid[3] = {256, 1, 1};
+    const uint16_t wg[3] = {256, 1, 1};
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    retired = calloc(ncases, sizeof(*retired));
+    ka->out = out;
+    for (uint32_t c = 0; c < ncases; c++) {
+        const uint32_t n = lens[c / 2];
+        const bool wrong = c & 1; /* the enqueue says 16 bytes fewer */
+        const uint32_t size = (uint32_t)offsetof(struct karg_args, words) + 4 * n;
+        xtq_kernel_t *k = make_kernel(agent, TASK_KARG, size);
+        ka->n = n;
+        for (uint32_t i = 0; i < n; i++)
+            ka->words[i] = RESULT_WORD(i + 1000 * c);
+        memset(out, 0, 4096);
+        atomic_store(&last_status, 0);
+        xtq_signal_store(sig, 1);
+        xtq_aql_packet_t p;
+        kernel_packet(&p, k, ka, 1, grid, wg, sig);
+        struct xtq__enqueue d = {.packet = &p,
+                                 .kernarg = ka,
+                                 .kernarg_len = wrong ? size - 16 : size,
+                                 .retire = count_retire,
+                                 .cookie = (void *)(uintptr_t)(c + 1)};
+        CHECK_OK(agent->ops->enqueue(q, &d));
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+        for (int t = 0; atomic_load(&retired[c]) == 0 && t < 20000; t++)
+            usleep(1000);
+        CHECK_EQ(atomic_load(&retired[c]), 1);
+        CHECK_EQ(atomic_load(&last_status), wrong ? -XTQ_EKERNARG : 0);
+        for (uint32_t i = 0; i < n; i++)
+            CHECK_EQ(out[i], wrong ? 0 : RESULT_WORD(i + 1000 * c));
+        CHECK_OK(xtq_kernel_destroy(k));
+    }
+    CHECK_OK(xtq_cuda_signal_destroy(agent, sig));
+    CHECK_OK(xtq_queue_destroy(q));
+    host_free(agent, out, 4096);
+    host_free(agent, ka, sizeof(*ka));
+    agent->ops->close(agent);
+    free(retired);
 }
 
 /* Large dispatches on a grid of their own: the same task, the same
