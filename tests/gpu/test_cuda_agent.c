@@ -883,6 +883,124 @@ XTQ_TEST(enqueue_op_short_and_long_kernargs)
     free(retired);
 }
 
+/* One geometry packet through the agent's enqueue; checks every cell of
+ * the grid and that none beyond it was written. Returns the status. */
+static int run_geom(xtq_queue_t *q, xtq_kernel_t *k, struct geom_args *ka, uint32_t *out, int dims,
+                    const uint32_t grid[3], const uint16_t wg[3], xtq_signal_t *sig,
+                    uint32_t cookie)
+{
+    const uint32_t cells = grid[0] * grid[1] * grid[2], guard = 256;
+    memset(out, 0, (cells + guard) * 4);
+    atomic_store(&last_status, 0);
+    xtq_signal_store(sig, 1);
+    xtq_aql_packet_t p;
+    kernel_packet(&p, k, ka, dims, grid, wg, sig);
+    struct xtq__enqueue d = {.packet = &p,
+                             .kernarg = ka,
+                             .kernarg_len = sizeof(*ka),
+                             .retire = count_retire,
+                             .cookie = (void *)(uintptr_t)cookie};
+    CHECK_OK(xtq__cuda_enqueue(q, &d, NULL));
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    for (int t = 0; atomic_load(&retired[cookie - 1]) == 0 && t < 20000; t++)
+        usleep(1000);
+    CHECK_EQ(atomic_load(&retired[cookie - 1]), 1);
+    int status = atomic_load(&last_status);
+    for (uint32_t z = 0; z < grid[2]; z++)
+        for (uint32_t y = 0; y < grid[1]; y++)
+            for (uint32_t x = 0; x < grid[0]; x++) {
+                uint32_t lin = x + y * grid[0] + z * grid[0] * grid[1];
+                CHECK_EQ(out[lin], status ? 0 : geom_value(x, y, z, ka->tag) + 7);
+            }
+    for (uint32_t i = cells; i < cells + guard; i++)
+        CHECK_EQ(out[i], 0);
+    return status;
+}
+
+/* The processor skips the geometry check for a packet of the same kernel
+ * and shape as its queue's last one: a new shape of the same kernel, the
+ * same shape of another kernel, and a kernel destroyed (and its slot
+ * reused by another task) after its shape was cached are each checked
+ * and run for what they are. */
+XTQ_TEST(repeated_shapes_checked_for_what_they_are)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t ga[3] = {37, 5, 3}, gb[3] = {64, 1, 1}, gc[3] = {64, 2, 1};
+    const uint16_t wa[3] = {8, 4, 2}, wb[3] = {16, 1, 1};
+    const size_t out_len = (37 * 5 * 3 + 256) * 4;
+    uint32_t *out = host_alloc(agent, out_len);
+    uint32_t *payload = host_alloc(agent, 64);
+    struct geom_args *ka = host_alloc(agent, sizeof(*ka));
+    payload[0] = 7;
+    ka->out = out;
+    ka->payload = payload;
+    ka->tag = 0x3c3c3;
+    retired = calloc(16, sizeof(*retired));
+    xtq_kernel_t *k1 = make_kernel(agent, TASK_GEOM, sizeof(*ka));
+    xtq_kernel_t *k2 = make_kernel(agent, TASK_GEOM, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    uint32_t c = 0;
+    CHECK_EQ(run_geom(q, k1, ka, out, 3, ga, wa, sig, ++c), 0);
+    CHECK_EQ(run_geom(q, k1, ka, out, 3, ga, wa, sig, ++c), 0); /* cached */
+    CHECK_EQ(run_geom(q, k1, ka, out, 1, gb, wb, sig, ++c), 0); /* new shape */
+    CHECK_EQ(run_geom(q, k1, ka, out, 1, gb, wb, sig, ++c), 0);
+    CHECK_EQ(run_geom(q, k1, ka, out, 2, gc, wb, sig, ++c), 0); /* 2-D, same sizes */
+    CHECK_EQ(run_geom(q, k2, ka, out, 2, gc, wb, sig, ++c), 0); /* another kernel */
+    CHECK_EQ(run_geom(q, k2, ka, out, 2, gc, wb, sig, ++c), 0);
+    /* Destroyed after its shape was cached: refused, nothing written. */
+    uint64_t obj2 = k2->object;
+    CHECK_OK(xtq_kernel_destroy(k2));
+    struct xtq_kernel gone = {.agent = agent, .object = obj2, .kernarg_size = sizeof(*ka)};
+    CHECK_EQ(run_geom(q, &gone, ka, out, 2, gc, wb, sig, ++c), -XTQ_ENOKERNEL);
+    /* Its slot, reused, names the new task (other function, other
+     * argument length), even in the cached shape: the new task runs. */
+    xtq_kernel_t *k3 = make_kernel(agent, TASK_RESULT, sizeof(struct result_args));
+    if (k3->object != obj2)
+        fprintf(stderr, "note: the new kernel took another descriptor slot\n");
+    struct result_args *kr = host_alloc(agent, sizeof(*kr));
+    uint32_t *info = host_alloc(agent, 64), *result = host_alloc(agent, 64);
+    kr->info = info;
+    for (int round = 0; round < 2; round++) {
+        memset(info, 0, 64);
+        memset(result, 0, 64);
+        atomic_store(&last_status, 0);
+        xtq_signal_store(sig, 1);
+        xtq_aql_packet_t p;
+        kernel_packet(&p, k3, kr, 2, gc, wb, sig);
+        struct xtq__enqueue d = {.packet = &p,
+                                 .kernarg = kr,
+                                 .kernarg_len = sizeof(*kr),
+                                 .result = result,
+                                 .result_len = 64,
+                                 .retire = count_retire,
+                                 .cookie = (void *)(uintptr_t)++c};
+        CHECK_OK(xtq__cuda_enqueue(q, &d, NULL));
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+        for (int t = 0; atomic_load(&retired[c - 1]) == 0 && t < 20000; t++)
+            usleep(1000);
+        CHECK_EQ(atomic_load(&last_status), 0);
+        CHECK_EQ(info[0], 64);
+        CHECK_EQ(info[1], 1);
+        for (uint32_t i = 0; i < 16; i++)
+            CHECK_EQ(result[i], RESULT_WORD(i));
+    }
+    CHECK_OK(xtq_cuda_signal_destroy(agent, sig));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k1));
+    CHECK_OK(xtq_kernel_destroy(k3));
+    host_free(agent, out, out_len);
+    host_free(agent, payload, 64);
+    host_free(agent, ka, sizeof(*ka));
+    host_free(agent, kr, sizeof(*kr));
+    host_free(agent, info, 64);
+    host_free(agent, result, 64);
+    agent->ops->close(agent);
+    free(retired);
+}
+
 /* Large dispatches on a grid of their own: the same task, the same
  * coordinates and sums as in the processor's blocks (XTQ_CUDA_GRID_MIN). */
 XTQ_TEST(grid_launch_matches_processor)
