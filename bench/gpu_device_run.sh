@@ -3,10 +3,14 @@
 # package registry) is needed for, in one call of at most 10 minutes:
 #  1. build (Release, CUDA agent for sm_90, tests, benchmarks; TARGETS
 #     limits it to some targets), and the processor's SASS and resources
-#  2. ctest -L gpu, then compute-sanitizer (memcheck, synccheck) on cases
+#  2. gpu: ctest -L gpu, again with -j4, memcheck beside three test
+#     processes; san: compute-sanitizer memcheck (test_cuda) and synccheck
+#     (test_cuda_plain) on SAN_CASES, all at once
 #  3. xtq_gpu_rtt: in-process GPU round trip (every way of starting the
-#     task: inline or not, release or fence, processor or grid, device
-#     launches without the agent, host launches) and the processor's stages
+#     task: inline or not, release or fence, processor or grid, host
+#     launches) and the processor's stages; GPURTT_DEVLAUNCH=1 adds the
+#     device-launch experiments without the agent (dynamic parallelism,
+#     device graphs)
 #  4. xtq_bench_rtt --agent cuda: 2 ranks, XTQ vs HSA vs CPU, in variants
 #     (GPU_VARIANTS: default, noinline, nogrid, inplace, blocks16), and
 #     the stage breakdown of the remote round trip (gpubd)
@@ -91,12 +95,15 @@ if want build; then
   fi
   echo "build rc=$?"; grep -E "error|warning:" $W/build.txt | head -20
   [ -x $B/tools/xtq_info ] && $B/tools/xtq_info --brief
-  # The processor as compiled: completion store and fences, resources.
-  O=$(find $B -name 'cuda_tasks.cu.o' | head -1)
+  # The processor as compiled: resources, completion store and fences,
+  # and its whole SASS (gpu/sass_processor.txt) to read stages against.
+  O=$(find $B -name 'cuda_tasks.cu.o' -path '*plain*' | head -1)
+  [ -n "$O" ] || O=$(find $B -name 'cuda_tasks.cu.o' | head -1)
   if [ -n "$O" ] && command -v cuobjdump >/dev/null; then
     cuobjdump -res-usage "$O" 2>&1 | grep -A1 -E "processor|grid_kernel" >$W/gpu/sass.txt
     cuobjdump -sass "$O" 2>/dev/null | awk '/Function :/ {f=$0} /MEMBAR|FENCE|STRONG\.SYS|ERRBAR|CCTL/ \
       {if (f != "") {print f; f=""} print}' | head -200 >>$W/gpu/sass.txt
+    cuobjdump -sass -fun xtq_test_tasks_xtq_processor "$O" >$W/gpu/sass_processor.txt 2>&1
     echo "sass: $(grep -c MEMBAR $W/gpu/sass.txt) MEMBAR lines (gpu/sass.txt)"
   fi
 fi
@@ -125,33 +132,41 @@ fi
 if want san; then
   stage compute-sanitizer
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  # synccheck does not support dynamic parallelism: it checks the tasks
-  # built without -rdc (test_cuda_plain, same cases).
+  # Every run at once (each process has its own processor; a run takes
+  # tens of seconds under the tool). synccheck does not support dynamic
+  # parallelism: it checks the tasks built without -rdc (test_cuda_plain).
+  pids=()
   for t in memcheck synccheck; do
     exe=$B/tests/unit/test_cuda
     [ $t = synccheck ] && exe=$B/tests/unit/test_cuda_plain
-    for c in ${SAN_CASES:-dispatch_geometry_and_kernargs inline_payload_placement two_queues_inline_and_plain task_fail_status_reaches_retire result_buffer_reaches_task}; do
-      timeout 60 $SAN --tool $t --error-exitcode 3 $exe $c >$W/gpu/san_${t}_$c.txt 2>&1
-      echo "$t $(basename $exe) $c rc=$? $(grep -E 'ERROR SUMMARY' $W/gpu/san_${t}_$c.txt | tail -1)"
+    for c in ${SAN_CASES:-enqueue_op_short_and_long_kernargs repeated_shapes_checked_for_what_they_are two_queues_inline_and_plain result_buffer_reaches_task}; do
+      (s0=$(date +%s)
+       timeout ${SAN_T:-150} $SAN --tool $t --error-exitcode 3 $exe $c >$W/gpu/san_${t}_$c.txt 2>&1
+       echo "$t $(basename $exe) $c rc=$? $(($(date +%s) - s0))s $(grep -E 'ERROR SUMMARY' \
+         $W/gpu/san_${t}_$c.txt | tail -1)") &
+      pids+=($!)
     done
   done
+  wait "${pids[@]}"
   pack
 fi
 
 if want gpurtt; then
   stage "xtq_gpu_rtt (in process)"
   HB=$(find $B -name xtq_gpu_rtt -type f | head -1)
-  timeout 90 $HB -n ${RTT_ITERS:-1000} -c $COMMIT -t 80 -o $W/gpu/gpu_rtt.csv >$W/gpu/gpu_rtt.txt 2>&1
+  timeout 90 $HB -n ${RTT_ITERS:-500} -c $COMMIT -t 80 -o $W/gpu/gpu_rtt.csv >$W/gpu/gpu_rtt.txt 2>&1
   echo "rc=$?"; cat $W/gpu/gpu_rtt.txt; pack
-  # Starting the sum grid from the GPU without the agent: dynamic
-  # parallelism, device graph launch, host launch; no processor running.
-  timeout 40 $HB -n 300 -x -m cdp,dgraph,hsa_sync -t 30 -c $COMMIT -o $W/gpu/gpu_rtt_devlaunch.csv \
-    >$W/gpu/gpu_rtt_devlaunch.txt 2>&1
-  echo "device launches, no processor: rc=$?"; grep -E "median|watchdog|cannot|poller|device:" $W/gpu/gpu_rtt_devlaunch.txt
-  # A device graph while the processor runs (its setup may wait for an idle device).
-  timeout 20 $HB -n 100 -m dgraph -t 12 -c $COMMIT >$W/gpu/gpu_rtt_dgraph_processor.txt 2>&1
-  echo "device graph, processor running: rc=$?"; grep -E "median|watchdog|cannot|poller" $W/gpu/gpu_rtt_dgraph_processor.txt | head -4
-  pack
+  if [ -n "${GPURTT_DEVLAUNCH:-}" ]; then
+    # Starting the sum grid from the GPU without the agent: dynamic
+    # parallelism, device graph launch, host launch; no processor running.
+    timeout 40 $HB -n 300 -x -m cdp,dgraph,hsa_sync -t 30 -c $COMMIT -o $W/gpu/gpu_rtt_devlaunch.csv \
+      >$W/gpu/gpu_rtt_devlaunch.txt 2>&1
+    echo "device launches, no processor: rc=$?"; grep -E "median|watchdog|cannot|poller|device:" $W/gpu/gpu_rtt_devlaunch.txt
+    # A device graph while the processor runs (its setup may wait for an idle device).
+    timeout 20 $HB -n 100 -m dgraph -t 12 -c $COMMIT >$W/gpu/gpu_rtt_dgraph_processor.txt 2>&1
+    echo "device graph, processor running: rc=$?"; grep -E "median|watchdog|cannot|poller" $W/gpu/gpu_rtt_dgraph_processor.txt | head -4
+    pack
+  fi
 fi
 
 if want gpubench; then
