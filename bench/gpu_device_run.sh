@@ -142,7 +142,8 @@ if want san; then
     for c in ${SAN_CASES:-enqueue_op_short_and_long_kernargs repeated_shapes_checked_for_what_they_are two_queues_inline_and_plain result_buffer_reaches_task}; do
       (s0=$(date +%s)
        timeout ${SAN_T:-150} $SAN --tool $t --error-exitcode 3 $exe $c >$W/gpu/san_${t}_$c.txt 2>&1
-       echo "$t $(basename $exe) $c rc=$? $(($(date +%s) - s0))s $(grep -E 'ERROR SUMMARY' \
+       rc=$?
+       echo "$t $(basename $exe) $c rc=$rc $(($(date +%s) - s0))s $(grep -E 'ERROR SUMMARY' \
          $W/gpu/san_${t}_$c.txt | tail -1)") &
       pids+=($!)
     done
