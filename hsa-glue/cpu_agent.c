@@ -23,8 +23,9 @@
  * anything is called through it.
  *
  * While a kernel or function runs, its worker publishes the task's state
- * thread-locally: the result buffer its producer attached (q->result, asked
- * with the cookie) for xtq_task_result(), and the first xtq_task_fail()
+ * thread-locally: the result buffer its producer attached (the enqueue
+ * descriptor's, taken from q->results with the cookie) for
+ * xtq_task_result(), and the first xtq_task_fail()
  * status, which retire reports as the task's status. A task that failed
  * itself still decrements its completion signal; only packets the agent
  * could not run count as bad packets.
@@ -120,7 +121,7 @@ struct cpu_task {
     xtq_aql_packet_t pkt;
     void *cookie;
     xtq__retire_fn retire;
-    xtq__result_fn result; /* the producer's result-buffer hook, or NULL */
+    struct xtq__result_buf result; /* a fetching put's buffer, or {NULL, 0} */
     struct cpu_queue *q;
     int status; /* an error found when taking (bad dependency handle) */
 };
@@ -351,8 +352,9 @@ static int cpu_try_take(struct cpu_queue *cq, struct cpu_task *t, bool *more)
     memcpy(&t->pkt, &word, sizeof(word));
     t->cookie = q->cookies[r & q->mask];
     q->cookies[r & q->mask] = NULL;
+    t->result = q->results[r & q->mask];
+    q->results[r & q->mask] = (struct xtq__result_buf){NULL, 0};
     t->retire = q->retire;
-    t->result = q->result;
     t->q = cq;
     atomic_fetch_add_explicit(&cq->state, 1, memory_order_relaxed);
     /* Free the slot, then publish the new read index: a producer that sees
@@ -446,9 +448,13 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
     if (acq != XTQ_FENCE_SCOPE_NONE)
         cpu_fence(memory_order_acquire);
     if (status == 0) {
-        /* The task's result buffer (a fetching put), from its producer. */
-        if (t->cookie != NULL && t->result != NULL)
-            task.result = t->result(t->cookie, &task.result_len);
+        /* The task's result buffer (a fetching put), from its producer;
+         * only with a cookie: the producer learns at retire that it may
+         * send the buffer back. */
+        if (t->cookie != NULL && t->result.buf != NULL) {
+            task.result = t->result.buf;
+            task.result_len = (size_t)t->result.len;
+        }
         xtq__task_enter(&task);
         switch (type) {
         case XTQ_PACKET_TYPE_KERNEL_DISPATCH:

@@ -295,12 +295,6 @@ struct xtq__result_buf {
  * Runs on the agent's thread: must be short and thread-safe. */
 typedef void (*xtq__retire_fn)(void *cookie, int status);
 
-/* Asked by the agent when it takes a packet that carried a cookie: the
- * zero-filled buffer (and its length) the task may fill for its initiator
- * (a fetching put; xtq_task_result()), or NULL. The producer owns the
- * cookie's layout and the buffer, which must stay valid until retire. */
-typedef void *(*xtq__result_fn)(void *cookie, size_t *len);
-
 struct xtq_queue {
     xtq_aql_packet_t *ring;
     uint32_t size;
@@ -313,9 +307,6 @@ struct xtq_queue {
      * retire(cookie, status) when the packet has finished. NULL: nothing. */
     void **cookies;
     xtq__retire_fn retire;
-    /* Optional (NULL: no task has a result buffer); set with retire, by
-     * the same producer, under the same rules. */
-    xtq__result_fn result;
     /* Beside each cookie, the task's result buffer (struct xtq__enqueue),
      * under the same rules (queue_int.h); a consumer that gives tasks
      * their result buffer takes it with the cookie. */

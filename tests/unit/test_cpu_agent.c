@@ -787,8 +787,9 @@ XTQ_TEST(destroy_refused_while_tasks_queued)
 
 /* ---- task results and failures -------------------------------------------------- */
 
-/* What a producer (the engine, for a fetching put) attaches to a packet:
- * its cookie, whose result buffer the queue's result hook returns. */
+/* What a producer (the engine, for a fetching put) hands the agent's
+ * enqueue with a packet: its cookie, and the result buffer in the
+ * descriptor (none when len is 0). */
 struct result_task {
     unsigned char buf[64];
     size_t len;
@@ -796,11 +797,20 @@ struct result_task {
     _Atomic int retired;
 };
 
-static void *result_of(void *cookie, size_t *len)
+static void result_retire(void *cookie, int status);
+
+/* Through the agent's enqueue operation, as the engine hands a task over;
+ * `with_buf` false: the descriptor names no result buffer. */
+static void submit_result(xtq_queue_t *q, const xtq_aql_packet_t *p, struct result_task *rt,
+                          bool with_buf)
 {
-    struct result_task *rt = cookie;
-    *len = rt->len;
-    return rt->len ? rt->buf : NULL;
+    struct xtq__enqueue d = {.packet = p,
+                             .result = with_buf && rt->len ? rt->buf : NULL,
+                             .result_len = with_buf ? rt->len : 0,
+                             .retire = result_retire,
+                             .cookie = rt};
+    while (q->agent->ops->enqueue(q, &d) == -XTQ_EAGAIN)
+        sched_yield();
 }
 
 static void result_retire(void *cookie, int status)
@@ -877,23 +887,21 @@ XTQ_TEST(task_result_and_fail)
     xtq_task_fail(-XTQ_EIO);
 
     CHECK_OK(xtq_queue_create(a, 8, &q));
-    q->retire = result_retire;
-    q->result = result_of;
     CHECK_OK(xtq_function_create_cpu(a, result_fn, NULL, &f));
     CHECK_OK(xtq_kernel_create_cpu(a, result_kernel, 16, NULL, &k));
     CHECK_OK(xtq_signal_create(5, &done));
 
     sum.len = 16;
     function_packet(&p, f, 0, done, 40, 0, 0, 2, NULL);
-    submit(q, &p, &sum);
+    submit_result(q, &p, &sum, true);
     fail.len = 8;
     function_packet(&p, f, 0, done, 0, 0, 1, 0, NULL);
-    submit(q, &p, &fail);
+    submit_result(q, &p, &fail, true);
     none.len = 0; /* a put that asked for no result */
     function_packet(&p, f, 0, done, 0, 0, 2, 0, NULL);
-    submit(q, &p, &none);
+    submit_result(q, &p, &none, true);
     function_packet(&p, f, 0, done, 0, 0, 3, 0, NULL);
-    submit(q, &p, &pos);
+    submit_result(q, &p, &pos, true);
     /* A kernel of 4 work-groups, one result buffer. */
     kern.len = 4;
     memset(&p, 0, sizeof(p));
@@ -906,7 +914,7 @@ XTQ_TEST(task_result_and_fail)
     p.kernel.kernel_object = xtq_kernel_object(k);
     p.kernel.kernarg_address = kernarg;
     p.kernel.completion_signal = xtq_signal_handle(done);
-    submit(q, &p, &kern);
+    submit_result(q, &p, &kern, true);
 
     /* Failed tasks still decrement their completion signal. */
     wait_zero(done);
@@ -927,15 +935,14 @@ XTQ_TEST(task_result_and_fail)
     /* Failures of the task are not the agent's bad packets. */
     CHECK_EQ(xtq__cpu_agent_bad_packets(a), 0);
 
-    /* A queue without a result hook: the task sees no buffer. */
-    q->result = NULL;
+    /* A task whose enqueue named no buffer sees none. */
     atomic_store(&seen_len, 99);
     atomic_store(&seen_buf, 1);
     memset(&none, 0, sizeof(none));
     none.len = 16;
     xtq_signal_store(done, 1);
     function_packet(&p, f, 0, done, 0, 0, 2, 0, NULL);
-    submit(q, &p, &none);
+    submit_result(q, &p, &none, false);
     wait_zero(done);
     wait_retired(&none);
     CHECK_EQ(atomic_load(&seen_len), 0);
