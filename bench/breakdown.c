@@ -13,7 +13,10 @@
  * completion] window contains it; all ranks share CLOCK_MONOTONIC (one host).
  * OUT.dat has one row per (mode, size): the label, then each stage's median
  * in microseconds (a stage's time runs from the previous stage to it), then
- * the median total: the input of plot_breakdown.gp.
+ * the median total: the input of plot_breakdown.gp. A stage seen in fewer
+ * than half the iterations (a mode that has no such stage, or a trace not
+ * given) has no figure: "-" in both outputs, never 0; its time is counted
+ * in the next stage that was seen.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -196,11 +199,13 @@ int main(int argc, char **argv)
         fprintf(out, "%s", label);
         printf("%-12s", label);
         for (int s = 1; s <= NSTAGES; s++) {
-            unsigned n = 0;
+            unsigned n = 0, seen = 0;
             for (unsigned i = 0; i < g->niters; i++) {
                 uint64_t *t = g->t[i];
                 if (!t[0] || !t[NSTAGES - 1])
                     continue;
+                if (s < NSTAGES && t[s])
+                    seen++;
                 if (s == NSTAGES) { /* total */
                     col[n++] = t[NSTAGES - 1] - t[0];
                     continue;
@@ -214,6 +219,11 @@ int main(int argc, char **argv)
                         cur = t[k];
                 }
                 col[n++] = cur - prev;
+            }
+            if (n == 0 || (s < NSTAGES && seen * 2 < n)) {
+                fprintf(out, " -");
+                printf(" %11s", "-");
+                continue;
             }
             bh_stats_t st = bh_summarize(col, n);
             fprintf(out, " %.3f", st.median_ns / 1e3);

@@ -37,8 +37,11 @@
 #     and ctest -L coll on 16 cores. Not in the default list; about 3, 4
 #     and 2 minutes: STAGES='build allreduce' then (same warm machine)
 #     STAGES='allreduce_strong allreduce_ctest'.
-# STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest")
-# picks stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
+# 11. (stage "owner", not in the default list) who owns the endpoint,
+#     XTQ_ENDPOINT_OWNER=shared against progress: bench/ab_compare.sh,
+#     round trip, message rate and the target's process CPU alternating
+# STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
+# stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
 # libfabric's headers are not on that machine: carry Debian's
 # libfabric-dev (and libfabric1) unpacked under .carry/root (bench/README.md).
@@ -240,12 +243,12 @@ if want ctest; then
 fi
 if want mutex; then
   stage "data-path locks: XTQ_MUTEX spin vs adaptive (5 alternating rounds)"
-  # Look at the "median per kind" lines: adaptive/spin for rtt_* should be
+  # Look at the "median per value" lines: B/A (adaptive/spin) for rtt_* should be
   # <= 1.0 and for rate_* >= 1.0 to prefer the adaptive mutex.
   BUILD=0 ROUNDS=${MUTEX_ROUNDS:-5} ITERS=5000 SIZES=64,4K RATE=1 RATE_ITERS=${RATE_ITERS:-20000} \
     MACHINE=gpu-host MPIRUN="mpirun" timeout 300 "$ROOT/bench/mutex_compare.sh" $B \
     >$W/cpu/mutex_run.txt 2>&1
-  echo "rc=$?"; sed -n '/^# median per kind/,$p' $W/cpu/mutex_run.txt
+  echo "rc=$?"; sed -n '/^# median per value/,$p' $W/cpu/mutex_run.txt
   cp "$ROOT/bench/results/gpu-host/mutex.txt" $W/cpu/mutex.txt 2>/dev/null
   pack
 fi
@@ -343,6 +346,20 @@ if want allreduce_ctest; then
   stage "ctest -L coll (16 cores; GPU cases run here)"
   (cd $B && timeout 240 ctest -L coll -j4 --timeout 120 --output-on-failure) >$W/allreduce/ctest.txt 2>&1
   echo "rc=$?"; grep -E "tests passed|\*\*\*Failed|\*\*\*Timeout|Skipped" $W/allreduce/ctest.txt | head -20
+  pack
+fi
+if want owner; then
+  stage "endpoint owner: XTQ_ENDPOINT_OWNER shared vs progress (5 alternating rounds)"
+  # Look at the "median per value" lines, B/A = progress/shared: rtt_* and
+  # *_proc_cpu below 1.0 and rate_* above 1.0 favour the single owner (the
+  # progress thread alone on the endpoint); the default stays shared unless
+  # progress wins the round trip and the window-32 rates (issue 10).
+  BUILD=0 VAR=XTQ_ENDPOINT_OWNER A=shared B=progress NAME=endpoint_owner \
+    ROUNDS=${OWNER_ROUNDS:-5} ITERS=5000 SIZES=64,4K RATE=1 RATE_ITERS=${RATE_ITERS:-20000} \
+    MACHINE=gpu-host MPIRUN="mpirun" timeout 400 "$ROOT/bench/ab_compare.sh" $B \
+    >$W/cpu/owner_run.txt 2>&1
+  echo "rc=$?"; sed -n '/^# median per value/,$p' $W/cpu/owner_run.txt
+  cp "$ROOT/bench/results/gpu-host/endpoint_owner.txt" $W/cpu/endpoint_owner.txt 2>/dev/null
   pack
 fi
 stage done

@@ -1,21 +1,28 @@
 /*
  * Message rate: small tasks per second into ONE target CPU agent from 1, 2
- * and 4 initiators, with and without batching. Rank 0 is the target; ranks
- * 1..N-1 are initiators (launch with -np 5 for up to 4).
+ * and 4 initiators. Rank 0 is the target; ranks 1..N-1 are initiators
+ * (launch with -np 5 for up to 4). Every mode means the same by its
+ * window, so rows compare like with like:
  *
- *  hsa  initiators fi_send (command + payload) to the target's application
- *       thread, which enqueues each task on a CPU-agent queue.
- *       nobatch: one task per initiator in flight; the target enqueues it
- *                (reserve, write, publish, doorbell), waits for it and replies.
- *       batch:   initiators keep --window sends in flight; the target drains
- *                up to --window arrivals, reserves that many slots, writes
- *                and publishes them, and rings the doorbell once.
- *  xtq  xtq_put(..., XTQ_PUT_REMOTE_COMPLETION); the engine enqueues.
- *       nobatch: one put per initiator in flight (wait for its completion);
- *       batch:   a put window of --window completions in flight.
+ *  window 1  one task per initiator in flight, done when the task has run:
+ *            hsa, the target's application thread receives it, enqueues it
+ *            (reserve, write, publish, doorbell), waits for it and replies;
+ *            xtq, xtq_put(..., XTQ_PUT_REMOTE_COMPLETION) and wait.
+ *  window W  W tasks per initiator in flight (--window), each done when the
+ *            target has taken it into the queue: hsa, the target enqueues
+ *            each arrival (one doorbell each, as the engine does) and
+ *            replies at once; xtq, xtq_put without remote completion (the
+ *            engine acknowledges at enqueue).
+ *  hsa_db    window W, and the target's application thread also batches
+ *            doorbells: it drains up to W arrivals, reserves that many
+ *            slots, publishes them, rings once, then replies to each. The
+ *            engine has no such batching: it is a row of its own.
  *
  * The rate is counted at the target: tasks finished / time from the start
- * barrier until the last task's completion signal. Public API only.
+ * barrier until the last task's completion signal. The target's CPU per
+ * task is reported four ways: application thread, the engine's progress
+ * thread (the emulated NIC), the CPU agent's workers, the whole process.
+ * Public API only.
  */
 #include <sched.h>
 #include <stdatomic.h>
@@ -35,13 +42,14 @@
 
 #include "bench_harness.h"
 
-enum { M_HSA, M_XTQ, M_COUNT };
-static const char *const mode_names[M_COUNT] = {"hsa", "xtq"};
+enum { M_HSA, M_HSA_DB, M_XTQ, M_COUNT };
+static const char *const mode_names[M_COUNT] = {"hsa", "hsa_db", "xtq"};
 
 #define KERNEL_INDEX 1
 #define QUEUE_INDEX 1
 #define QUEUE_SIZE 1024
 #define NRECV 256
+#define MAX_WINDOW 64
 #define KARG_RING 8192 /* > QUEUE_SIZE + workers: an entry outlives its task */
 #define MAX_PAYLOAD 256
 
@@ -96,11 +104,12 @@ struct op {
  * also reads the next initiator's task, and a task seen only as a done flag
  * is never enqueued or answered (2+ initiators hung). At most NRECV
  * receives are posted, each pushed once per posting: it never overflows.
+ * Replies an initiator received go to `replies` the same way.
  */
 static struct {
     struct op *op[NRECV];
     unsigned head, tail;
-} arrivals;
+} arrivals, replies;
 
 static struct {
     bh_opts_t o;
@@ -186,6 +195,8 @@ static void fab_poll(unsigned *idle)
             op->done = 1;
             if (op->kind == OP_RECV)
                 arrivals.op[arrivals.tail++ % NRECV] = op;
+            else if (op->kind == OP_REPLY)
+                replies.op[replies.tail++ % NRECV] = op;
         }
         return;
     }
@@ -212,6 +223,17 @@ static void post_recv(void *buf, size_t len, struct op *op)
     ssize_t rc;
     while ((rc = fi_recv(g.ep, buf, len, NULL, FI_ADDR_UNSPEC, &op->ctx)) == -FI_EAGAIN)
         ;
+    CHECK_FI(rc);
+}
+
+/* An 8-byte reply needs no completion: injected (retried while the
+ * provider is out of room). */
+static void inject_reply(const uint64_t *v, fi_addr_t to)
+{
+    ssize_t rc;
+    unsigned idle = 0;
+    while ((rc = fi_inject(g.ep, v, sizeof(*v), to)) == -FI_EAGAIN)
+        fab_poll(&idle);
     CHECK_FI(rc);
 }
 
@@ -262,25 +284,27 @@ static uint16_t kernel_header_bits(void)
                           XTQ_FENCE_SCOPE_SYSTEM);
 }
 
-/* The hsa-mode target application thread: receive, enqueue, (reply). */
-static void target_hsa(struct target *t, uint64_t total, bool batch)
+/* The hsa-mode target application thread: receive, enqueue, reply.
+ * `window` 1: reply once the task has run; W: reply once it is enqueued;
+ * `db`: enqueue up to W arrivals behind one doorbell. */
+static void target_hsa(struct target *t, uint64_t total, unsigned window, bool db)
 {
     uint64_t got = 0;
     unsigned idle = 0;
     int64_t expect = (int64_t)total;
     t->reply_op.done = 1;
-    unsigned max = batch ? g.window : 1;
+    unsigned max = db ? window : 1;
     while (got < total) {
         if (arrivals.head == arrivals.tail)
             fab_poll(&idle);
         unsigned nrecv = 0;
-        struct op *recvd[64];
+        struct op *recvd[MAX_WINDOW];
         while (nrecv < max && arrivals.head != arrivals.tail)
             recvd[nrecv++] = arrivals.op[arrivals.head++ % NRECV];
         if (!nrecv)
             continue;
         got += nrecv;
-        if (!batch) {
+        if (window == 1) {
             /* One task: enqueue it, wait for it, reply to its initiator. */
             xtq_aql_packet_t p;
             memset(&p, 0, sizeof(p));
@@ -296,7 +320,7 @@ static void target_hsa(struct target *t, uint64_t total, bool batch)
             post_send(&t->reply, sizeof(t->reply), g.addr[from], &t->reply_op);
             continue;
         }
-        /* Doorbell batching: reserve n slots, write, publish, ring once. */
+        /* Reserve n slots, write, publish, ring once (n is 1 without db). */
         uint64_t first;
         while (xtq_queue_reserve(t->queue, nrecv, &first) == -XTQ_EAGAIN)
             sched_yield();
@@ -306,21 +330,53 @@ static void target_hsa(struct target *t, uint64_t total, bool batch)
             xtq_queue_publish(t->queue, first + i, kernel_header_bits(), slot->kernel.setup);
         }
         xtq_queue_ring_doorbell(t->queue, first + nrecv - 1);
-        for (unsigned i = 0; i < nrecv; i++)
+        /* Taken: tell each initiator, as the engine's ack at enqueue does. */
+        for (unsigned i = 0; i < nrecv; i++) {
+            uint64_t from = t->rbuf[recvd[i]->idx].payload[1];
             post_recv(&t->rbuf[recvd[i]->idx], sizeof(struct msg), recvd[i]);
+            inject_reply(&t->reply, g.addr[from]);
+        }
     }
     fab_wait(&t->reply_op);
 }
 
 /* ---- initiators ---------------------------------------------------------- */
 
-static void initiator_hsa(uint64_t iters, size_t size, bool batch)
+/* An initiator's reply receives: posted once (MAX_WINDOW of them), each
+ * reposted as its reply is counted, for every phase. */
+static struct op reply_op[MAX_WINDOW];
+static uint64_t reply_buf[MAX_WINDOW];
+
+static void initiator_post_replies(void)
 {
-    unsigned w = batch ? g.window : 1;
+    for (unsigned i = 0; i < MAX_WINDOW; i++) {
+        reply_op[i].kind = OP_REPLY;
+        post_recv(&reply_buf[i], sizeof(reply_buf[i]), &reply_op[i]);
+    }
+}
+
+/* Count one reply (polling for it when `wait`); false when none came. */
+static bool take_reply(bool wait)
+{
+    unsigned idle = 0;
+    while (replies.head == replies.tail) {
+        if (!wait)
+            return false;
+        fab_poll(&idle);
+    }
+    struct op *r = replies.op[replies.head++ % NRECV];
+    post_recv(&reply_buf[r - reply_op], sizeof(reply_buf[0]), r);
+    return true;
+}
+
+/* At most `window` tasks without their reply; a send buffer is reused once
+ * its send completed. */
+static void initiator_hsa(uint64_t iters, size_t size, unsigned window)
+{
+    unsigned w = window;
     struct msg *m = calloc(w, sizeof(*m));
     struct op *sop = calloc(w, sizeof(*sop));
-    struct op rop = {.kind = OP_REPLY};
-    uint64_t reply;
+    unsigned inflight = 0;
     for (unsigned i = 0; i < w; i++) {
         m[i].len = size;
         memset(m[i].payload, 1, MAX_PAYLOAD);
@@ -331,22 +387,25 @@ static void initiator_hsa(uint64_t iters, size_t size, bool batch)
     size_t len = offsetof(struct msg, payload) + (size > 2 ? size : 2);
     for (uint64_t i = 0; i < iters; i++) {
         unsigned k = (unsigned)(i % w);
-        if (!batch)
-            post_recv(&reply, sizeof(reply), &rop);
+        while (take_reply(inflight >= w))
+            inflight--;
         fab_wait(&sop[k]);
         post_send(&m[k], len, g.addr[0], &sop[k]);
-        if (!batch)
-            fab_wait(&rop);
+        inflight++;
     }
+    for (; inflight; inflight--)
+        take_reply(true);
     for (unsigned k = 0; k < w; k++)
         fab_wait(&sop[k]);
     free(m);
     free(sop);
 }
 
-static void initiator_xtq(uint64_t iters, size_t size, bool batch)
+/* Window 1: remote completion (the task ran); W: the ack at enqueue. */
+static void initiator_xtq(uint64_t iters, size_t size, unsigned window)
 {
-    unsigned w = batch ? g.window : 1;
+    unsigned w = window;
+    uint32_t flags = w == 1 ? XTQ_PUT_REMOTE_COMPLETION : 0;
     uint8_t cmd[256], payload[MAX_PAYLOAD];
     size_t cmd_len;
     xtq_dispatch_geometry_t geo = {1, {1, 1, 1}, {1, 1, 1}};
@@ -361,8 +420,7 @@ static void initiator_xtq(uint64_t iters, size_t size, bool batch)
         if (busy[k])
             CHECK_XTQ(xtq_completion_wait(g.ctx, &comp[k], XTQ_TIMEOUT_INFINITE));
         memset(&comp[k], 0, sizeof(comp[k]));
-        CHECK_XTQ(xtq_put(g.ctx, 0, cmd, cmd_len, size ? payload : NULL, size,
-                          XTQ_PUT_REMOTE_COMPLETION, &comp[k]));
+        CHECK_XTQ(xtq_put(g.ctx, 0, cmd, cmd_len, size ? payload : NULL, size, flags, &comp[k]));
         busy[k] = true;
     }
     for (unsigned k = 0; k < w; k++)
@@ -376,7 +434,7 @@ static int extra_opt(const char *opt, const char *value, void *arg)
 {
     if (strcmp(opt, "--window") == 0 && value) {
         g.window = (unsigned)strtoul(value, NULL, 0);
-        return g.window >= 1 && g.window <= 64 ? 2 : -1;
+        return g.window >= 2 && g.window <= MAX_WINDOW ? 2 : -1;
     }
     return -1;
 }
@@ -391,7 +449,8 @@ int main(int argc, char **argv)
     if (bh_parse_args(argc, argv, &g.o, mode_names, M_COUNT, extra_opt, NULL,
                       "  --iters N     tasks per initiator per phase\n"
                       "  --sizes S     payload bytes of each task (first size; default 8)\n"
-                      "  --window W    tasks in flight per initiator when batching (<= 64)\n") <
+                      "  --window W    tasks in flight per initiator in the window-W rows "
+                      "(2..64)\n") <
         0)
         MPI_Abort(MPI_COMM_WORLD, 2);
     size_t size = g.o.nsizes ? g.o.sizes[0] : 8;
@@ -426,15 +485,20 @@ int main(int argc, char **argv)
             t.rop[i].idx = i;
             post_recv(&t.rbuf[i], sizeof(struct msg), &t.rop[i]);
         }
+    } else {
+        initiator_post_replies();
     }
     CHECK_XTQ(xtq_barrier(g.ctx));
 
-    static const char *const cols[] = {"mode", "batching", "initiators", "tasks",
-                                       "seconds", "tasks_per_s", "target_cpu_us_per_task"};
+    /* Target CPU per task: application thread, progress thread (the
+     * emulated NIC), CPU-agent workers, whole process. */
+    static const char *const cols[] = {"mode",        "window",     "done_at",    "initiators",
+                                       "tasks",       "seconds",    "tasks_per_s", "tgt_app_us",
+                                       "tgt_nic_us",  "tgt_agent_us", "tgt_proc_us"};
     bh_table_t tab;
-    bh_table_init(&tab, cols, 7);
+    bh_table_init(&tab, cols, 11);
     if (g.rank == 0)
-        printf("# msgrate: provider %s, %u-B tasks, target %s with %u workers, window %u\n",
+        printf("# msgrate: provider %s, %u-B tasks, target %s with %u workers, window 1 and %u\n",
                xtq_provider_name(g.ctx), (unsigned)size, ainfo.name, ainfo.workers, g.window);
     static const int counts[] = {1, 2, 4};
     for (unsigned c = 0; c < 3; c++) {
@@ -444,40 +508,49 @@ int main(int argc, char **argv)
         for (int m = 0; m < M_COUNT; m++) {
             if (!(g.o.modes & (1u << m)))
                 continue;
-            for (int batch = 0; batch < 2; batch++) {
+            for (int wi = 0; wi < 2; wi++) {
+                unsigned window = wi ? g.window : 1;
+                if (m == M_HSA_DB && window == 1)
+                    continue; /* one task per doorbell: the hsa row */
+                const char *done_at = window == 1 ? "task" : "enqueue";
                 uint64_t total = (uint64_t)nin * g.o.iters;
                 xtq_signal_store(t.count, (int64_t)total);
                 atomic_store(&g.target_buf[0], 0);
                 MPI_Barrier(MPI_COMM_WORLD);
-                double secs = 0, cpu = 0;
                 if (g.rank == 0) {
-                    uint64_t t0 = bh_now_ns(), c0 = bh_thread_cpu_ns();
-                    if (m == M_HSA)
-                        target_hsa(&t, total, batch);
+                    uint64_t t0 = bh_now_ns();
+                    uint64_t a0 = bh_thread_cpu_ns(), n0 = bh_threads_cpu_ns("xtq-progress");
+                    uint64_t w0 = bh_threads_cpu_ns("xtq-cpu"), p0 = bh_process_cpu_ns();
+                    if (m != M_XTQ)
+                        target_hsa(&t, total, window, m == M_HSA_DB);
                     CHECK_XTQ(xtq_signal_wait(t.count, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE,
                                               NULL));
-                    uint64_t t1 = bh_now_ns(), c1 = bh_thread_cpu_ns();
-                    secs = (double)(t1 - t0) / 1e9;
-                    cpu = (double)(c1 - c0) / (double)total;
+                    uint64_t t1 = bh_now_ns();
+                    double app = (double)(bh_thread_cpu_ns() - a0) / (double)total;
+                    double nic = (double)(bh_threads_cpu_ns("xtq-progress") - n0) / (double)total;
+                    double wrk = (double)(bh_threads_cpu_ns("xtq-cpu") - w0) / (double)total;
+                    double proc = (double)(bh_process_cpu_ns() - p0) / (double)total;
+                    double secs = (double)(t1 - t0) / 1e9;
                     if (atomic_load(&g.target_buf[0]) != total) {
                         fprintf(stderr, "msgrate: %llu tasks ran, expected %llu\n",
                                 (unsigned long long)atomic_load(&g.target_buf[0]),
                                 (unsigned long long)total);
                         MPI_Abort(MPI_COMM_WORLD, 1);
                     }
-                    bh_table_add(&tab, "%s|%s|%d|%llu|%.3f|%.0f|%.3f", mode_names[m],
-                                 batch ? "batch" : "nobatch", nin, (unsigned long long)total,
-                                 secs, (double)total / secs, cpu / 1e3);
-                    printf("  %-3s %-7s %d initiator(s): %10.0f tasks/s  target cpu %.3f "
-                           "us/task\n",
-                           mode_names[m], batch ? "batch" : "nobatch", nin,
-                           (double)total / secs, cpu / 1e3);
+                    bh_table_add(&tab, "%s|%u|%s|%d|%llu|%.3f|%.0f|%.3f|%.3f|%.3f|%.3f",
+                                 mode_names[m], window, done_at, nin, (unsigned long long)total,
+                                 secs, (double)total / secs, app / 1e3, nic / 1e3, wrk / 1e3,
+                                 proc / 1e3);
+                    printf("  %-6s window %-2u %d initiator(s): %10.0f tasks/s  target cpu "
+                           "us/task: app %.3f nic %.3f agent %.3f process %.3f\n",
+                           mode_names[m], window, nin, (double)total / secs, app / 1e3, nic / 1e3,
+                           wrk / 1e3, proc / 1e3);
                     fflush(stdout);
                 } else if (g.rank <= nin) {
-                    if (m == M_HSA)
-                        initiator_hsa(g.o.iters, size, batch);
+                    if (m == M_XTQ)
+                        initiator_xtq(g.o.iters, size, window);
                     else
-                        initiator_xtq(g.o.iters, size, batch);
+                        initiator_hsa(g.o.iters, size, window);
                 }
                 MPI_Barrier(MPI_COMM_WORLD);
             }
@@ -489,7 +562,8 @@ int main(int argc, char **argv)
         if (g.o.csv_path) {
             char comment[256];
             snprintf(comment, sizeof(comment),
-                     "# xtq_bench_msgrate: provider %s, %zu-B tasks, window %u, %s workers=%u\n",
+                     "# xtq_bench_msgrate: provider %s, %zu-B tasks, windows 1 and %u, %s "
+                     "workers=%u\n",
                      xtq_provider_name(g.ctx), size, g.window, ainfo.name, ainfo.workers);
             bh_table_write_csv(&tab, g.o.csv_path, comment);
         }

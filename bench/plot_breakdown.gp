@@ -15,5 +15,7 @@ set ylabel "microseconds"
 set key outside right top vertical title "stage (ends at)"
 set grid ytics
 set yrange [0:*]
+# A stage the reducer had no data for is "-": no bar, not a bar of 0.
+set datafile missing "-"
 # Columns 2..8: msg_sent .. completion (each: time since the previous stage).
 plot for [c=2:8] in using c:xtic(1) title columnheader(c)

@@ -55,10 +55,11 @@ xtq_cuda_host_only_flags(xtq_obj)
 target_link_libraries(xtq PRIVATE CUDA::cudart_static)
 target_link_libraries(xtq_internal PUBLIC CUDA::cudart_static)
 
-# Benchmark (in-process round trip: the CUDA agent vs a host launch).
-if(XTQ_BUILD_APPS AND EXISTS ${PROJECT_SOURCE_DIR}/bench/gpu_rtt.c)
-  add_executable(xtq_gpu_rtt ${PROJECT_SOURCE_DIR}/bench/gpu_rtt.c
-                             ${PROJECT_SOURCE_DIR}/bench/gpu_rtt_kernels.cu)
+# Tool (tools/gpu_rtt.c: in-process round trip, the CUDA agent vs a host
+# launch; internal entry points, so not a public-API benchmark).
+if(XTQ_BUILD_APPS AND EXISTS ${PROJECT_SOURCE_DIR}/tools/gpu_rtt.c)
+  add_executable(xtq_gpu_rtt ${PROJECT_SOURCE_DIR}/tools/gpu_rtt.c
+                             ${PROJECT_SOURCE_DIR}/tools/gpu_rtt_kernels.cu)
   target_compile_options(xtq_gpu_rtt PRIVATE $<$<COMPILE_LANGUAGE:C>:${XTQ_WARNINGS}>)
   # -rdc: the processor launches grids, and the benchmark's pollers
   # launch kernels and device graphs (the device runtime, cudadevrt).

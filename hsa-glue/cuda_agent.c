@@ -277,13 +277,51 @@ static int processor_switch(struct cuda_agent *a, xtq_cuda_launch_fn launch, uin
 /* ---- retire thread ----------------------------------------------------- */
 
 /*
- * Consume completion words; returns whether packets are still pending.
- * The host, not the GPU, frees slots: the GPU writes one word per packet,
- * this thread reads the cookie and the completion signal from the ring
- * slot (still the producer's), clears the slot and publishes read_index
- * (the consumer half of queue_int.h's protocol), then decrements the
- * signal and calls retire.
+ * Consume one queue's completion words. The host, not the GPU, frees
+ * slots: the GPU writes one word per packet, this thread reads the cookie
+ * and the completion signal from the ring slot (still the producer's),
+ * clears the slot and publishes read_index (the consumer half of
+ * queue_int.h's protocol), then decrements the signal and calls retire.
+ * Caller holds the lock.
  */
+static bool cuda_drain_queue(struct cuda_agent *a, struct cuda_queue *q)
+{
+    uint64_t r = q->retired, start = r;
+    for (;;) {
+        uint64_t w = atomic_load_explicit(&q->done[r & q->base.mask], memory_order_acquire);
+        if ((uint32_t)w != (uint32_t)(r + 1))
+            break;
+        xtq_aql_packet_t *slot = &q->base.ring[r & q->base.mask];
+        /* The GPU can finish a packet from its inline copy before the
+         * producer's header store reaches this core: the header (and
+         * with it the cookie) is then not ours to read yet. */
+        if (xtq_aql_header_type(__atomic_load_n(&slot->header, __ATOMIC_ACQUIRE)) ==
+            XTQ_PACKET_TYPE_INVALID)
+            break;
+        /* Stage profile: the host saw the GPU's completion (matched
+         * to its task by time: one in flight in the benchmarks). */
+        XTQ_TRACE_POINT(XTQ_TRACE_TASK_END, 0);
+        int status = (int32_t)(w >> 32);
+        void *cookie = q->base.cookies[r & q->base.mask];
+        xtq_signal_t *sig = (xtq_signal_t *)(uintptr_t)slot->kernel.completion_signal.handle;
+        q->base.cookies[r & q->base.mask] = NULL;
+        __atomic_store_n(&slot->header, (uint16_t)XTQ_PACKET_TYPE_INVALID, __ATOMIC_RELEASE);
+        r++;
+        atomic_store_explicit(q->base.read_index, r, memory_order_release);
+        /* The GPU could not decrement it without native host atomics. */
+        if (sig != NULL && !a->host_atomics)
+            xtq_signal_add(sig, -1);
+        if (cookie != NULL && q->base.retire != NULL)
+            q->base.retire(cookie, status);
+    }
+    if (r == start)
+        return false;
+    q->retired = r;
+    xtq__queue_notify_space(&q->base);
+    return true;
+}
+
+/* Consume completion words; returns whether packets are still pending. */
 static bool cuda_drain(struct cuda_agent *a, bool *progressed)
 {
     bool pending = false;
@@ -292,44 +330,40 @@ static bool cuda_drain(struct cuda_agent *a, bool *progressed)
         struct cuda_queue *q = a->queues[i];
         if (q == NULL)
             continue;
-        uint64_t r = q->retired, start = r;
-        for (;;) {
-            uint64_t w = atomic_load_explicit(&q->done[r & q->base.mask], memory_order_acquire);
-            if ((uint32_t)w != (uint32_t)(r + 1))
-                break;
-            xtq_aql_packet_t *slot = &q->base.ring[r & q->base.mask];
-            /* The GPU can finish a packet from its inline copy before the
-             * producer's header store reaches this core: the header (and
-             * with it the cookie) is then not ours to read yet. */
-            if (xtq_aql_header_type(__atomic_load_n(&slot->header, __ATOMIC_ACQUIRE)) ==
-                XTQ_PACKET_TYPE_INVALID)
-                break;
-            /* Stage profile: the host saw the GPU's completion (matched
-             * to its task by time: one in flight in the benchmarks). */
-            XTQ_TRACE_POINT(XTQ_TRACE_TASK_END, 0);
-            int status = (int32_t)(w >> 32);
-            void *cookie = q->base.cookies[r & q->base.mask];
-            xtq_signal_t *sig = (xtq_signal_t *)(uintptr_t)slot->kernel.completion_signal.handle;
-            q->base.cookies[r & q->base.mask] = NULL;
-            __atomic_store_n(&slot->header, (uint16_t)XTQ_PACKET_TYPE_INVALID, __ATOMIC_RELEASE);
-            r++;
-            atomic_store_explicit(q->base.read_index, r, memory_order_release);
-            /* The GPU could not decrement it without native host atomics. */
-            if (sig != NULL && !a->host_atomics)
-                xtq_signal_add(sig, -1);
-            if (cookie != NULL && q->base.retire != NULL)
-                q->base.retire(cookie, status);
-        }
-        if (r != start) {
-            q->retired = r;
-            xtq__queue_notify_space(&q->base);
+        if (cuda_drain_queue(a, q))
             *progressed = true;
-        }
-        if (r < atomic_load_explicit(q->base.write_index, memory_order_acquire))
+        if (q->retired < atomic_load_explicit(q->base.write_index, memory_order_acquire))
             pending = true;
     }
     pthread_mutex_unlock(&a->lock);
     return pending;
+}
+
+/*
+ * A queue the processor no longer serves (destroyed, or the agent
+ * closing): retire what it completed, then every packet it never took
+ * with -XTQ_ECANCELED, as ROCr does, so the engine's initiators hear of
+ * them. Completion signals are left alone (a failed task does not signal).
+ * The processor takes packets in order and finishes one before it looks
+ * at the queue table again, so every packet it took has its completion
+ * word, which the drain turns into read_index. Caller holds the lock.
+ */
+static void cuda_queue_cancel(struct cuda_agent *a, struct cuda_queue *q)
+{
+    xtq_queue_t *b = &q->base;
+    (void)cuda_drain_queue(a, q);
+    uint64_t r = atomic_load_explicit(b->read_index, memory_order_acquire);
+    uint64_t w = atomic_load_explicit(b->write_index, memory_order_acquire);
+    for (; r < w; r++) {
+        _Atomic uint32_t *hw = (_Atomic uint32_t *)(void *)&b->ring[r & b->mask];
+        if ((atomic_load_explicit(hw, memory_order_acquire) & 0xffu) == XTQ_PACKET_TYPE_INVALID)
+            continue; /* reserved, never published */
+        void *cookie = b->cookies[r & b->mask];
+        b->cookies[r & b->mask] = NULL;
+        atomic_store_explicit(hw, XTQ_PACKET_TYPE_INVALID, memory_order_relaxed);
+        if (cookie != NULL && b->retire != NULL)
+            b->retire(cookie, -XTQ_ECANCELED);
+    }
 }
 
 /* Off the critical path: the GPU cannot call q->retire, so this thread
@@ -629,6 +663,10 @@ static int cuda_queue_destroy(xtq_queue_t *queue)
     if (rc == 0)
         rc = cuda_publish_table(a, true);
     a->queues[q->slot] = NULL;
+    /* The processor has left the queue (or none runs): nothing of it
+     * will complete any more. */
+    if (rc == 0 || !processor_alive(a))
+        cuda_queue_cancel(a, q);
     /* Freeing pinned memory may synchronise the device, which never idles
      * while the processor runs: keep it until close. */
     q->next_dead = a->dead;
@@ -742,6 +780,8 @@ static void cuda_close(xtq_agent_t *agent)
     }
     for (uint32_t i = 0; i < XTQ__CUDA_MAX_QUEUES; i++) {
         if (a->queues[i] != NULL) {
+            /* The processor and the retire thread are gone. */
+            cuda_queue_cancel(a, a->queues[i]);
             a->queues[i]->next_dead = a->dead;
             a->dead = a->queues[i];
         }

@@ -7,5 +7,6 @@ if(XTQ_HAVE_ROCR)
   target_compile_definitions(xtq_obj PUBLIC XTQ_HAVE_ROCR_AGENT=1)
 endif()
 
-# The HIP/CUDA-portable kernels' AMD code objects (hipcc, when installed).
-include(${PROJECT_SOURCE_DIR}/kernels/kernels.cmake)
+# The ROCr tests' and tools' kernels (rocr_kernels/): their AMD code
+# objects, built by hipcc when installed.
+include(${CMAKE_CURRENT_LIST_DIR}/rocr_kernels/kernels.cmake)

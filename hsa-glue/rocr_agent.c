@@ -248,6 +248,12 @@ struct rocr_agent {
     hsa_region_t kernarg_region;
     bool has_kernarg_region;
     uint32_t queue_min;
+    /* Host memory locked through mem_register and not unlocked yet: the
+     * engine's receive regions outlive the agents at finalize, so close
+     * unlocks what is left before its owner frees it. */
+    pthread_mutex_t locked_lock;
+    void **locked;
+    uint32_t nlocked, locked_cap;
 };
 
 struct rocr_queue;
@@ -866,6 +872,20 @@ static int rocr_mem_register(xtq_agent_t *agent, void *addr, size_t len)
         rc = -XTQ_ENOSYS;
         goto err_unlock;
     }
+    pthread_mutex_lock(&ra->locked_lock);
+    if (ra->nlocked == ra->locked_cap) {
+        uint32_t cap = ra->locked_cap ? ra->locked_cap * 2 : 16;
+        void **l = realloc(ra->locked, cap * sizeof(*l));
+        if (l == NULL) {
+            pthread_mutex_unlock(&ra->locked_lock);
+            rc = -XTQ_ENOMEM;
+            goto err_unlock;
+        }
+        ra->locked = l;
+        ra->locked_cap = cap;
+    }
+    ra->locked[ra->nlocked++] = addr;
+    pthread_mutex_unlock(&ra->locked_lock);
     return 0;
 
 err_unlock:
@@ -876,11 +896,19 @@ err:
 
 static int rocr_mem_deregister(xtq_agent_t *agent, void *addr, size_t len)
 {
+    struct rocr_agent *ra = rocr_agent_of(agent);
     hsa_status_t st;
 
     (void)len;
-    if (rocr_agent_of(agent) == NULL || addr == NULL)
+    if (ra == NULL || addr == NULL)
         return -XTQ_EINVAL;
+    pthread_mutex_lock(&ra->locked_lock);
+    for (uint32_t i = 0; i < ra->nlocked; i++)
+        if (ra->locked[i] == addr) {
+            ra->locked[i] = ra->locked[--ra->nlocked];
+            break;
+        }
+    pthread_mutex_unlock(&ra->locked_lock);
     st = HSA->hsa_amd_memory_unlock(addr);
     if (st != HSA_STATUS_SUCCESS) {
         xtq_err(ROCR, "hsa_amd_memory_unlock(%p): %s", addr, rocr_strstatus(st));
@@ -968,7 +996,15 @@ static hsa_status_t rocr_find_kernarg(hsa_region_t region, void *data)
 
 static void rocr_close(xtq_agent_t *agent)
 {
-    free(container_of(agent, struct rocr_agent, base));
+    struct rocr_agent *ra = container_of(agent, struct rocr_agent, base);
+
+    /* Memory its owner did not deregister (the engine's receive regions,
+     * freed after the agents close): unlocked here, before it is freed. */
+    for (uint32_t i = 0; i < ra->nlocked; i++)
+        HSA->hsa_amd_memory_unlock(ra->locked[i]);
+    free(ra->locked);
+    pthread_mutex_destroy(&ra->locked_lock);
+    free(ra);
 }
 
 static int rocr_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
@@ -990,6 +1026,7 @@ static int rocr_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
         goto err;
     }
     ra->hsa = rocr.gpus[device_index];
+    pthread_mutex_init(&ra->locked_lock, NULL);
     ra->base.ops = &rocr_agent_ops;
     ra->base.kind = XTQ_AGENT_ROCR;
     ra->base.ctx = ctx;
@@ -1029,6 +1066,7 @@ static int rocr_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
     return 0;
 
 err_free:
+    pthread_mutex_destroy(&ra->locked_lock);
     free(ra);
 err:
     return rc;

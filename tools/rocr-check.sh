@@ -51,7 +51,7 @@ cat >"$prog.c" <<'C'
 #include <stdlib.h>
 #include <string.h>
 #include <xtq/xtq.h>
-#include "kernels/xtq_kernels.h"
+#include "hsa-glue/rocr_kernels/xtq_kernels.h"
 #define N 1000
 #define TMO (30LL * 1000000000LL)
 #define TRY(x) do { int rc_ = (x); if (rc_) { fprintf(stderr, "%s: %s\n", #x, xtq_strerror(rc_)); exit(1); } } while (0)

@@ -81,8 +81,9 @@ int xtq_init(const xtq_init_attr_t *attr, xtq_ctx_t **out)
     ctx->job_key = ctx->bootstrap->job_key;
 
     int64_t tsize = xtq__param_int(XTQ__PARAM_XTQ_TABLE_SIZE);
-    if (tsize < 1 || tsize > (1 << 20)) {
-        xtq_err(CORE, "XTQ_TABLE_SIZE=%lld out of range", (long long)tsize);
+    if (tsize < 1 || tsize > XTQ__REGISTRY_MAX_SIZE) {
+        xtq_err(CORE, "XTQ_TABLE_SIZE=%lld out of range 1..%u", (long long)tsize,
+                XTQ__REGISTRY_MAX_SIZE);
         rc = -XTQ_EINVAL;
         goto err_bootstrap;
     }
@@ -127,9 +128,8 @@ int xtq_finalize(xtq_ctx_t *ctx)
     int rc = 0, drc;
     if (!ctx)
         return -XTQ_EINVAL;
-    uint64_t timeout_ns =
-        (uint64_t)xtq__param_int(XTQ__PARAM_XTQ_FINALIZE_TIMEOUT_MS) * 1000000ull;
-    uint64_t deadline = xtq__now_ns() + timeout_ns;
+    uint64_t timeout_ns = xtq__param_ns(XTQ__PARAM_XTQ_FINALIZE_TIMEOUT_MS, 1000000);
+    uint64_t deadline = xtq__deadline_ns(timeout_ns);
 
     /* Our puts first (peers still progress until they pass the barrier),
      * then everyone's, then what still runs here. */
@@ -146,7 +146,7 @@ int xtq_finalize(xtq_ctx_t *ctx)
     } else {
         rc = xtq_barrier(ctx);
     }
-    drc = xtq__engine_drain_tasks(ctx->engine, xtq__now_ns() + timeout_ns);
+    drc = xtq__engine_drain_tasks(ctx->engine, xtq__deadline_ns(timeout_ns));
     if (drc)
         xtq_warn(CORE, "rank %d: tasks still running after XTQ_FINALIZE_TIMEOUT_MS", ctx->rank);
     /* A last barrier so no peer closes its endpoint while acks to it are

@@ -58,7 +58,7 @@ enum xtq__subsys { XTQ__SUBSYS_LIST(XTQ__SUBSYS_ENUM_) XTQ__SUBSYS_COUNT };
 
 /* Per-subsystem threshold: a message is printed when level <= threshold.
  * Filled from XTQ_LOG_LEVEL / XTQ_LOG_SUBSYS on first use. */
-extern int xtq__log_threshold[XTQ__SUBSYS_COUNT];
+extern _Atomic int xtq__log_threshold[XTQ__SUBSYS_COUNT]; /* read by any thread */
 void xtq__log_init(void);
 void xtq__log_emit(enum xtq__subsys subsys, enum xtq__log_level level, const char *file,
                    int line, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -99,10 +99,30 @@ int64_t xtq__param_int(enum xtq__param_id id);
 uint64_t xtq__param_size(enum xtq__param_id id);
 bool xtq__param_bool(enum xtq__param_id id);
 const char *xtq__param_string(enum xtq__param_id id);
+/* An INT parameter counted in units of `unit_ns` (1000000 for _MS), in ns:
+ * negative is 0, saturated at UINT64_MAX. */
+uint64_t xtq__param_ns(enum xtq__param_id id, uint64_t unit_ns);
 
 /* ---- time ------------------------------------------------------------- */
 
 uint64_t xtq__now_ns(void); /* CLOCK_MONOTONIC */
+/* The deadline `ns` from now, saturated at UINT64_MAX (none): a large
+ * timeout must not wrap into one that has already passed. */
+uint64_t xtq__deadline_ns(uint64_t ns);
+/* A public timeout (XTQ_TIMEOUT_INFINITE, or ns; negative: due now) for
+ * xtq__deadline_ns. */
+static inline uint64_t xtq__timeout_ns(int64_t timeout_ns)
+{
+    return timeout_ns == XTQ_TIMEOUT_INFINITE ? UINT64_MAX
+           : timeout_ns < 0                   ? 0
+                                              : (uint64_t)timeout_ns;
+}
+/* a * b, saturated at UINT64_MAX (parameters scaled to ns or bytes). */
+static inline uint64_t xtq__mul_sat(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
 
 static inline void xtq__cpu_relax(void)
 {

@@ -7,7 +7,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-int xtq__log_threshold[XTQ__SUBSYS_COUNT] = {
+_Atomic int xtq__log_threshold[XTQ__SUBSYS_COUNT] = {
 #define X(id, name) [XTQ__SUBSYS_##id] = XTQ__LOG_WARN,
     XTQ__SUBSYS_LIST(X)
 #undef X
@@ -46,6 +46,8 @@ static bool subsys_selected(const char *list, const char *name)
     return false;
 }
 
+/* Every xtq_init: a second context's init runs while the first one's
+ * threads log, so the thresholds are atomics (loads are plain moves). */
 void xtq__log_init(void)
 {
     int level = parse_level(xtq__param_string(XTQ__PARAM_XTQ_LOG_LEVEL));

@@ -27,21 +27,25 @@ static const char *raw(enum xtq__param_id id)
 static bool parse_int(const char *s, int64_t *out, bool size_suffix)
 {
     char *end;
+    unsigned shift = 0;
     errno = 0;
     long long v = strtoll(s, &end, 0);
     if (errno || end == s)
         return false;
     if (size_suffix && *end) {
         switch (*end) {
-        case 'k': case 'K': v <<= 10; end++; break;
-        case 'm': case 'M': v <<= 20; end++; break;
-        case 'g': case 'G': v <<= 30; end++; break;
+        case 'k': case 'K': shift = 10; end++; break;
+        case 'm': case 'M': shift = 20; end++; break;
+        case 'g': case 'G': shift = 30; end++; break;
         default: break;
         }
     }
     if (*end)
         return false;
-    *out = v;
+    /* A scaled value that does not fit is not a size (it would wrap). */
+    if (shift && (v < 0 || v > (INT64_MAX >> shift)))
+        return false;
+    *out = v * ((int64_t)1 << shift);
     return true;
 }
 
@@ -64,6 +68,12 @@ uint64_t xtq__param_size(enum xtq__param_id id)
         parse_int(params[id].def, &v, true);
     }
     return (uint64_t)v;
+}
+
+uint64_t xtq__param_ns(enum xtq__param_id id, uint64_t unit_ns)
+{
+    int64_t v = xtq__param_int(id);
+    return v <= 0 ? 0 : xtq__mul_sat((uint64_t)v, unit_ns);
 }
 
 bool xtq__param_bool(enum xtq__param_id id)

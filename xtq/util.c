@@ -16,6 +16,12 @@ uint64_t xtq__now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t xtq__deadline_ns(uint64_t ns)
+{
+    uint64_t now = xtq__now_ns();
+    return ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
+}
+
 int xtq__futex_wait(_Atomic uint32_t *addr, uint32_t expected, int64_t timeout_ns)
 {
     struct timespec ts, *tsp = NULL;
@@ -70,7 +76,7 @@ uint64_t xtq__spin_ns(enum xtq__param_id id, unsigned local_ranks, int64_t roomy
     int64_t us = xtq__param_int(id);
     if (us < 0)
         us = xtq__cores_per_rank(local_ranks) >= XTQ__SPIN_MIN_CORES ? roomy_us : tight_us;
-    return (uint64_t)us * 1000u;
+    return xtq__mul_sat((uint64_t)us, 1000u);
 }
 
 /* ---- spin, then sleep ------------------------------------------------- */
@@ -81,7 +87,7 @@ bool xtq__spin_until(bool (*ready)(void *arg), void *arg, uint64_t spin_ns)
         return true;
     if (!spin_ns)
         return false;
-    uint64_t end = xtq__now_ns() + spin_ns;
+    uint64_t end = xtq__deadline_ns(spin_ns);
     for (unsigned i = 1;; i++) {
         /* No yield: spins are on only where each thread has a core
          * (sched_yield costs ~0.5 us in a virtual machine). */

@@ -60,6 +60,12 @@ int xtq__wire_validate(const void *msg, size_t len, uint64_t job_key, uint32_t n
         return -XTQ_EVERSION;
     if (h.type != XTQ__MSG_PUT && h.type != XTQ__MSG_ACK)
         return -XTQ_EBADMSG;
+    /* Bits and fields this version does not define must be zero: a sender
+     * that sets them expects a meaning we would silently ignore. */
+    if (h.flags & ~(h.type == XTQ__MSG_PUT ? XTQ__WIRE_PUT_FLAGS : XTQ__WIRE_ACK_FLAGS))
+        return -XTQ_EPROTO;
+    if (h.reserved0 || h.reserved1[0] || h.reserved1[1] || (h.type == XTQ__MSG_PUT && h.status))
+        return -XTQ_EPROTO;
     if (h.job_key != job_key)
         return -XTQ_EJOBKEY;
     if (h.src_rank >= nranks)

@@ -1,7 +1,10 @@
 /*
  * The wire format. Every message starts with a versioned header carrying
  * the job key, source rank, sequence number and lengths; the target checks
- * every length and index before use.
+ * every length and index before use. The job key guards against cross-talk
+ * between jobs, not against a hostile sender (it is no secret); the source
+ * rank is checked against the transport's source address (target.c,
+ * docs/design.md).
  *
  * PUT message:  [hdr 64 B][AQL packet 64 B][kernel arguments][pad to 64][payload][pad to 64]
  *   hdr.cmd_len = 64 + kernarg bytes; hdr.payload_len = payload bytes;
@@ -29,6 +32,10 @@ enum xtq__msg_type {
 enum xtq__wire_flags {
     XTQ__WIRE_REMOTE_COMPLETION = 1u << 0, /* ack when the task finished (else when enqueued) */
 };
+/* The flag bits each message type may carry; any other bit is rejected
+ * (a later version that adds one bumps XTQ_WIRE_VERSION or this mask). */
+#define XTQ__WIRE_PUT_FLAGS ((uint32_t)XTQ__WIRE_REMOTE_COMPLETION)
+#define XTQ__WIRE_ACK_FLAGS 0u
 
 struct xtq__wire_hdr {
     uint16_t magic;
@@ -63,9 +70,11 @@ void xtq__wire_hdr_init(struct xtq__wire_hdr *hdr, enum xtq__msg_type type, uint
 /*
  * Validate an arrived message of `len` bytes (as reported by the
  * transport) before anything else reads it: magic, version, type, job key,
- * source rank < nranks, and for PUT cmd_len >= 64, cmd_len <= max, lengths
- * consistent with `len`, no overflow. Returns 0 or -XTQ_EBADMSG,
- * -XTQ_EVERSION, -XTQ_EJOBKEY, -XTQ_ESRCRANK, -XTQ_EMSGSIZE. On success
+ * source rank < nranks, flag bits known for the type, reserved fields
+ * zero (and a PUT's status), and for PUT cmd_len >= 64, cmd_len <= max,
+ * lengths consistent with `len`, no overflow. Returns 0 or -XTQ_EBADMSG,
+ * -XTQ_EVERSION, -XTQ_EJOBKEY, -XTQ_ESRCRANK, -XTQ_EMSGSIZE, -XTQ_EPROTO
+ * (a flag bit or reserved field this version does not define). On success
  * for PUT, *cmd and *payload point into `msg` (payload NULL when empty);
  * for ACK both are NULL. Any of the output pointers may be NULL.
  * `max_msg` bounds cmd_len + payload_len, the quantity xtq_put() checks

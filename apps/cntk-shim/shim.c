@@ -35,10 +35,9 @@ static const struct {
 #ifndef XTQ_SHIM_HAVE_XTQ
     {"xtq", "needs libxtq_coll (apps/allreduce), which this build does not have"},
 #endif
+    {NULL, NULL}, /* ends the list, which is otherwise empty in a full build */
 };
-/* A variable, not the constant: with every back-end built the list is
- * empty, and `i < 0` on a size_t is a warning (an error here). */
-static const size_t nmissing = SHIM_ARRAY_SIZE(missing_backends);
+
 
 /* A scratch area: host (malloc), pinned host, or device memory. */
 enum arena_kind { ARENA_HOST, ARENA_PINNED, ARENA_DEVICE };
@@ -180,12 +179,15 @@ int xtq_shim_backend_info(unsigned index, const char **name, int *available, con
     if (index < SHIM_ARRAY_SIZE(backends)) {
         n = backends[index]->name;
         avail = backends[index]->available(&w);
-    } else if (index - SHIM_ARRAY_SIZE(backends) < nmissing) {
-        n = missing_backends[index - SHIM_ARRAY_SIZE(backends)].name;
-        w = missing_backends[index - SHIM_ARRAY_SIZE(backends)].why;
-        avail = 0;
     } else {
-        return -XTQ_ERANGE;
+        size_t m = index - SHIM_ARRAY_SIZE(backends), i = 0;
+        while (missing_backends[i].name && i < m)
+            i++;
+        if (!missing_backends[i].name)
+            return -XTQ_ERANGE;
+        n = missing_backends[i].name;
+        w = missing_backends[i].why;
+        avail = 0;
     }
     if (name)
         *name = n;
@@ -264,7 +266,7 @@ int xtq_shim_init(const xtq_shim_attr_t *attr, xtq_shim_comm_t **out)
             ops = backends[i];
     if (!ops) {
         rc = -XTQ_ENOENT;
-        for (size_t i = 0; i < nmissing; i++)
+        for (size_t i = 0; missing_backends[i].name; i++)
             if (!strcmp(missing_backends[i].name, name)) {
                 fprintf(stderr, "xtq_shim: back-end '%s' is not available: %s\n", name,
                         missing_backends[i].why);

@@ -6,7 +6,7 @@
  * and rings its doorbell signal; the GPU's command processor takes it from
  * there. Kernels are ordinary AMDGPU kernels loaded from a code object:
  *
- *     // kernel built by hipcc --genco (kernels/reduce.cu: xtq_sum_f32)
+ *     // kernel built by hipcc --genco (hsa-glue/rocr_kernels/reduce.cu: xtq_sum_f32)
  *     xtq_kernel_t *k;
  *     xtq_kernel_create_rocr(agent, "xtq_kernels.hsaco", "xtq_sum_f32", &k);
  *     xtq_register_kernel(ctx, 3, k, target_buffer, done_signal);

@@ -144,7 +144,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 static int is_wire_error(int rc)
 {
     return rc == -XTQ_EBADMSG || rc == -XTQ_EVERSION || rc == -XTQ_EJOBKEY || rc == -XTQ_ESRCRANK ||
-           rc == -XTQ_EMSGSIZE;
+           rc == -XTQ_EMSGSIZE || rc == -XTQ_EPROTO;
 }
 
 static int is_rewrite_error(int rc)
@@ -326,6 +326,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(&h, buf, sizeof(h));
     FAIL_IF(h.magic != XTQ_WIRE_MAGIC || h.version != XTQ_WIRE_VERSION);
     FAIL_IF(h.job_key != FUZZ_JOB_KEY || h.src_rank >= FUZZ_NRANKS);
+    /* Only defined flag bits, nothing in the reserved fields. */
+    FAIL_IF(h.flags & ~(h.type == XTQ__MSG_PUT ? XTQ__WIRE_PUT_FLAGS : XTQ__WIRE_ACK_FLAGS));
+    FAIL_IF(h.reserved0 || h.reserved1[0] || h.reserved1[1] ||
+            (h.type == XTQ__MSG_PUT && h.status));
     if (h.type == XTQ__MSG_ACK) {
         FAIL_IF(cmd || payload_c);
         goto out;

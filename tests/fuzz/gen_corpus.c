@@ -178,6 +178,12 @@ int main(int argc, char **argv)
     len = kernel_put(1, 0, 32, 100);
     hdr()->payload_len = UINT64_MAX - 100;
     emit("bad-payload-overflow", len);
+    len = kernel_put(1, 0, 32, 100);
+    hdr()->flags = 1u << 7;
+    emit("bad-flags", len);
+    len = kernel_put(1, 0, 32, 100);
+    hdr()->reserved1[1] = 1;
+    emit("bad-reserved", len);
 
     /* Well-formed messages whose packet the rewrite must reject. */
     len = kernel_put(1, 0, 32, 8);

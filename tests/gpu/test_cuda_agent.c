@@ -8,6 +8,7 @@
 #include "internal.h"
 #include "queue_int.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
@@ -1162,6 +1163,74 @@ XTQ_TEST(register_heavy_task)
     CHECK_OK(xtq_queue_destroy(q));
     CHECK_OK(xtq_kernel_destroy(k));
     agent->ops->close(agent);
+}
+
+/* ---- destroy with packets queued (issue 10, bug 3) ---------------------- */
+
+static _Atomic int cancel_status[8];
+static _Atomic uint32_t cancel_hits[8];
+static void cancel_retire(void *cookie, int status)
+{
+    atomic_store(&cancel_status[(uintptr_t)cookie], status);
+    atomic_fetch_add(&cancel_hits[(uintptr_t)cookie], 1);
+}
+
+static void *release_later(void *arg)
+{
+    usleep(100000); /* destroy is (most likely) waiting for the processor by then */
+    xtq_signal_store(arg, 0);
+    return NULL;
+}
+
+/*
+ * A barrier holds the processor at the head of a queue with four kernel
+ * packets behind it; the queue is destroyed meanwhile. Once the barrier
+ * completes (the processor then leaves the queue), the four are retired
+ * with -XTQ_ECANCELED, each once, and none runs.
+ */
+XTQ_TEST(queue_destroy_cancels_queued)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *dep, *sig;
+    const uint32_t grid[3] = {1, 1, 1};
+    const uint16_t wg[3] = {1, 1, 1};
+    uint32_t *seen = host_alloc(agent, 4096);
+    struct count_args *ka = host_alloc(agent, 4 * sizeof(*ka));
+    xtq_kernel_t *k = make_kernel(agent, TASK_COUNT, sizeof(*ka));
+    xtq_aql_packet_t p;
+    pthread_t th;
+
+    CHECK_OK(xtq_queue_create(agent, 8, &q));
+    q->retire = cancel_retire;
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &dep));
+    CHECK_OK(xtq_cuda_signal_create(agent, 4, &sig));
+    memset(&p, 0, sizeof(p));
+    p.barrier.header = xtq_aql_header(XTQ_PACKET_TYPE_BARRIER_AND, 1, XTQ_FENCE_SCOPE_SYSTEM,
+                                      XTQ_FENCE_SCOPE_SYSTEM);
+    p.barrier.dep_signal[0] = xtq_signal_handle(dep);
+    submit(q, &p, (void *)(uintptr_t)1);
+    for (uint32_t i = 0; i < 4; i++) {
+        ka[i].seen = seen;
+        ka[i].seq = i;
+        kernel_packet(&p, k, &ka[i], 1, grid, wg, sig);
+        submit(q, &p, (void *)(uintptr_t)(i + 2));
+    }
+    CHECK_EQ(pthread_create(&th, NULL, release_later, dep), 0);
+    CHECK_OK(xtq_queue_destroy(q));
+    pthread_join(th, NULL);
+    CHECK_EQ(atomic_load(&cancel_hits[1]), 1);
+    CHECK_EQ(atomic_load(&cancel_status[1]), 0);
+    for (int i = 2; i < 6; i++) {
+        CHECK_EQ(atomic_load(&cancel_hits[i]), 1);
+        CHECK_EQ(atomic_load(&cancel_status[i]), -XTQ_ECANCELED);
+        CHECK_EQ(seen[i - 2], 0);
+    }
+    CHECK_EQ(xtq_signal_load(sig), 4); /* a cancelled task does not signal */
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    for (int i = 1; i < 6; i++)
+        CHECK_EQ(atomic_load(&cancel_hits[i]), 1); /* not again at close */
 }
 
 XTQ_TEST(shutdown_and_reopen)

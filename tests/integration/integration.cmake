@@ -38,9 +38,9 @@ set_tests_properties(integration.self.stress_manual PROPERTIES LABELS integratio
 
 # The Fig. 6 example: alone (put to itself) and at 4 ranks.
 if(TARGET fig6)
-  add_test(NAME examples.fig6.self COMMAND fig6)
-  set_tests_properties(examples.fig6.self PROPERTIES LABELS integration TIMEOUT 60
-                       PASS_REGULAR_EXPRESSION "rank 0: task ran.*OK")
+  add_test(NAME examples.fig6.self
+           COMMAND ${XTQ_EXPECT_OUTPUT} "rank 0: task ran.*OK" $<TARGET_FILE:fig6>)
+  set_tests_properties(examples.fig6.self PROPERTIES LABELS integration TIMEOUT 60)
   if(MPIEXEC_EXECUTABLE)
     foreach(prov shm tcp)
       xtq_add_mpi_case(NAME examples.fig6.${prov}.np4 NP 4 PROVIDER ${prov}

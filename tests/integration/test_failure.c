@@ -24,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define QUEUE_INDEX 4
 #define FN_INDEX 8
@@ -354,4 +356,78 @@ XTQ_TEST(finalize_inflight)
     printf("finalize in flight: %d completed, %d failed with XTQ_EFINALIZED (finalize: %s)\n", ok,
            failed, rc ? xtq_errname(rc) : "0");
     free(c);
+}
+
+/* ---- a stalled initiator does not blame its peers ----------------------- */
+
+/*
+ * `test_failure peer_stall` at 2 ranks: rank 0 streams puts to rank 1 and
+ * is stopped (SIGSTOP, from a child process) for 1.5 times
+ * XTQ_PEER_TIMEOUT_MS meanwhile, as a process starved on a loaded host
+ * is. Rank 1 answered everything; its acks wait in rank 0's transport.
+ * When rank 0 runs again it must read them before it judges rank 1: no
+ * peer is declared down, every put completes with 0.
+ */
+XTQ_TEST(peer_stall)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    xtq_agent_t *cpu;
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    enum { PUTS = 4000 };
+    CHECK_OK(xtq_init(&attr, &ctx));
+    S.rank = xtq_rank(ctx);
+    if (xtq_size(ctx) != 2) {
+        xtq_finalize(ctx);
+        XTQ_SKIP("peer_stall runs at 2 ranks");
+    }
+    const char *pt = getenv("XTQ_PEER_TIMEOUT_MS");
+    uint64_t timeout_ms = pt ? strtoull(pt, NULL, 10) : 5000;
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_queue_create(cpu, 64, &q));
+    CHECK_OK(xtq_function_create_cpu(cpu, fn, NULL, &f));
+    CHECK_OK(xtq_signal_create(0, &S.after_done));
+    CHECK_OK(xtq_register_queue(ctx, QUEUE_INDEX, q));
+    CHECK_OK(xtq_register_function(ctx, FN_INDEX, f, NULL));
+    CHECK_OK(xtq_barrier(ctx));
+    if (S.rank == 0) {
+        uint8_t cmd[64];
+        size_t cmd_len;
+        xtq_completion_t *c = calloc(PUTS, sizeof(*c));
+        CHECK(c);
+        CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_INDEX, QUEUE_INDEX, 0, 0, &cmd_len));
+        for (int i = 0; i < PUTS; i++) {
+            CHECK_OK(xtq_put(ctx, 1, cmd, cmd_len, NULL, 0, 0, &c[i]));
+            if (i == PUTS / 4) {
+                /* The window is full of puts in flight: stop here. */
+                pid_t parent = getpid(), child = fork();
+                CHECK(child >= 0);
+                if (child == 0) {
+                    struct timespec ts = {(time_t)(timeout_ms * 3 / 2 / 1000),
+                                          (long)(timeout_ms * 3 / 2 % 1000) * 1000000};
+                    kill(parent, SIGSTOP);
+                    nanosleep(&ts, NULL);
+                    kill(parent, SIGCONT);
+                    _exit(0);
+                }
+                int st;
+                CHECK_EQ(waitpid(child, &st, 0), child); /* we run again */
+            }
+        }
+        for (int i = 0; i < PUTS; i++)
+            CHECK_EQ(xtq_completion_wait(ctx, &c[i], 120ll * 1000000000), 0);
+        free(c);
+        printf("rank 0: stopped for %llu ms with puts in flight; all %d completed, "
+               "no peer declared down\n",
+               (unsigned long long)(timeout_ms * 3 / 2), PUTS);
+    }
+    CHECK_OK(xtq_barrier(ctx));
+    CHECK_OK(xtq_unregister_function(ctx, FN_INDEX));
+    CHECK_OK(xtq_unregister_queue(ctx, QUEUE_INDEX));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_function_destroy(f));
+    CHECK_OK(xtq_signal_destroy(S.after_done));
+    CHECK_OK(xtq_finalize(ctx));
+    printf("rank %d: peer_stall ok\n", S.rank);
 }

@@ -13,9 +13,17 @@
  * with success; finalize fails them.
  *
  * `test_isolation victim DIR` / `test_isolation attacker DIR`.
+ *
+ * Within one job (forged_rank, 3 ranks under mpirun): rank 2 writes
+ * messages straight onto the transport that claim to come from rank 1
+ * (another white-box hook: the engine's own endpoint, the header built by
+ * hand). Rank 0 checks the claim against the transport's source address
+ * (FI_SOURCE) and rejects them under rejected_by_reason[XTQ_ESRCRANK]:
+ * eight PUTs (none runs) and an ACK for rank 0's put in flight to rank 1
+ * (it does not complete it; rank 1's own ack later does).
  */
 #include "internal.h"
-#include "nic-emul/engine.h"
+#include "nic-emul/engine_int.h"
 
 #include <xtq/xtq.h>
 
@@ -205,4 +213,130 @@ XTQ_TEST(attacker)
     }
     printf("attacker: %d puts to another job's process; none succeeded (status %s)\n", NATTACKS,
            xtq_errname(c[0].status));
+}
+
+/* ---- forged source rank, within one job ---------------------------------- */
+
+#define FORGED_PUTS 8
+#define GATE_ARG    0x9a7e
+
+static xtq_signal_t *gate;
+
+static void gated_fn(const uint64_t arg[4], void *ret, void *user_data)
+{
+    (void)ret;
+    (void)user_data;
+    if (arg[2] == GATE_ARG)
+        CHECK_OK(xtq_signal_wait(gate, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE, NULL));
+    else
+        fn(arg, ret, user_data);
+}
+
+/* A context whose first word is no kind the engine knows: the progress
+ * turn ignores its send completion. */
+static uint32_t forged_ctx;
+
+/* `msg` onto the wire to `dest` from our endpoint; it stays untouched
+ * until finalize (a send may read it until its completion). */
+static void forge(xtq_ctx_t *ctx, int dest, void *msg, size_t len)
+{
+    struct xtq__ofi *o = &ctx->engine->ofi;
+    struct iovec iov = {msg, len};
+    ssize_t rc;
+    for (;;) {
+        rc = len <= o->inject_size ? xtq__ofi_inject(o, msg, len, dest)
+                                   : xtq__ofi_sendv(o, &iov, 1, dest, &forged_ctx);
+        if (rc != -FI_EAGAIN)
+            break;
+        xtq_progress(ctx);
+    }
+    CHECK_EQ(rc, 0);
+}
+
+XTQ_TEST(forged_rank)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    xtq_agent_t *cpu;
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    xtq_completion_t held = {0};
+    CHECK_OK(xtq_init(&attr, &ctx));
+    if (xtq_size(ctx) != 3)
+        XTQ_FAIL("forged_rank runs at 3 ranks, not %d", xtq_size(ctx));
+    if (!ctx->engine->ofi.source)
+        XTQ_SKIP("provider %s has no FI_SOURCE", ctx->engine->ofi.prov_name);
+    int rank = xtq_rank(ctx);
+    CHECK_OK(xtq_signal_create(1, &gate));
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_queue_create(cpu, 16, &q));
+    CHECK_OK(xtq_function_create_cpu(cpu, gated_fn, NULL, &f));
+    CHECK_OK(xtq_register_queue(ctx, QUEUE_INDEX, q));
+    CHECK_OK(xtq_register_function(ctx, FN_INDEX, f, NULL));
+    CHECK_OK(xtq_barrier(ctx));
+
+    uint8_t cmd[64];
+    size_t cmd_len;
+    if (rank == 0) {
+        /* Sequence 0 to rank 1, held there until the end. */
+        CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_INDEX, QUEUE_INDEX, GATE_ARG, 0, &cmd_len));
+        CHECK_OK(xtq_put(ctx, 1, cmd, cmd_len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &held));
+    }
+    CHECK_OK(xtq_barrier(ctx));
+    if (rank == 2) {
+        static _Alignas(64) uint8_t msg[FORGED_PUTS][128];
+        static struct xtq__wire_hdr h, ack;
+        CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_INDEX, QUEUE_INDEX, 0xbad, 0, &cmd_len));
+        CHECK_EQ(cmd_len, 64);
+        for (int i = 0; i < FORGED_PUTS; i++) {
+            xtq__wire_hdr_init(&h, XTQ__MSG_PUT, ctx->job_key, 1, 1000 + (uint64_t)i);
+            h.cmd_len = (uint32_t)cmd_len;
+            memcpy(msg[i], &h, sizeof(h));
+            memcpy(msg[i] + sizeof(h), cmd, cmd_len);
+            forge(ctx, 0, msg[i], sizeof(msg[i]));
+        }
+        /* "Rank 1 ran rank 0's sequence 0." */
+        xtq__wire_hdr_init(&ack, XTQ__MSG_ACK, ctx->job_key, 1, 0);
+        forge(ctx, 0, &ack, sizeof(ack));
+    }
+    if (rank == 0) {
+        const int idx = XTQ_ESRCRANK - XTQ_ENOKERNEL;
+        xtq_stats_t st;
+        for (int i = 0; i < 3000; i++) {
+            CHECK_OK(xtq_get_stats(ctx, &st));
+            if (st.rejected_by_reason[idx] >= FORGED_PUTS + 1)
+                break;
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
+        CHECK_OK(xtq_get_stats(ctx, &st));
+        printf("rank 0: %llu messages claiming rank 1 from rank 2's endpoint rejected "
+               "(rejected_by_reason[ESRCRANK]), %llu ran; the put held at rank 1 is %s\n",
+               (unsigned long long)st.rejected_by_reason[idx],
+               (unsigned long long)atomic_load(&ran_foreign),
+               xtq_completion_test(&held) ? "DONE (wrong)" : "still in flight");
+        CHECK_EQ(st.rejected_by_reason[idx], FORGED_PUTS + 1);
+        CHECK_EQ(st.msgs_rejected, FORGED_PUTS + 1);
+        CHECK_EQ(atomic_load(&ran_foreign), 0);
+        CHECK(!xtq_completion_test(&held));
+    }
+    CHECK_OK(xtq_barrier(ctx));
+    if (rank == 1)
+        xtq_signal_store(gate, 0);
+    if (rank == 0) {
+        CHECK_OK(xtq_completion_wait(ctx, &held, 30ll * 1000000000));
+        printf("rank 0: the held put completed by rank 1's own ack\n");
+    } else {
+        xtq_stats_t st;
+        CHECK_OK(xtq_get_stats(ctx, &st));
+        CHECK_EQ(st.msgs_rejected, 0);
+    }
+    CHECK_OK(xtq_barrier(ctx));
+    CHECK_OK(xtq_unregister_function(ctx, FN_INDEX));
+    CHECK_OK(xtq_unregister_queue(ctx, QUEUE_INDEX));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_function_destroy(f));
+    CHECK_OK(xtq_finalize(ctx));
+    xtq_signal_destroy(gate);
+    printf("rank %d: forged_rank ok\n", rank);
 }

@@ -11,3 +11,19 @@ foreach(t IN LISTS core_tests)
     set_property(TEST ${t} APPEND PROPERTY LABELS tsan)
   endif()
 endforeach()
+# White-box engine tests in one process (stop racing with agent threads);
+# also under TSan and ASan, with the integration tests' third-party
+# suppressions (libfabric, PMIx: see tests/integration/tsan.supp).
+xtq_add_runner(engine LABEL unit SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_engine.c INTERNAL)
+get_property(engine_tests DIRECTORY PROPERTY TESTS)
+list(FILTER engine_tests INCLUDE REGEX "^engine\\.")
+foreach(t IN LISTS engine_tests)
+  set_property(TEST ${t} APPEND PROPERTY LABELS tsan)
+  if(XTQ_SANITIZE STREQUAL "thread")
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
+                 "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 suppressions=${PROJECT_SOURCE_DIR}/tests/integration/tsan.supp")
+  elseif(XTQ_SANITIZE STREQUAL "address")
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
+                 "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/integration/lsan.supp")
+  endif()
+endforeach()

@@ -386,7 +386,7 @@ XTQ_TEST(no_barrier_bit_runs_concurrently)
 
 /* ---- completion and retire ------------------------------------------------------- */
 
-static _Atomic uint64_t retired_ok, retired_err;
+static _Atomic uint64_t retired_ok, retired_err, retired_cancel;
 static _Atomic uint32_t retire_hits[256];
 
 static void test_retire(void *cookie, int status)
@@ -396,6 +396,8 @@ static void test_retire(void *cookie, int status)
         atomic_fetch_add(&retired_ok, 1);
     else if (status == -XTQ_EPACKET)
         atomic_fetch_add(&retired_err, 1);
+    else if (status == -XTQ_ECANCELED)
+        atomic_fetch_add(&retired_cancel, 1);
     if (c < 256)
         atomic_fetch_add(&retire_hits[c], 1);
 }
@@ -502,6 +504,112 @@ XTQ_TEST(bad_packets)
     close_agent(a);
     xtq_signal_destroy(done);
     xtq_signal_destroy(good);
+}
+
+/* Holds the only worker until `gate` reaches 0; says so on `started`. */
+struct gate {
+    xtq_signal_t *started, *gate;
+};
+
+static void gate_fn(const uint64_t arg[4], void *ret, void *user)
+{
+    struct gate *g = user;
+    xtq_signal_add(g->started, -1);
+    CHECK_OK(xtq_signal_wait(g->gate, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE, NULL));
+}
+
+/*
+ * Destroying a queue with packets still in it (the engine put them there:
+ * they carry cookies) retires each with -XTQ_ECANCELED, as ROCr does, so
+ * the initiator hears of it; their completion signals are left alone (a
+ * failed task does not signal). Issue 10, bug 3.
+ */
+XTQ_TEST(destroy_cancels_queued)
+{
+    xtq_agent_t *a = open_agent(1);
+    xtq_queue_t *held, *q;
+    xtq_function_t *fg, *f;
+    struct gate g;
+    xtq_signal_t *done;
+    xtq_aql_packet_t p;
+
+    CHECK_OK(xtq_signal_create(1, &g.started));
+    CHECK_OK(xtq_signal_create(1, &g.gate));
+    CHECK_OK(xtq_signal_create(5, &done));
+    CHECK_OK(xtq_queue_create(a, 8, &held));
+    CHECK_OK(xtq_queue_create(a, 8, &q));
+    q->retire = test_retire;
+    CHECK_OK(xtq_function_create_cpu(a, gate_fn, &g, &fg));
+    CHECK_OK(xtq_function_create_cpu(a, nop_fn, NULL, &f));
+    /* The worker is busy on the other queue: q's packets stay queued. */
+    function_packet(&p, fg, 0, NULL, 0, 0, 0, 0, NULL);
+    submit(held, &p, NULL);
+    wait_zero(g.started);
+    for (uintptr_t i = 0; i < 5; i++) {
+        function_packet(&p, f, 0, done, i, 0, 0, 0, NULL);
+        submit(q, &p, (void *)(31 + i));
+    }
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_EQ(atomic_load(&retired_cancel), 5);
+    for (int i = 31; i < 36; i++)
+        CHECK_EQ(atomic_load(&retire_hits[i]), 1);
+    CHECK_EQ(xtq_signal_load(done), 5);
+    xtq_signal_store(g.gate, 0);
+    CHECK_OK(xtq_queue_destroy(held));
+    /* None of them ran. */
+    CHECK_EQ(xtq__cpu_agent_packets_done(a), 1);
+    CHECK_OK(xtq_function_destroy(f));
+    CHECK_OK(xtq_function_destroy(fg));
+    close_agent(a);
+    xtq_signal_destroy(done);
+    xtq_signal_destroy(g.gate);
+    xtq_signal_destroy(g.started);
+}
+
+static void *open_gate_later(void *arg)
+{
+    struct gate *g = arg;
+    struct timespec ts = {0, 100000000};
+    nanosleep(&ts, NULL); /* so that close() is (most likely) waiting by then */
+    xtq_signal_store(g->gate, 0);
+    return NULL;
+}
+
+/* Closing the agent with packets queued retires them the same way. */
+XTQ_TEST(close_cancels_queued)
+{
+    xtq_agent_t *a = open_agent(1);
+    xtq_queue_t *held, *q;
+    xtq_function_t *fg, *f;
+    struct gate g;
+    xtq_aql_packet_t p;
+
+    CHECK_OK(xtq_signal_create(1, &g.started));
+    CHECK_OK(xtq_signal_create(1, &g.gate));
+    CHECK_OK(xtq_queue_create(a, 8, &held));
+    CHECK_OK(xtq_queue_create(a, 8, &q));
+    q->retire = test_retire;
+    CHECK_OK(xtq_function_create_cpu(a, gate_fn, &g, &fg));
+    CHECK_OK(xtq_function_create_cpu(a, nop_fn, NULL, &f));
+    function_packet(&p, fg, 0, NULL, 0, 0, 0, 0, NULL);
+    submit(held, &p, NULL);
+    wait_zero(g.started);
+    for (uintptr_t i = 0; i < 3; i++) {
+        function_packet(&p, f, 0, NULL, i, 0, 0, 0, NULL);
+        submit(q, &p, (void *)(41 + i));
+    }
+    /* close() joins the worker: the gate opens while it waits. */
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, open_gate_later, &g), 0);
+    close_agent(a);
+    pthread_join(th, NULL);
+    /* Had the gate opened before close, the worker ran some of them; the
+     * rest were cancelled. Each retired exactly once. */
+    for (int i = 41; i < 44; i++)
+        CHECK_EQ(atomic_load(&retire_hits[i]), 1);
+    CHECK_EQ(atomic_load(&retired_cancel) + atomic_load(&retired_ok), 3);
+    xtq_signal_destroy(g.gate);
+    xtq_signal_destroy(g.started);
 }
 
 /* ---- stress ------------------------------------------------------------------------ */

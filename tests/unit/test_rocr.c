@@ -8,7 +8,7 @@
 
 #include "hsa-glue/rocr_agent.h"
 #include "xtq_test.h"
-#include "kernels/xtq_kernels.h"
+#include "hsa-glue/rocr_kernels/xtq_kernels.h"
 
 #ifdef XTQ_HAVE_ROCR
 #include <hsa/hsa.h>

@@ -175,6 +175,52 @@ XTQ_TEST(bad_type)
     }
 }
 
+/* Flag bits the type does not define, and reserved fields, are refused
+ * (issue 10, bug 9). */
+XTQ_TEST(unknown_flags)
+{
+    size_t len = make_put(msgbuf, 16, 0);
+    hdr_of(msgbuf)->flags = XTQ__WIRE_REMOTE_COMPLETION;
+    CHECK_OK(validate(msgbuf, len));
+    for (unsigned b = 1; b < 32; b++) {
+        hdr_of(msgbuf)->flags = XTQ__WIRE_REMOTE_COMPLETION | (1u << b);
+        CHECK_ERR(validate(msgbuf, len), -XTQ_EPROTO);
+    }
+    /* An ACK defines no flag. */
+    struct xtq__wire_hdr h;
+    xtq__wire_hdr_init(&h, XTQ__MSG_ACK, KEY, 0, 7);
+    for (unsigned b = 0; b < 32; b++) {
+        h.flags = 1u << b;
+        memcpy(msgbuf, &h, sizeof(h));
+        CHECK_ERR(validate(msgbuf, 64), -XTQ_EPROTO);
+    }
+}
+
+XTQ_TEST(reserved_fields)
+{
+    size_t len = make_put(msgbuf, 16, 0);
+    hdr_of(msgbuf)->reserved0 = 1;
+    CHECK_ERR(validate(msgbuf, len), -XTQ_EPROTO);
+    hdr_of(msgbuf)->reserved0 = 0;
+    hdr_of(msgbuf)->reserved1[0] = 1ull << 63;
+    CHECK_ERR(validate(msgbuf, len), -XTQ_EPROTO);
+    hdr_of(msgbuf)->reserved1[0] = 0;
+    hdr_of(msgbuf)->reserved1[1] = 2;
+    CHECK_ERR(validate(msgbuf, len), -XTQ_EPROTO);
+    hdr_of(msgbuf)->reserved1[1] = 0;
+    /* A PUT carries no status. */
+    hdr_of(msgbuf)->status = -XTQ_ENOKERNEL;
+    CHECK_ERR(validate(msgbuf, len), -XTQ_EPROTO);
+    hdr_of(msgbuf)->status = 0;
+    CHECK_OK(validate(msgbuf, len));
+    /* Nor may an ACK use them. */
+    struct xtq__wire_hdr h;
+    xtq__wire_hdr_init(&h, XTQ__MSG_ACK, KEY, 0, 7);
+    h.reserved1[1] = 1;
+    memcpy(msgbuf, &h, sizeof(h));
+    CHECK_ERR(validate(msgbuf, 64), -XTQ_EPROTO);
+}
+
 XTQ_TEST(wrong_job_key)
 {
     size_t len = make_put(msgbuf, 16, 0);

@@ -13,6 +13,13 @@
 static void ack_queue(struct xtq__engine *e, struct ack_msg *a)
 {
     xtq__mutex_lock(&e->ack_lock);
+    if (e->acks_closed) {
+        /* Stopped: nobody will send it (an agent worker acknowledging a
+         * task that outlived finalize's drain). */
+        pthread_mutex_unlock(&e->ack_lock);
+        free(a);
+        return;
+    }
     a->next = NULL;
     if (e->acks_tail)
         e->acks_tail->next = a;
@@ -32,7 +39,9 @@ void xtq__ack_send(struct xtq__engine *e, int dest, uint64_t seq, int status)
     xtq_ctx_t *ctx = e->ctx;
     xtq__wire_hdr_init(&hdr, XTQ__MSG_ACK, ctx->job_key, (uint32_t)ctx->rank, seq);
     hdr.status = status;
-    if (!atomic_load(&e->acks_pending) && e->ofi.inject_size >= sizeof(hdr)) {
+    /* Sent here, from whichever thread acknowledges, unless the progress
+     * thread owns the endpoint (XTQ_ENDPOINT_OWNER=progress). */
+    if (!e->owner_only && !atomic_load(&e->acks_pending) && e->ofi.inject_size >= sizeof(hdr)) {
         if (xtq__ofi_inject(&e->ofi, &hdr, sizeof(hdr), dest) == 0) {
             XTQ__STAT_INC(ctx, acks_sent);
             xtq__bell_ring(e, dest);
@@ -46,7 +55,7 @@ void xtq__ack_send(struct xtq__engine *e, int dest, uint64_t seq, int status)
     }
     a->dest = dest;
     a->hdr = hdr;
-    a->since = xtq__now_ns();
+    a->since = 0;
     ack_queue(e, a);
 }
 
@@ -66,9 +75,14 @@ int xtq__acks_flush(struct xtq__engine *e)
             rc = xtq__ofi_inject(&e->ofi, &a->hdr, sizeof(a->hdr), a->dest);
             if (rc == -FI_EAGAIN) {
                 /* A destination that takes nothing for a whole peer
-                 * timeout is gone: drop its acks rather than hold up the
-                 * acks to everyone else. */
-                if (!e->peer_timeout_ns || xtq__now_ns() - a->since < e->peer_timeout_ns)
+                 * timeout of tries is gone: drop its acks rather than hold
+                 * up the acks to everyone else. Timed from the first try
+                 * that failed, not from when the ack was queued: a flusher
+                 * that did not run for a while blames nobody. */
+                uint64_t now = xtq__now_ns();
+                if (!a->since)
+                    a->since = now;
+                if (!e->peer_timeout_ns || now - a->since < e->peer_timeout_ns)
                     break;
                 xtq__peer_down(e, a->dest, "silent for longer than XTQ_PEER_TIMEOUT_MS");
                 rc = 0;
@@ -95,12 +109,19 @@ int xtq__acks_flush(struct xtq__engine *e)
     return n;
 }
 
+/* Agent workers may still be acknowledging tasks (after a drain timeout):
+ * the list is taken under the lock, and the queue stays closed. */
 void xtq__acks_drop(struct xtq__engine *e)
 {
-    while (e->acks_head) {
-        struct ack_msg *a = e->acks_head;
-        e->acks_head = a->next;
+    xtq__mutex_lock(&e->ack_lock);
+    struct ack_msg *a = e->acks_head;
+    e->acks_head = e->acks_tail = NULL;
+    e->acks_closed = true;
+    atomic_store(&e->acks_pending, 0);
+    pthread_mutex_unlock(&e->ack_lock);
+    while (a) {
+        struct ack_msg *next = a->next;
         free(a);
+        a = next;
     }
-    e->acks_tail = NULL;
 }

@@ -36,6 +36,7 @@ struct xtq__ofi {
     size_t iov_limit;
     size_t inject_size;
     char prov_name[64];
+    bool source; /* FI_SOURCE: arrivals name their source endpoint */
 };
 
 /* Open fabric, domain, endpoint, CQ and AV for provider `prov` (NULL:
@@ -52,11 +53,16 @@ int xtq__ofi_post_multi_recv(struct xtq__ofi *o, void *buf, size_t len, void *co
 ssize_t xtq__ofi_sendv(struct xtq__ofi *o, const struct iovec *iov, size_t count, int dest,
                        void *context);
 ssize_t xtq__ofi_inject(struct xtq__ofi *o, const void *buf, size_t len, int dest);
-/* Reads up to n entries; an error entry is returned in *err (ret -FI_EAVAIL).
- * `polite`: return -FI_EAGAIN at once when a sender is waiting for the
+/* Reads up to n entries, and where the endpoint has FI_SOURCE each one's
+ * source address into src[] (FI_ADDR_NOTAVAIL: not in the AV); an error
+ * entry is returned in *err (ret -FI_EAVAIL).
+ * `polite`: return -FI_EBUSY at once when a sender is waiting for the
  * endpoint or holds it (a polling thread must not stand in its way). */
-ssize_t xtq__ofi_cq_read(struct xtq__ofi *o, struct fi_cq_data_entry *entries, size_t n,
-                         struct fi_cq_err_entry *err, bool polite);
+ssize_t xtq__ofi_cq_read(struct xtq__ofi *o, struct fi_cq_data_entry *entries, fi_addr_t *src,
+                         size_t n, struct fi_cq_err_entry *err, bool polite);
+/* Whether an arrival from `src` may claim to come from `rank`: the AV's
+ * address of that rank (always true without FI_SOURCE). */
+bool xtq__ofi_source_is(const struct xtq__ofi *o, int rank, fi_addr_t src);
 /* 0 when the caller may block on wait_fd, else -FI_EAGAIN. */
 int xtq__ofi_trywait(struct xtq__ofi *o);
 /* Names of the RDM providers with FI_MSG | FI_MULTI_RECV usable here. */

@@ -58,7 +58,25 @@ struct rx_task {
     _Alignas(16) uint8_t scratch[256]; /* kernel arguments that landed misaligned */
 };
 
-enum slot_state { SLOT_BUSY = 1u << 0, SLOT_LOCAL = 1u << 1, SLOT_ACKED = 1u << 2 };
+/* SLOT_TXQ: in the send queue (XTQ_ENDPOINT_OWNER=progress): not reused
+ * until the progress thread has taken it out, even if it completed. */
+enum slot_state {
+    SLOT_BUSY = 1u << 0,
+    SLOT_LOCAL = 1u << 1,
+    SLOT_ACKED = 1u << 2,
+    SLOT_TXQ = 1u << 3,
+};
+
+/* A multi-producer, single-consumer queue (D. Vyukov's intrusive one):
+ * any thread pushes without a lock; whoever holds the progress turn pops. */
+struct mpsc_node {
+    _Atomic(struct mpsc_node *) next;
+};
+struct mpsc {
+    _Atomic(struct mpsc_node *) head; /* producers */
+    struct mpsc_node *tail;           /* consumer */
+    struct mpsc_node stub;
+};
 
 /* One put in flight: the initiator's window holds XTQ_PUT_WINDOW per target. */
 struct put_slot {
@@ -73,6 +91,13 @@ struct put_slot {
     bool detach_at_local;
     uint8_t *stage; /* wire header (+ command when gathered here) */
     size_t stage_cap;
+    /* The send, as xtq__slot_send() makes it: kept in the slot so that the
+     * progress thread can make it for the caller (XTQ_ENDPOINT_OWNER). */
+    struct iovec iov[5];
+    uint8_t niov;
+    bool eager; /* injected: stage holds the whole message */
+    size_t total;
+    struct mpsc_node txq;
 };
 
 /* Liveness probes are ACK headers with these reserved sequence numbers
@@ -93,12 +118,16 @@ struct peer {
 
 struct ack_msg {
     struct ack_msg *next;
-    uint64_t since; /* queued at (ns): an ack stuck longer than the peer
-                     * timeout means its destination is gone */
+    uint64_t since; /* first failed send (ns), 0 before: an ack the
+                     * transport refuses for a whole peer timeout means its
+                     * destination is gone */
     int dest;
     struct xtq__wire_hdr hdr;
 };
 
+/* A rank's doorbell in POSIX shared memory (wakeup.c); its name travels
+ * in the address exchange. */
+#define XTQ__BELL_NAME_MAX 64
 /* A rank's doorbell in POSIX shared memory (wakeup.c). */
 struct doorbell {
     _Atomic uint32_t seq;
@@ -117,6 +146,13 @@ struct xtq__engine {
     /* target.c */
     struct rx_region *regions;
     unsigned nregions;
+
+    /* XTQ_ENDPOINT_OWNER=progress: only the progress thread (or, in manual
+     * mode, whoever progresses) uses the endpoint; puts wait in txq, acks
+     * in the ack queue, reposts as needs_post. */
+    bool owner_only;
+    struct mpsc txq;
+    struct put_slot *tx_retry; /* popped, refused with -FI_EAGAIN: first next time */
 
     /* initiator.c */
     pthread_mutex_t put_lock;
@@ -139,6 +175,7 @@ struct xtq__engine {
     /* acks.c */
     pthread_mutex_t ack_lock;
     struct ack_msg *acks_head, *acks_tail;
+    bool acks_closed; /* after stop: acks are dropped, not queued */
     _Atomic uint32_t acks_pending;
 
     /* progress.c, wakeup.c */
@@ -151,7 +188,8 @@ struct xtq__engine {
     int wake_fd;
     int progress_cpu;
     struct doorbell **bells; /* by rank; NULL unless doorbells are in use */
-    char bell_name[64];
+    bool bell_fence;         /* doorbells wanted: every rank takes the fence */
+    char bell_name[XTQ__BELL_NAME_MAX]; /* until every peer mapped it */
 
     uint64_t wait_spin_ns;     /* XTQ_WAIT_SPIN_US, resolved */
     uint64_t progress_spin_ns; /* XTQ_PROGRESS_SPIN_US, resolved */
@@ -171,6 +209,10 @@ void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr);
 void xtq__puts_fail_peer(struct xtq__engine *e, int r, int status);
 /* Complete every put still pending, keeping an earlier error (stop). */
 void xtq__puts_fail_all(struct xtq__engine *e, int status);
+/* XTQ_ENDPOINT_OWNER=progress, in a progress turn: send the queued puts;
+ * returns how many left the queue. Stop: forget them (already failed). */
+int xtq__txq_flush(struct xtq__engine *e);
+void xtq__txq_drop(struct xtq__engine *e);
 
 /* ---- target.c ----------------------------------------------------------- */
 /* Allocate, register with the agents and post the receive regions. */
@@ -180,8 +222,10 @@ void xtq__regions_close(struct xtq__engine *e);
 void xtq__regions_repost(struct xtq__engine *e);
 /* Drop one reference; the last one reposts the region. */
 void xtq__region_put(struct rx_region *r);
-/* A message landed in region `r`: validate and dispatch it. */
-void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len);
+/* A message landed in region `r` from endpoint `src` (FI_SOURCE):
+ * validate and dispatch it. */
+void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len,
+                      fi_addr_t src);
 /* Retry backlogged tasks; returns how many left the backlog. */
 int xtq__backlog_drain(struct xtq__engine *e);
 /* Stop: drop the backlog (those commands never ran). */
@@ -194,7 +238,7 @@ void xtq__live_free(struct xtq__engine *e);
 void xtq__ack_send(struct xtq__engine *e, int dest, uint64_t seq, int status);
 /* Send queued acks (progress thread); returns how many left the queue. */
 int xtq__acks_flush(struct xtq__engine *e);
-/* Stop: free acks never sent. */
+/* Stop: free acks never sent; later ones are dropped (any thread). */
 void xtq__acks_drop(struct xtq__engine *e);
 
 /* ---- liveness.c --------------------------------------------------------- */
@@ -210,8 +254,11 @@ void xtq__peers_check(struct xtq__engine *e);
 /* ---- wakeup.c ----------------------------------------------------------- */
 /* Doorbells (same host, CQ without a wait fd) and the eventfd. */
 int xtq__wakeup_open(struct xtq__engine *e, bool same_host);
-/* After the address exchange: map the peers' doorbells. */
-void xtq__wakeup_connect(struct xtq__engine *e);
+/* Our doorbell's name for the address exchange ("" when none). */
+void xtq__wakeup_name(struct xtq__engine *e, char name[XTQ__BELL_NAME_MAX]);
+/* After the address exchange (`names`: every rank's, `stride` apart): map
+ * the peers' doorbells; then a fence, after which our name is unlinked. */
+int xtq__wakeup_connect(struct xtq__engine *e, const char *names, size_t stride);
 void xtq__wakeup_close(struct xtq__engine *e);
 /* A message went to `dest`: wake its progress thread if it sleeps. */
 void xtq__bell_ring(struct xtq__engine *e, int dest);

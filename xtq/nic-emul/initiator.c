@@ -90,7 +90,7 @@ static void window_sleep(struct xtq__engine *e, uint32_t seen, int64_t timeout_n
         .waiters = &e->window_sleepers,
         .nap_ns = XTQ_TIMEOUT_INFINITE,
     };
-    (void)xtq__spin_wait(&w, xtq__now_ns() + (uint64_t)timeout_ns);
+    (void)xtq__spin_wait(&w, xtq__deadline_ns((uint64_t)timeout_ns));
 }
 
 /* Report a slot's outcome and free it. Caller holds put_lock. */
@@ -115,7 +115,7 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
                      s->target, xtq_errname(s->status));
     }
     s->comp = NULL;
-    s->state = 0;
+    s->state &= SLOT_TXQ; /* still queued: the progress thread lets it go */
     e->peers[s->target].busy--;
     atomic_fetch_sub(&e->puts_outstanding, 1);
     atomic_fetch_add_explicit(&e->slot_freed, 1, memory_order_seq_cst);
@@ -197,6 +197,113 @@ void xtq__puts_fail_all(struct xtq__engine *e, int status)
     pthread_mutex_unlock(&e->put_lock);
 }
 
+/* ---- sending ----------------------------------------------------------- */
+
+/* One try at sending the put of slot `s`, as recorded in it: 0 (sent;
+ * injected puts are local at once), -FI_EAGAIN (no room: try again), or
+ * another error, which completes the slot with -XTQ_EFABRIC. */
+static ssize_t slot_send(struct xtq__engine *e, struct put_slot *s)
+{
+    ssize_t rc = s->eager ? xtq__ofi_inject(&e->ofi, s->stage, s->total, s->target)
+                          : xtq__ofi_sendv(&e->ofi, s->iov, s->niov, s->target, s);
+    if (rc == 0) {
+        xtq__bell_ring(e, s->target);
+        /* An injected message has no send completion: local now. */
+        if (s->eager)
+            xtq__slot_local(e, s, 0, 0);
+    } else if (rc != -FI_EAGAIN) {
+        XTQ_LOG_ONCE(OFI, ERROR, "fi_sendv to rank %d: %s", s->target, fi_strerror((int)-rc));
+        xtq__slot_local(e, s, -XTQ_EFABRIC, (int)-rc);
+    }
+    return rc;
+}
+
+static void mpsc_push(struct mpsc *q, struct mpsc_node *n)
+{
+    atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
+    struct mpsc_node *prev = atomic_exchange_explicit(&q->head, n, memory_order_acq_rel);
+    atomic_store_explicit(&prev->next, n, memory_order_release);
+}
+
+/* NULL when empty, or when a producer is between its two steps (it is
+ * seen next time). One consumer at a time (the progress turn). */
+static struct mpsc_node *mpsc_pop(struct mpsc *q)
+{
+    struct mpsc_node *tail = q->tail;
+    struct mpsc_node *next = atomic_load_explicit(&tail->next, memory_order_acquire);
+    if (tail == &q->stub) {
+        if (!next)
+            return NULL;
+        q->tail = tail = next;
+        next = atomic_load_explicit(&tail->next, memory_order_acquire);
+    }
+    if (next) {
+        q->tail = next;
+        return tail;
+    }
+    if (tail != atomic_load_explicit(&q->head, memory_order_acquire))
+        return NULL;
+    mpsc_push(q, &q->stub);
+    next = atomic_load_explicit(&tail->next, memory_order_acquire);
+    if (next) {
+        q->tail = next;
+        return tail;
+    }
+    return NULL;
+}
+
+/* The slot left the send queue: it may be reused once complete. */
+static void slot_dequeued(struct xtq__engine *e, struct put_slot *s)
+{
+    xtq__mutex_lock(&e->put_lock);
+    s->state &= ~(uint32_t)SLOT_TXQ;
+    bool free_now = !(s->state & SLOT_BUSY);
+    pthread_mutex_unlock(&e->put_lock);
+    if (free_now) { /* completed while queued (peer down): a window slot freed */
+        atomic_fetch_add_explicit(&e->slot_freed, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&e->window_sleepers, memory_order_seq_cst))
+            xtq__futex_wake(&e->slot_freed, -1);
+    }
+}
+
+int xtq__txq_flush(struct xtq__engine *e)
+{
+    int n = 0;
+    for (;;) {
+        struct put_slot *s = e->tx_retry;
+        if (s) {
+            e->tx_retry = NULL;
+        } else {
+            struct mpsc_node *node = mpsc_pop(&e->txq);
+            if (!node)
+                break;
+            s = container_of(node, struct put_slot, txq);
+        }
+        /* Its peer went down while it was queued (the put was failed
+         * with -XTQ_EHOSTDOWN): nothing to send. */
+        if (atomic_load(&e->peers[s->target].down)) {
+            slot_dequeued(e, s);
+            continue;
+        }
+        if (slot_send(e, s) == -FI_EAGAIN) {
+            e->tx_retry = s; /* the transport is full: first next turn */
+            break;
+        }
+        XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(e->ctx->rank, s->seq));
+        slot_dequeued(e, s);
+        n++;
+    }
+    return n;
+}
+
+void xtq__txq_drop(struct xtq__engine *e)
+{
+    struct mpsc_node *node;
+    e->tx_retry = NULL;
+    while ((node = mpsc_pop(&e->txq)) != NULL)
+        ; /* their puts were failed by xtq__puts_fail_all */
+}
+
 /* ---- puts -------------------------------------------------------------- */
 
 static int slot_stage(struct put_slot *s, size_t need)
@@ -255,7 +362,7 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
             return -XTQ_EHOSTDOWN;
         }
         s = &p->slots[p->next_seq % e->window];
-        if (!(s->state & SLOT_BUSY))
+        if (!(s->state & (SLOT_BUSY | SLOT_TXQ)))
             break;
         uint32_t seen = atomic_load_explicit(&e->slot_freed, memory_order_acquire);
         pthread_mutex_unlock(&e->put_lock);
@@ -327,8 +434,12 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
     comp->target = target;
     comp->seq = seq;
     XTQ_TRACE_POINT(XTQ_TRACE_PUT_ISSUED, XTQ_TRACE_KEY(ctx->rank, seq));
+    memcpy(s->iov, iov, niov * sizeof(iov[0]));
+    s->niov = (uint8_t)niov;
+    s->eager = eager;
+    s->total = total;
     s->kind = CTX_PUT;
-    s->state = SLOT_BUSY;
+    s->state = e->owner_only ? SLOT_BUSY | SLOT_TXQ : SLOT_BUSY;
     s->target = target;
     s->flags = flags;
     s->seq = seq;
@@ -341,32 +452,24 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
     XTQ__STAT_INC(ctx, puts_issued);
     pthread_mutex_unlock(&e->put_lock);
 
-    /* The slot is ours until its completions arrive; send outside the
-     * window lock so acks and completions keep flowing. */
-    for (;;) {
-        ssize_t src = eager ? xtq__ofi_inject(&e->ofi, s->stage, total, target)
-                            : xtq__ofi_sendv(&e->ofi, iov, niov, target, s);
-        if (src == 0) {
-            xtq__bell_ring(e, target);
-            /* An injected message has no send completion: local now. */
-            if (eager)
-                xtq__slot_local(e, s, 0, 0);
-            break;
+    if (e->owner_only) {
+        /* The progress thread sends it (txq_flush); it is awake or woken. */
+        mpsc_push(&e->txq, &s->txq);
+        xtq__engine_wake(e);
+    } else {
+        /* The slot is ours until its completions arrive; send outside the
+         * window lock so acks and completions keep flowing. */
+        while (slot_send(e, s) == -FI_EAGAIN) {
+            /* The target died while we waited for room: xtq__peer_down()
+             * has completed the slot with -XTQ_EHOSTDOWN. */
+            if (atomic_load(&p->down))
+                break;
+            if (xtq__engine_progress(e) == 0)
+                sched_yield();
         }
-        if (src != -FI_EAGAIN) {
-            XTQ_LOG_ONCE(OFI, ERROR, "fi_sendv to rank %d: %s", target, fi_strerror((int)-src));
-            xtq__slot_local(e, s, -XTQ_EFABRIC, (int)-src);
-            break;
-        }
-        /* The target died while we waited for room: xtq__peer_down() has
-         * completed the slot with -XTQ_EHOSTDOWN. */
-        if (atomic_load(&p->down))
-            break;
-        if (xtq__engine_progress(e) == 0)
-            sched_yield();
+        XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(ctx->rank, seq));
+        xtq__engine_wake(e);
     }
-    XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(ctx->rank, seq));
-    xtq__engine_wake(e);
 
     if (comp == &local_comp) {
         /* No completion object: return once the buffers are free. */
@@ -387,8 +490,7 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
 int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t timeout_ns)
 {
     struct comp_wait c = {e, (_Atomic uint32_t *)&comp->state, XTQ_COMPLETION_DONE};
-    uint64_t deadline =
-        timeout_ns == XTQ_TIMEOUT_INFINITE ? UINT64_MAX : xtq__now_ns() + (uint64_t)timeout_ns;
+    uint64_t deadline = xtq__deadline_ns(xtq__timeout_ns(timeout_ns));
 
     if (e->manual) {
         /* Nobody else progresses: we do, until done or the deadline. */

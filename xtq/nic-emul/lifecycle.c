@@ -16,6 +16,8 @@
 #include <sched.h>
 #include <unistd.h>
 
+#define ENGINE_MAX_MSG_LIMIT ((size_t)1 << 40)
+
 /* Free whatever create() got to; also the tail of destroy(). */
 static void engine_free(struct xtq__engine *e)
 {
@@ -43,7 +45,9 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
 {
     struct xtq__engine *e = calloc(1, sizeof(*e));
     struct xtq__bootstrap *bs = ctx->bootstrap;
-    const size_t stride = XTQ__OFI_ADDR_MAX + sizeof(uint32_t);
+    /* Each rank's blob: [uint32 len][endpoint name][doorbell name]. */
+    const size_t bell_off = sizeof(uint32_t) + XTQ__OFI_ADDR_MAX;
+    const size_t stride = bell_off + XTQ__BELL_NAME_MAX;
     char *blob = NULL, *all = NULL;
     int rc;
 
@@ -58,9 +62,16 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     e->max_msg = xtq__param_size(XTQ__PARAM_XTQ_MAX_MSG_SIZE);
     if (e->max_msg < XTQ_AQL_PACKET_SIZE)
         e->max_msg = XTQ_AQL_PACKET_SIZE;
+    /* Receive regions hold two of the largest message: sizes past this
+     * would wrap where they are scaled (and no host has the memory). */
+    if (e->max_msg > ENGINE_MAX_MSG_LIMIT) {
+        xtq_err(ENGINE, "XTQ_MAX_MSG_SIZE=%zu is above %zu", e->max_msg,
+                (size_t)ENGINE_MAX_MSG_LIMIT);
+        free(e);
+        return -XTQ_EINVAL;
+    }
     e->max_wire = XTQ_ALIGN_UP(e->max_msg + sizeof(struct xtq__wire_hdr) + 128, (size_t)64);
-    int64_t pt = xtq__param_int(XTQ__PARAM_XTQ_PEER_TIMEOUT_MS);
-    e->peer_timeout_ns = pt > 0 ? (uint64_t)pt * 1000000ull : 0;
+    e->peer_timeout_ns = xtq__param_ns(XTQ__PARAM_XTQ_PEER_TIMEOUT_MS, 1000000);
     unsigned local = (unsigned)ctx->bootstrap->local_size;
     e->wait_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_WAIT_SPIN_US, local, 50, 0);
     e->progress_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_PROGRESS_SPIN_US, local, 100, 20);
@@ -70,6 +81,10 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     pthread_mutex_init(&e->progress_lock, NULL); /* only ever tried */
     xtq__mutex_init(&e->ack_lock);
     xtq__mutex_init(&e->live_lock);
+    e->owner_only = strcmp(xtq__param_string(XTQ__PARAM_XTQ_ENDPOINT_OWNER), "progress") == 0;
+    atomic_init(&e->txq.head, &e->txq.stub);
+    atomic_init(&e->txq.stub.next, NULL);
+    e->txq.tail = &e->txq.stub;
 
     if (!provider || !*provider || strcmp(provider, "auto") == 0)
         provider = (bs->same_host) ? "shm" : "tcp";
@@ -95,13 +110,16 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
         goto err_engine;
     uint32_t alen32 = (uint32_t)alen;
     memcpy(blob, &alen32, sizeof(alen32));
+    xtq__wakeup_name(e, blob + bell_off);
     rc = xtq__bootstrap_allgather(bs, "xtq.addr", blob, stride, all);
     if (rc)
         goto err_engine;
     rc = xtq__ofi_insert(&e->ofi, all, stride, ctx->size);
     if (rc)
         goto err_engine;
-    xtq__wakeup_connect(e);
+    rc = xtq__wakeup_connect(e, all + bell_off, stride);
+    if (rc)
+        goto err_engine;
 
     e->peers = calloc((size_t)ctx->size, sizeof(*e->peers));
     if (!e->peers) {
@@ -121,9 +139,10 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
         goto err_engine;
     free(blob);
     free(all);
-    xtq_info(ENGINE, "rank %d: engine on %s, %u regions of %zu bytes, window %u, %s progress",
+    xtq_info(ENGINE,
+             "rank %d: engine on %s, %u regions of %zu bytes, window %u, %s progress, endpoint %s",
              ctx->rank, e->ofi.prov_name, e->nregions, e->regions[0].len, e->window,
-             e->manual ? "manual" : "thread");
+             e->manual ? "manual" : "thread", e->owner_only ? "owned by progress" : "shared");
     *out = e;
     return 0;
 
@@ -152,8 +171,9 @@ void xtq__engine_stop(struct xtq__engine *e)
         xtq__wakeup_interrupt(e);
         pthread_join(e->thread, NULL);
     }
-    /* Fail what never completed. */
+    /* Fail what never completed, and forget the sends still queued. */
     xtq__puts_fail_all(e, -XTQ_EFINALIZED);
+    xtq__txq_drop(e);
     /* Backlogged commands never ran. */
     xtq__backlog_drop(e);
     xtq__acks_drop(e);

@@ -10,12 +10,14 @@
 
 #define OFI_VERSION FI_VERSION(1, 14)
 
-static struct fi_info *ofi_hints(const char *prov)
+static struct fi_info *ofi_hints(const char *prov, bool source)
 {
     struct fi_info *hints = fi_allocinfo();
     if (!hints)
         return NULL;
-    hints->caps = FI_MSG | FI_MULTI_RECV;
+    /* FI_SOURCE: each arrival names the endpoint it came from, which the
+     * target checks against the rank the message claims (target.c). */
+    hints->caps = FI_MSG | FI_MULTI_RECV | (source ? FI_SOURCE : 0);
     hints->ep_attr->type = FI_EP_RDM;
     hints->mode = 0;
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
@@ -38,7 +40,7 @@ static bool prov_matches(const char *want, const char *have)
 
 int xtq__ofi_list_providers(char names[][64], int max)
 {
-    struct fi_info *hints = ofi_hints(NULL), *info = NULL;
+    struct fi_info *hints = ofi_hints(NULL, false), *info = NULL;
     int n = 0;
     if (!hints)
         return -XTQ_ENOMEM;
@@ -58,27 +60,37 @@ int xtq__ofi_list_providers(char names[][64], int max)
 
 int xtq__ofi_open(struct xtq__ofi *o, const char *prov, size_t min_multi_recv)
 {
-    struct fi_info *hints = ofi_hints(prov), *list = NULL, *pick = NULL;
+    struct fi_info *hints, *list = NULL, *pick = NULL;
     struct fi_cq_attr cq_attr = {0};
     struct fi_av_attr av_attr = {0};
-    int rc;
+    int rc = -FI_ENODATA;
 
     memset(o, 0, sizeof(*o));
     o->wait_fd = -1;
     xtq__mutex_init(&o->lock);
-    if (!hints)
-        return -XTQ_ENOMEM;
-    rc = fi_getinfo(OFI_VERSION, NULL, NULL, 0, hints, &list);
-    fi_freeinfo(hints);
-    if (rc) {
+    /* With FI_SOURCE where the provider has it, else without (the target
+     * then trusts the rank a message claims: said once at open). */
+    for (int source = 1; source >= 0 && !pick; source--) {
+        hints = ofi_hints(prov, source);
+        if (!hints)
+            return -XTQ_ENOMEM;
+        rc = fi_getinfo(OFI_VERSION, NULL, NULL, 0, hints, &list);
+        fi_freeinfo(hints);
+        for (struct fi_info *p = rc ? NULL : list; p; p = p->next)
+            if (prov_matches(prov, p->fabric_attr->prov_name)) {
+                pick = p;
+                o->source = source;
+                break;
+            }
+        if (!pick && list) {
+            fi_freeinfo(list);
+            list = NULL;
+        }
+    }
+    if (!pick && rc) {
         xtq_err(OFI, "fi_getinfo(provider %s): %s", prov ? prov : "any", fi_strerror(-rc));
         return -XTQ_EFABRIC;
     }
-    for (struct fi_info *p = list; p; p = p->next)
-        if (prov_matches(prov, p->fabric_attr->prov_name)) {
-            pick = p;
-            break;
-        }
     if (!pick) {
         xtq_err(OFI, "no RDM provider named %s with FI_MSG|FI_MULTI_RECV", prov);
         fi_freeinfo(list);
@@ -89,6 +101,9 @@ int xtq__ofi_open(struct xtq__ofi *o, const char *prov, size_t min_multi_recv)
     if (!o->info)
         return -XTQ_ENOMEM;
     snprintf(o->prov_name, sizeof(o->prov_name), "%s", o->info->fabric_attr->prov_name);
+    if (!o->source)
+        xtq_warn(OFI, "%s: no FI_SOURCE; source ranks are taken as the messages claim them",
+                 o->prov_name);
     o->iov_limit = o->info->tx_attr->iov_limit;
     o->inject_size = o->info->tx_attr->inject_size;
 
@@ -252,18 +267,23 @@ ssize_t xtq__ofi_inject(struct xtq__ofi *o, const void *buf, size_t len, int des
     return rc;
 }
 
-ssize_t xtq__ofi_cq_read(struct xtq__ofi *o, struct fi_cq_data_entry *entries, size_t n,
-                         struct fi_cq_err_entry *err, bool polite)
+bool xtq__ofi_source_is(const struct xtq__ofi *o, int rank, fi_addr_t src)
+{
+    return !o->source || (rank >= 0 && rank < o->nranks && o->addrs[rank] == src);
+}
+
+ssize_t xtq__ofi_cq_read(struct xtq__ofi *o, struct fi_cq_data_entry *entries, fi_addr_t *src,
+                         size_t n, struct fi_cq_err_entry *err, bool polite)
 {
     ssize_t rc;
     if (polite) {
         if (atomic_load_explicit(&o->senders, memory_order_relaxed) ||
             pthread_mutex_trylock(&o->lock) != 0)
-            return -FI_EAGAIN;
+            return -FI_EBUSY;
     } else {
         xtq__mutex_lock(&o->lock);
     }
-    rc = fi_cq_read(o->cq, entries, n);
+    rc = o->source ? fi_cq_readfrom(o->cq, entries, n, src) : fi_cq_read(o->cq, entries, n);
     if (rc == -FI_EAVAIL) {
         memset(err, 0, sizeof(*err));
         if (fi_cq_readerr(o->cq, err, 0) < 0)

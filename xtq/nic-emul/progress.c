@@ -14,16 +14,24 @@
 
 #include <hwloc.h>
 
-static int cq_poll(struct xtq__engine *e, bool polite)
+/* Read the CQ until it is empty (*drained) or a sender wants the
+ * endpoint (polite); returns the events handled. */
+static int cq_poll(struct xtq__engine *e, bool polite, bool *drained)
 {
     struct fi_cq_data_entry ent[16];
+    fi_addr_t src[16];
     struct fi_cq_err_entry err;
     int n = 0;
 
+    *drained = false;
     for (;;) {
-        ssize_t got = xtq__ofi_cq_read(&e->ofi, ent, ARRAY_SIZE(ent), &err, polite);
-        if (got == -FI_EAGAIN)
+        ssize_t got = xtq__ofi_cq_read(&e->ofi, ent, src, ARRAY_SIZE(ent), &err, polite);
+        if (got == -FI_EBUSY)
             break;
+        if (got == -FI_EAGAIN) {
+            *drained = true;
+            break;
+        }
         if (got == -FI_EAVAIL) {
             uint32_t kind = err.op_context ? *(uint32_t *)err.op_context : 0;
             char buf[128] = "";
@@ -62,14 +70,16 @@ static int cq_poll(struct xtq__engine *e, bool polite)
             } else if (kind == CTX_REGION) {
                 struct rx_region *r = ent[i].op_context;
                 if ((ent[i].flags & FI_RECV) && ent[i].len)
-                    xtq__target_recv(e, r, ent[i].buf, ent[i].len);
+                    xtq__target_recv(e, r, ent[i].buf, ent[i].len, src[i]);
                 if (ent[i].flags & FI_MULTI_RECV)
                     xtq__region_put(r);
             }
         }
         n += (int)got;
-        if ((size_t)got < ARRAY_SIZE(ent))
+        if ((size_t)got < ARRAY_SIZE(ent)) {
+            *drained = true;
             break;
+        }
     }
     return n;
 }
@@ -77,23 +87,38 @@ static int cq_poll(struct xtq__engine *e, bool polite)
 static int progress_locked(struct xtq__engine *e, bool polite)
 {
     int n = 0, rc;
+    bool drained;
     xtq__regions_repost(e);
+    if (e->owner_only)
+        n += xtq__txq_flush(e);
     n += xtq__acks_flush(e);
     n += xtq__backlog_drain(e);
-    xtq__peers_check(e);
-    rc = cq_poll(e, polite);
+    rc = cq_poll(e, polite, &drained);
     if (rc < 0)
         return rc;
     n += rc;
     n += xtq__backlog_drain(e);
+    /* Only once every arrival is read: a thread that did not run for a
+     * while (a loaded host) finds its peers' answers waiting in the CQ,
+     * and must not take its own silence for theirs. */
+    if (drained)
+        xtq__peers_check(e);
     return n;
 }
 
 /* One turn. `polite`: the progress thread's busy poll, which leaves the
  * endpoint to a thread waiting to send rather than contend for it. */
+/* The engine whose progress thread this is (NULL on any other thread). */
+static _Thread_local struct xtq__engine *progress_thread_of;
+
 static int engine_turn(struct xtq__engine *e, bool polite)
 {
     int n;
+    /* XTQ_ENDPOINT_OWNER=progress: the progress thread alone uses the
+     * endpoint; a waiting thread leaves it alone (it woke the thread when
+     * it queued work). */
+    if (e->owner_only && progress_thread_of != e && e->thread_started)
+        return 0;
     /* Another thread is progressing: that is progress too. */
     if (pthread_mutex_trylock(&e->progress_lock) != 0)
         return 0;
@@ -157,6 +182,7 @@ static void *progress_main(void *arg)
     uint64_t spin_ns = e->progress_spin_ns;
     uint64_t last = xtq__now_ns();
 
+    progress_thread_of = e;
     place_thread(e);
     while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
         int n = engine_turn(e, true);
@@ -187,6 +213,9 @@ int xtq__engine_start(struct xtq__engine *e)
         xtq_err(ENGINE, "cannot start the progress thread: %s", strerror(rc));
         return -XTQ_ENOMEM;
     }
+    /* By name, so that tools (and the benchmarks' CPU accounting) can tell
+     * the emulated NIC from the application's threads. */
+    pthread_setname_np(e->thread, "xtq-progress");
     e->thread_started = true;
     return 0;
 }

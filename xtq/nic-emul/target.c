@@ -20,6 +20,8 @@
 
 /* ---- receive regions ---------------------------------------------------- */
 
+#define RX_REGIONS_MAX 4096u
+
 static int region_post(struct rx_region *r)
 {
     int rc = xtq__ofi_post_multi_recv(&r->e->ofi, r->buf, r->len, r);
@@ -37,10 +39,17 @@ static int region_post(struct rx_region *r)
 
 void xtq__region_put(struct rx_region *r)
 {
+    struct xtq__engine *e = r->e;
     if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1) {
         atomic_store_explicit(&r->refs, 1, memory_order_relaxed);
-        if (!atomic_load(&r->e->stop))
+        if (atomic_load(&e->stop))
+            return;
+        if (e->owner_only) { /* the progress thread reposts it */
+            atomic_store(&r->needs_post, 1);
+            xtq__engine_wake(e);
+        } else {
             region_post(r);
+        }
     }
 }
 
@@ -62,7 +71,7 @@ int xtq__regions_open(struct xtq__engine *e)
         rlen = 2 * e->max_wire;
     rlen = XTQ_ALIGN_UP(rlen, (size_t)4096);
     int64_t nr = xtq__param_int(XTQ__PARAM_XTQ_RX_BUFFERS);
-    e->nregions = nr < 2 ? 2 : (unsigned)nr;
+    e->nregions = nr < 2 ? 2 : nr > RX_REGIONS_MAX ? RX_REGIONS_MAX : (unsigned)nr;
     e->regions = calloc(e->nregions, sizeof(*e->regions));
     if (!e->regions)
         return -XTQ_ENOMEM;
@@ -194,8 +203,17 @@ static int task_enqueue(struct xtq__engine *e, struct rx_task *t)
         .cookie = t,
         .trace_key = XTQ_TRACE_KEY(src, seq),
     };
+    /* A backlogged task is retried every turn while its queue is full:
+     * find that out from the indices before taking the live-list lock
+     * (twice: add, then remove again). */
+    uint64_t w = atomic_load_explicit(q->write_index, memory_order_relaxed);
+    uint64_t r = atomic_load_explicit(q->read_index, memory_order_acquire);
+    if (r <= w && w - r >= q->size) { /* r > w: w was stale, try */
+        rc = -XTQ_EAGAIN;
+        goto out;
+    }
     /* Counted live before the agent can retire it; undone if the queue
-     * turns out to be full (the backlog keeps it). */
+     * turns out to be full after all (the backlog keeps it). */
     live_add(e, t);
     atomic_fetch_add_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
     rc = q->agent->ops->enqueue(q, &d);
@@ -324,7 +342,8 @@ static void handle_put(struct xtq__engine *e, struct rx_region *r, const struct 
     }
 }
 
-void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len)
+void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len,
+                      fi_addr_t src)
 {
     const struct xtq__wire_hdr *hdr = NULL;
     const void *cmd = NULL, *payload = NULL;
@@ -340,6 +359,15 @@ void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *bu
         if (len >= sizeof(*raw) && raw->magic == XTQ_WIRE_MAGIC && raw->type == XTQ__MSG_PUT &&
             raw->job_key == ctx->job_key && raw->src_rank < (uint32_t)ctx->size)
             xtq__ack_send(e, (int)raw->src_rank, raw->seq, rc);
+        return;
+    }
+    /* The rank a message claims must be the endpoint it came from: else a
+     * process of this job could run tasks, or complete puts, in another
+     * rank's name. Nobody is answered (the claimed rank sent nothing). */
+    if (!xtq__ofi_source_is(&e->ofi, (int)hdr->src_rank, src)) {
+        count_rejection(ctx, -XTQ_ESRCRANK);
+        XTQ_LOG_ONCE(ENGINE, WARN, "dropped a message claiming rank %u from another endpoint",
+                     hdr->src_rank);
         return;
     }
     xtq__peer_heard(e, hdr->src_rank);

@@ -11,7 +11,9 @@
  */
 #include "internal.h"
 #include "nic-emul/engine_int.h"
+#include "bootstrap.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
@@ -40,21 +42,35 @@ void xtq__bell_ring(struct xtq__engine *e, int dest)
     }
 }
 
+/* Our doorbell's name leaves /dev/shm as soon as every peer has mapped it
+ * (xtq__wakeup_connect), else here: no exit path leaves it behind. */
+static void bell_unlink(struct xtq__engine *e)
+{
+    if (e->bell_name[0]) {
+        shm_unlink(e->bell_name);
+        e->bell_name[0] = '\0';
+    }
+}
+
 static void bells_close(struct xtq__engine *e)
 {
+    bell_unlink(e);
     if (!e->bells)
         return;
     for (int r = 0; r < e->ctx->size; r++)
         if (e->bells[r])
             munmap(e->bells[r], sizeof(struct doorbell));
-    shm_unlink(e->bell_name);
     free(e->bells);
     e->bells = NULL;
 }
 
 static int bell_map(const char *name, bool create, struct doorbell **out)
 {
-    int fd = shm_open(name, create ? (O_RDWR | O_CREAT | O_TRUNC) : O_RDWR, 0600);
+    /* O_EXCL: a name is never shared, whoever else runs on the host. One
+     * that exists already was left by a dead process that had our pid. */
+    int fd = shm_open(name, create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR, 0600);
+    if (fd < 0 && create && errno == EEXIST && shm_unlink(name) == 0)
+        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd < 0)
         return -XTQ_ENOENT;
     if (create && ftruncate(fd, sizeof(struct doorbell)) != 0) {
@@ -69,32 +85,40 @@ static int bell_map(const char *name, bool create, struct doorbell **out)
     return 0;
 }
 
-/* Create ours before the address exchange (a fence), map the peers' after. */
+/*
+ * Create ours before the address exchange, which carries its name to the
+ * peers; map theirs after. The name is unique on the host whoever else
+ * runs there (two contexts of one process, two jobs with one key): job
+ * key, rank, process id and a count of the doorbells this process made.
+ */
 static int bells_create(struct xtq__engine *e)
 {
+    static _Atomic uint32_t made;
     xtq_ctx_t *ctx = e->ctx;
     e->bells = calloc((size_t)ctx->size, sizeof(*e->bells));
     if (!e->bells)
         return -XTQ_ENOMEM;
-    snprintf(e->bell_name, sizeof(e->bell_name), "/xtq-%016llx-%d",
-             (unsigned long long)ctx->job_key, ctx->rank);
+    snprintf(e->bell_name, sizeof(e->bell_name), "/xtq-%016llx-%d-%ld-%u",
+             (unsigned long long)ctx->job_key, ctx->rank, (long)getpid(),
+             (unsigned)atomic_fetch_add(&made, 1));
     int rc = bell_map(e->bell_name, true, &e->bells[ctx->rank]);
     if (rc) {
+        e->bell_name[0] = '\0';
         free(e->bells);
         e->bells = NULL;
     }
     return rc;
 }
 
-static int bells_open_peers(struct xtq__engine *e)
+static int bells_open_peers(struct xtq__engine *e, const char *names, size_t stride)
 {
     xtq_ctx_t *ctx = e->ctx;
-    char name[64];
     for (int r = 0; r < ctx->size; r++) {
+        const char *name = names + (size_t)r * stride;
         if (r == ctx->rank)
             continue;
-        snprintf(name, sizeof(name), "/xtq-%016llx-%d", (unsigned long long)ctx->job_key, r);
-        if (bell_map(name, false, &e->bells[r]) != 0) {
+        if (!name[0] || memchr(name, '\0', XTQ__BELL_NAME_MAX) == NULL ||
+            bell_map(name, false, &e->bells[r]) != 0) {
             xtq_warn(ENGINE, "no doorbell for rank %d; the engine naps instead", r);
             bells_close(e);
             return -XTQ_ENOENT;
@@ -105,7 +129,10 @@ static int bells_open_peers(struct xtq__engine *e)
 
 int xtq__wakeup_open(struct xtq__engine *e, bool same_host)
 {
-    if (e->ofi.wait_fd < 0 && same_host && !e->manual && bells_create(e) != 0)
+    /* Every rank takes part in the doorbell fence when the provider needs
+     * doorbells at all, whether or not its own could be made. */
+    e->bell_fence = e->ofi.wait_fd < 0 && same_host;
+    if (e->bell_fence && !e->manual && bells_create(e) != 0)
         xtq_warn(ENGINE, "no shared-memory doorbell; the progress thread naps (1 ms)");
     e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (e->wake_fd < 0)
@@ -113,10 +140,26 @@ int xtq__wakeup_open(struct xtq__engine *e, bool same_host)
     return 0;
 }
 
-void xtq__wakeup_connect(struct xtq__engine *e)
+void xtq__wakeup_name(struct xtq__engine *e, char name[XTQ__BELL_NAME_MAX])
+{
+    snprintf(name, XTQ__BELL_NAME_MAX, "%s", e->bells ? e->bell_name : "");
+}
+
+int xtq__wakeup_connect(struct xtq__engine *e, const char *names, size_t stride)
 {
     if (e->bells)
-        bells_open_peers(e);
+        bells_open_peers(e, names, stride);
+    if (!e->bell_fence)
+        return 0;
+    /* Once every rank has mapped the doorbells it rings, no name is needed
+     * any more: a process killed later leaves nothing in /dev/shm. */
+    uint8_t one = 1, *all = calloc((size_t)e->ctx->size, 1);
+    if (!all)
+        return -XTQ_ENOMEM;
+    int rc = xtq__bootstrap_allgather(e->ctx->bootstrap, "xtq.bells", &one, 1, all);
+    free(all);
+    bell_unlink(e);
+    return rc;
 }
 
 void xtq__wakeup_close(struct xtq__engine *e)

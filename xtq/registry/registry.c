@@ -8,10 +8,6 @@
 #include "registry/registry.h"
 #include "wire.h"
 
-/* The function index travels in the 16-bit `type` field of an agent
- * dispatch packet, so no table can usefully be larger. */
-#define REGISTRY_MAX_SIZE 65536u
-
 /* Kernel arguments 0 and 1 are rewritten as pointers. */
 #define KERNARG_MIN 16u
 
@@ -20,8 +16,8 @@ int xtq__registry_create(uint32_t size, struct xtq__registry **reg)
     struct xtq__registry *r = NULL;
     int rc;
 
-    if (!reg || size == 0 || size > REGISTRY_MAX_SIZE) {
-        xtq_err(REGISTRY, "table size %u out of range 1..%u", size, REGISTRY_MAX_SIZE);
+    if (!reg || size == 0 || size > XTQ__REGISTRY_MAX_SIZE) {
+        xtq_err(REGISTRY, "table size %u out of range 1..%u", size, XTQ__REGISTRY_MAX_SIZE);
         rc = -XTQ_EINVAL;
         goto fail;
     }

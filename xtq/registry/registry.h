@@ -8,6 +8,10 @@
 
 #include "internal.h"
 
+/* The function index travels in the 16-bit `type` field of an agent
+ * dispatch packet, so no table can usefully be larger (XTQ_TABLE_SIZE). */
+#define XTQ__REGISTRY_MAX_SIZE 65536u
+
 struct xtq__kernel_entry {
     xtq_kernel_t *kernel; /* NULL: free */
     uint64_t kernel_object;

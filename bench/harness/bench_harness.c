@@ -1,6 +1,7 @@
 /* The shared benchmark harness: see bench_harness.h. */
 #include "bench_harness.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -156,6 +157,48 @@ uint64_t bh_thread_cpu_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t bh_process_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Threads by name: /proc/self/task/TID/comm, and the first field of
+ * /proc/self/task/TID/schedstat (time on a CPU, ns: finer than the clock
+ * ticks of /proc/.../stat). */
+uint64_t bh_threads_cpu_ns(const char *prefix)
+{
+    uint64_t sum = 0;
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *ent;
+    if (!d)
+        return 0;
+    while ((ent = readdir(d)) != NULL) {
+        char path[300], comm[32] = "";
+        unsigned long long run = 0;
+        FILE *f;
+        if (ent->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", ent->d_name);
+        if (!(f = fopen(path, "r")))
+            continue;
+        if (!fgets(comm, sizeof(comm), f))
+            comm[0] = '\0';
+        fclose(f);
+        if (strncmp(comm, prefix, strlen(prefix)) != 0)
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%s/schedstat", ent->d_name);
+        if (!(f = fopen(path, "r")))
+            continue;
+        if (fscanf(f, "%llu", &run) == 1)
+            sum += run;
+        fclose(f);
+    }
+    closedir(d);
+    return sum;
 }
 
 static int cmp_u64(const void *a, const void *b)

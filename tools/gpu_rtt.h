@@ -1,4 +1,4 @@
-/* Shared by bench/gpu_rtt.c and bench/gpu_rtt_kernels.cu. */
+/* Shared by tools/gpu_rtt.c and tools/gpu_rtt_kernels.cu. */
 #ifndef XTQ_BENCH_GPU_RTT_H
 #define XTQ_BENCH_GPU_RTT_H
 #include <stdint.h>

@@ -1,5 +1,6 @@
-# The one small harness shared by apps, benchmarks and integration tests:
-# argument parsing, mode selection, timing, statistics, table and CSV output.
+# The benchmark harness (bench/harness/), shared by the benchmarks and the
+# apps that report figures: argument parsing, mode selection, timing,
+# statistics, table and CSV output.
 add_library(xtq_bench_harness STATIC ${CMAKE_CURRENT_LIST_DIR}/harness/bench_harness.c)
 target_include_directories(xtq_bench_harness PUBLIC ${CMAKE_CURRENT_LIST_DIR}/harness)
 target_compile_definitions(xtq_bench_harness PRIVATE _GNU_SOURCE)

@@ -54,6 +54,12 @@ const char *bh_size_str(size_t size, char *buf, size_t cap);
 uint64_t bh_now_ns(void);
 /* CLOCK_THREAD_CPUTIME_ID of the calling thread, in ns. */
 uint64_t bh_thread_cpu_ns(void);
+/* CLOCK_PROCESS_CPUTIME_ID: every thread of this process, in ns. */
+uint64_t bh_process_cpu_ns(void);
+/* CPU time (ns) so far of this process's threads whose name starts with
+ * `prefix` ("xtq-progress": the engine's progress thread, the emulated
+ * NIC; "xtq-cpu": CPU-agent workers). 0 when there are none. */
+uint64_t bh_threads_cpu_ns(const char *prefix);
 
 typedef struct bh_stats {
     double median_ns;

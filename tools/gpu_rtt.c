@@ -35,7 +35,10 @@
  *   hsa_sync   cudaLaunchKernel + cudaStreamSynchronize
  * xtq_proc and xtq_grid run where a dispatch has more than one work-group.
  * Uses internal entry points (the agent without a context); the two-rank
- * form is xtq_bench_rtt --agent cuda.
+ * A tool, not a benchmark of the public API: it drives the agent without a
+ * context through internal entry points (the provider's open, the
+ * processor's stage profile). The public-API round trip is
+ * xtq_bench_rtt --agent cuda.
  */
 #include "internal.h"
 

@@ -1,0 +1,308 @@
+/*
+ * White-box tests of the engine (xtq/nic-emul/) in one process: a context
+ * started without a launcher is rank 0 of 1, so the engine's endpoint,
+ * progress thread and acks are real; the tests reach the paths no
+ * multi-rank test can aim at (stop racing with agent threads).
+ */
+#include "internal.h"
+#include "nic-emul/engine_int.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "xtq_test.h"
+
+static void nap_us(long us)
+{
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- stop while agent threads queue acks (issue 10, bug 8) ------------- */
+
+struct ack_storm {
+    struct xtq__engine *e;
+    _Atomic int go;
+    _Atomic uint64_t sent_after_stop;
+};
+
+static void *ack_storm_main(void *arg)
+{
+    struct ack_storm *s = arg;
+    uint64_t seq = 1u << 20; /* never in our window: the acks are dropped on arrival */
+    while (atomic_load(&s->go)) {
+        xtq__ack_send(s->e, 0, seq++, 0);
+        if (atomic_load_explicit(&s->e->stop, memory_order_relaxed))
+            atomic_fetch_add(&s->sent_after_stop, 1);
+    }
+    return NULL;
+}
+
+/*
+ * Agent workers acknowledge tasks from their own threads, and keep doing
+ * so after finalize stopped the engine when a task outlived the drain
+ * timeout. Stop must take the ack queue under its lock, and an ack queued
+ * after it must be dropped, not leaked or linked into a freed list (TSan
+ * and LSan see either).
+ */
+XTQ_TEST(stop_while_acks_are_queued)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    pthread_t th[2];
+    struct ack_storm s;
+
+    setenv("XTQ_FINALIZE_TIMEOUT_MS", "2000", 1);
+    CHECK_OK(xtq_init(&attr, &ctx));
+    s.e = ctx->engine;
+    atomic_init(&s.go, 1);
+    atomic_init(&s.sent_after_stop, 0);
+    /* No inject space: every ack takes the queue (a provider without
+     * inject does the same). */
+    s.e->ofi.inject_size = 0;
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ(pthread_create(&th[i], NULL, ack_storm_main, &s), 0);
+    nap_us(20000);
+    xtq__engine_stop(s.e);
+    /* Let the threads queue acks after the stop. */
+    while (atomic_load(&s.sent_after_stop) < 200)
+        nap_us(1000);
+    atomic_store(&s.go, 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    /* Nothing is left for anyone to send. */
+    CHECK_EQ(atomic_load(&s.e->acks_pending), 0);
+    CHECK_OK(xtq_finalize(ctx));
+}
+
+/* ---- a queue destroyed with the engine's tasks in it (bug 3) ---------- */
+
+struct gate {
+    xtq_signal_t *started, *gate;
+};
+
+static void gate_fn(const uint64_t arg[4], void *ret, void *user)
+{
+    struct gate *g = user;
+    xtq_signal_add(g->started, -1);
+    CHECK_OK(xtq_signal_wait(g->gate, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE, NULL));
+}
+
+static void nop_fn(const uint64_t arg[4], void *ret, void *user) {}
+
+static void put_fn(xtq_ctx_t *ctx, uint32_t fn, uint32_t queue, xtq_completion_t *c)
+{
+    uint8_t cmd[64];
+    size_t len;
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), fn, queue, 0, 0, &len));
+    CHECK_OK(xtq_put(ctx, 0, cmd, len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, c));
+}
+
+/*
+ * Puts whose tasks wait in a queue that the application destroys complete
+ * with -XTQ_ECANCELED at once (the agent retires them), not after
+ * finalize's timeout.
+ */
+XTQ_TEST(queue_destroy_cancels_puts)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    xtq_agent_t *cpu;
+    xtq_queue_t *held, *q;
+    xtq_function_t *fg, *f;
+    struct gate g;
+    xtq_completion_t first = {0}, c[4];
+    xtq_stats_t st;
+
+    setenv("XTQ_CPU_WORKERS", "1", 1);
+    CHECK_OK(xtq_init(&attr, &ctx));
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_signal_create(1, &g.started));
+    CHECK_OK(xtq_signal_create(1, &g.gate));
+    CHECK_OK(xtq_queue_create(cpu, 16, &held));
+    CHECK_OK(xtq_queue_create(cpu, 16, &q));
+    CHECK_OK(xtq_function_create_cpu(cpu, gate_fn, &g, &fg));
+    CHECK_OK(xtq_function_create_cpu(cpu, nop_fn, NULL, &f));
+    CHECK_OK(xtq_register_queue(ctx, 1, held));
+    CHECK_OK(xtq_register_queue(ctx, 2, q));
+    CHECK_OK(xtq_register_function(ctx, 1, fg, NULL));
+    CHECK_OK(xtq_register_function(ctx, 2, f, NULL));
+
+    /* The only worker is held by a task of the other queue. */
+    put_fn(ctx, 1, 1, &first);
+    CHECK_OK(xtq_signal_wait(g.started, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE, NULL));
+    memset(c, 0, sizeof(c));
+    for (int i = 0; i < 4; i++)
+        put_fn(ctx, 2, 2, &c[i]);
+    for (;;) { /* all four in q */
+        CHECK_OK(xtq_get_stats(ctx, &st));
+        if (st.tasks_enqueued >= 5)
+            break;
+        nap_us(1000);
+    }
+    CHECK_OK(xtq_unregister_queue(ctx, 2));
+    CHECK_OK(xtq_queue_destroy(q));
+    for (int i = 0; i < 4; i++)
+        CHECK_ERR(xtq_completion_wait(ctx, &c[i], 30ll * 1000000000), -XTQ_ECANCELED);
+
+    xtq_signal_store(g.gate, 0);
+    CHECK_OK(xtq_completion_wait(ctx, &first, 30ll * 1000000000));
+    CHECK_OK(xtq_unregister_function(ctx, 1));
+    CHECK_OK(xtq_unregister_function(ctx, 2));
+    CHECK_OK(xtq_unregister_queue(ctx, 1));
+    CHECK_OK(xtq_queue_destroy(held));
+    CHECK_OK(xtq_function_destroy(f));
+    CHECK_OK(xtq_function_destroy(fg));
+    xtq_signal_destroy(g.gate);
+    xtq_signal_destroy(g.started);
+    CHECK_OK(xtq_finalize(ctx));
+}
+
+/* ---- sizes and timeouts that would wrap (bug 9) ------------------------ */
+
+XTQ_TEST(size_params_do_not_wrap)
+{
+    setenv("XTQ_RX_BUFFER_SIZE", "3G", 1);
+    CHECK(xtq__param_size(XTQ__PARAM_XTQ_RX_BUFFER_SIZE) == 3ull << 30);
+    /* Scaled past 2^63: not a size, the default instead of a wrapped value. */
+    static const char *bad[] = {"9223372036854775807k", "8796093022208G", "8589934592g", "-1k"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        setenv("XTQ_RX_BUFFER_SIZE", bad[i], 1);
+        CHECK_EQ(xtq__param_size(XTQ__PARAM_XTQ_RX_BUFFER_SIZE), 4194304);
+    }
+    setenv("XTQ_RX_BUFFER_SIZE", "8589934591G", 1); /* 2^63 - 2^30: fits */
+    CHECK(xtq__param_size(XTQ__PARAM_XTQ_RX_BUFFER_SIZE) == (8589934591ull << 30));
+    unsetenv("XTQ_RX_BUFFER_SIZE");
+    /* Milliseconds as ns: saturated, negative is 0. */
+    setenv("XTQ_PEER_TIMEOUT_MS", "9223372036854775807", 1);
+    CHECK(xtq__param_ns(XTQ__PARAM_XTQ_PEER_TIMEOUT_MS, 1000000) == UINT64_MAX);
+    setenv("XTQ_PEER_TIMEOUT_MS", "-5", 1);
+    CHECK(xtq__param_ns(XTQ__PARAM_XTQ_PEER_TIMEOUT_MS, 1000000) == 0);
+    setenv("XTQ_PEER_TIMEOUT_MS", "1500", 1);
+    CHECK(xtq__param_ns(XTQ__PARAM_XTQ_PEER_TIMEOUT_MS, 1000000) == 1500000000ull);
+    unsetenv("XTQ_PEER_TIMEOUT_MS");
+}
+
+XTQ_TEST(deadlines_saturate)
+{
+    uint64_t now = xtq__now_ns();
+    CHECK(xtq__deadline_ns(UINT64_MAX) == UINT64_MAX);
+    CHECK(xtq__deadline_ns(UINT64_MAX - now / 2) == UINT64_MAX);
+    CHECK(xtq__deadline_ns(0) >= now);
+    CHECK(xtq__deadline_ns(1000) < now + 60ull * 1000000000);
+    CHECK(xtq__timeout_ns(XTQ_TIMEOUT_INFINITE) == UINT64_MAX);
+    CHECK(xtq__timeout_ns(-1) == 0);
+    CHECK(xtq__timeout_ns(INT64_MIN) == 0);
+    CHECK(xtq__timeout_ns(INT64_MAX - 1) == (uint64_t)INT64_MAX - 1);
+    CHECK(xtq__mul_sat(UINT64_MAX / 2, 3) == UINT64_MAX);
+    CHECK(xtq__mul_sat(1ull << 31, 1ull << 31) == 1ull << 62);
+}
+
+static void sleepy_fn(const uint64_t arg[4], void *ret, void *user)
+{
+    nap_us(300000);
+}
+
+/*
+ * A finalize timeout so large that now + timeout wraps must wait, not
+ * time out at once: the put in flight completes with success instead of
+ * -XTQ_EFINALIZED.
+ */
+XTQ_TEST(finalize_huge_timeout_waits)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    xtq_agent_t *cpu;
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    xtq_completion_t c = {0};
+
+    setenv("XTQ_FINALIZE_TIMEOUT_MS", "18446744073709", 1); /* * 10^6 is 2^64 - 551616 */
+    CHECK_OK(xtq_init(&attr, &ctx));
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_queue_create(cpu, 16, &q));
+    CHECK_OK(xtq_function_create_cpu(cpu, sleepy_fn, NULL, &f));
+    CHECK_OK(xtq_register_queue(ctx, 1, q));
+    CHECK_OK(xtq_register_function(ctx, 1, f, NULL));
+    put_fn(ctx, 1, 1, &c);
+    /* Waits with timeouts that are not infinite, however large or small. */
+    CHECK_ERR(xtq_completion_wait(ctx, &c, -1), -XTQ_ETIMEDOUT);
+    CHECK_ERR(xtq_completion_wait(ctx, &c, 0), -XTQ_ETIMEDOUT);
+    CHECK_OK(xtq_finalize(ctx));
+    CHECK(xtq_completion_test(&c));
+    CHECK_OK(c.status);
+}
+
+XTQ_TEST(table_size_one_limit)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    setenv("XTQ_TABLE_SIZE", "65537", 1);
+    CHECK_ERR(xtq_init(&attr, &ctx), -XTQ_EINVAL);
+    setenv("XTQ_TABLE_SIZE", "65536", 1);
+    CHECK_OK(xtq_init(&attr, &ctx));
+    CHECK_OK(xtq_finalize(ctx));
+}
+
+/* ---- doorbell names (bug 9) ---------------------------------------------- */
+
+static int shm_names_with(const char *prefix)
+{
+    int n = 0;
+    DIR *d = opendir("/dev/shm");
+    struct dirent *ent;
+    CHECK(d != NULL);
+    while ((ent = readdir(d)) != NULL)
+        n += strncmp(ent->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+/*
+ * Two contexts of one process (and so two jobs with one key) must not
+ * share a doorbell: its name carries the process and a count. Once the
+ * peers have mapped it the name leaves /dev/shm, so a killed process
+ * leaves nothing behind.
+ */
+XTQ_TEST(doorbell_names_unique)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *a, *b;
+    char prefix[64];
+
+    setenv("XTQ_PROVIDER", "shm", 1);
+    setenv("XTQ_JOB_KEY", "engine-doorbell-test", 1);
+    CHECK_OK(xtq_init(&attr, &a));
+    CHECK_OK(xtq_init(&attr, &b));
+    CHECK(a->job_key == b->job_key);
+    if (!a->engine->bell_fence)
+        XTQ_SKIP("provider %s has a CQ wait fd: no doorbells", xtq__engine_provider(a->engine));
+    CHECK(a->engine->bells != NULL && b->engine->bells != NULL);
+    /* Distinct memory, not two mappings of one object. */
+    memset(a->engine->bells[0]->pad_, 0xa5, sizeof(a->engine->bells[0]->pad_));
+    memset(b->engine->bells[0]->pad_, 0x5a, sizeof(b->engine->bells[0]->pad_));
+    CHECK_EQ(a->engine->bells[0]->pad_[0], 0xa5);
+    snprintf(prefix, sizeof(prefix), "xtq-%016llx-0-%ld-", (unsigned long long)a->job_key,
+             (long)getpid());
+    CHECK_EQ(shm_names_with(prefix), 0);
+    /* Each context still serves its own puts. */
+    for (int i = 0; i < 2; i++) {
+        xtq_ctx_t *ctx = i ? b : a;
+        xtq_agent_t *cpu;
+        xtq_queue_t *q;
+        xtq_function_t *f;
+        xtq_completion_t c = {0};
+        CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+        CHECK_OK(xtq_queue_create(cpu, 16, &q));
+        CHECK_OK(xtq_function_create_cpu(cpu, nop_fn, NULL, &f));
+        CHECK_OK(xtq_register_queue(ctx, 1, q));
+        CHECK_OK(xtq_register_function(ctx, 1, f, NULL));
+        put_fn(ctx, 1, 1, &c);
+        CHECK_OK(xtq_completion_wait(ctx, &c, 30ll * 1000000000));
+    }
+    CHECK_OK(xtq_finalize(b));
+    CHECK_OK(xtq_finalize(a));
+    CHECK_EQ(shm_names_with(prefix), 0);
+}
