@@ -487,6 +487,56 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
     return 0;
 }
 
+/*
+ * A lone waiter (XTQ_LONE_WAITER): the thread takes the progress turns and
+ * sleeps on the transport itself, so its ack wakes it directly instead of
+ * waking the progress thread, which then wakes it (one hand-off less on
+ * every round trip that sleeps). The progress thread parks meanwhile
+ * (progress.c); every turn is a whole one, so this rank's target side and
+ * other threads' completions keep moving. Called with the claim held;
+ * releases it.
+ */
+static int lone_wait(struct xtq__engine *e, struct comp_wait *c, uint64_t deadline)
+{
+    uint64_t spun_from = xtq__now_ns();
+    int rc;
+
+    /* A turn of the progress thread in flight ends before ours begin;
+     * later ones see the claim under this lock and leave. */
+    pthread_mutex_lock(&e->progress_lock);
+    pthread_mutex_unlock(&e->progress_lock);
+    for (;;) {
+        if (comp_ready(c)) {
+            rc = 0;
+            break;
+        }
+        uint64_t now = xtq__now_ns();
+        if (now >= deadline) {
+            rc = -XTQ_ETIMEDOUT;
+            break;
+        }
+        if (xtq__engine_progress(e) > 0) {
+            spun_from = now;
+            continue;
+        }
+        if (comp_ready(c)) {
+            rc = 0;
+            break;
+        }
+        if (now - spun_from < e->wait_spin_ns) {
+            xtq__cpu_relax();
+            continue;
+        }
+        /* The CQ's fd or this rank's doorbell (an ack rings it), a kick,
+         * or a short nap while puts are in flight. */
+        xtq__progress_block(e);
+    }
+    atomic_store_explicit(&e->lone_waiter, 0, memory_order_seq_cst);
+    if (atomic_load_explicit(&e->parked, memory_order_seq_cst))
+        xtq__futex_wake(&e->lone_waiter, -1);
+    return rc;
+}
+
 int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t timeout_ns)
 {
     struct comp_wait c = {e, (_Atomic uint32_t *)&comp->state, XTQ_COMPLETION_DONE};
@@ -502,6 +552,14 @@ int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t time
             if (xtq__engine_progress(e) == 0)
                 sched_yield();
         }
+    }
+    if (comp_ready(&c))
+        return comp->status;
+    uint32_t free_claim = 0;
+    if (e->lone_waiter_on && e->thread_started &&
+        atomic_compare_exchange_strong(&e->lone_waiter, &free_claim, 1)) {
+        int rc = lone_wait(e, &c, deadline);
+        return rc < 0 ? rc : comp->status;
     }
     /* Poll first, progressing the engine ourselves (if the progress thread
      * is not): an ack that comes within the spin is seen without two
