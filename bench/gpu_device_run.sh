@@ -142,7 +142,7 @@ if want san; then
   for t in memcheck synccheck; do
     exe=$B/tests/unit/test_cuda
     [ $t = synccheck ] && exe=$B/tests/unit/test_cuda_plain
-    for c in ${SAN_CASES:-enqueue_op_short_and_long_kernargs repeated_shapes_checked_for_what_they_are two_queues_inline_and_plain result_buffer_reaches_task}; do
+    for c in ${SAN_CASES:-enqueue_op_short_and_long_kernargs repeated_shapes_checked_for_what_they_are two_queues_inline_and_plain payload_len_reaches_task}; do
       (s0=$(date +%s)
        timeout ${SAN_T:-150} $SAN --tool $t --error-exitcode 3 $exe $c >$W/gpu/san_${t}_$c.txt 2>&1
        rc=$?

@@ -68,6 +68,14 @@ typedef struct xtq_cuda_dispatch {
      */
     void *result;
     uint32_t result_len; /**< bytes at `result` (0 when it is NULL) */
+    /**
+     * Bytes of the payload at argument 1, as the initiator sent them (an
+     * XTQ put's payload_len), wherever the agent placed it (inline copy,
+     * in place, or staged). 0 for a put without payload, and for a packet
+     * whose producer gives no length (a plain AQL packet written with
+     * xtq_queue_submit: argument 1 is then whatever it wrote).
+     */
+    uint64_t payload_len;
 } xtq_cuda_dispatch_t;
 
 /**

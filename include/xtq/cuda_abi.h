@@ -25,7 +25,7 @@
 #include <xtq/cuda.h>
 
 /* Bumped whenever a structure below changes. */
-#define XTQ_CUDA_ABI_VERSION 6u
+#define XTQ_CUDA_ABI_VERSION 7u
 
 #define XTQ__CUDA_MAX_QUEUES 64
 #define XTQ__CUDA_MAX_KERNELS 1024
@@ -162,6 +162,7 @@ struct xtq__cuda_dev {
     uint64_t cur_index;
     uint64_t cur_fn;
     uint64_t cur_result;
+    uint64_t cur_payload_len;
     uint32_t cur_result_len;
     volatile int32_t cur_status;  /* first failure of a task of the dispatch */
     uint32_t cur_kernarg_size;

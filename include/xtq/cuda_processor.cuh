@@ -338,7 +338,8 @@ __device__ __forceinline__ void shape_key(const xtq_kernel_dispatch_packet_t *k,
 
 /* Fill the work-item coordinates a task sees (group coordinates aside). */
 __device__ void dispatch_init(xtq_cuda_dispatch_t *d, const xtq_kernel_dispatch_packet_t *k,
-                              int32_t *status, uint64_t result, uint32_t result_len)
+                              int32_t *status, uint64_t result, uint32_t result_len,
+                              uint64_t payload_len)
 {
     const uint32_t tid = threadIdx.x;
     d->packet = k;
@@ -358,6 +359,7 @@ __device__ void dispatch_init(xtq_cuda_dispatch_t *d, const xtq_kernel_dispatch_
     d->status = status;
     d->result = (void *)(uintptr_t)result;
     d->result_len = result_len;
+    d->payload_len = payload_len;
 }
 
 /* Run work-group `g` of the dispatch in this block. */
@@ -383,7 +385,8 @@ __device__ void run_groups(xtq__cuda_dev *dev, uint32_t tag, const xtq_kernel_di
     __shared__ uint32_t s_group;
     const uint32_t tid = threadIdx.x;
     xtq_cuda_dispatch_t d;
-    dispatch_init(&d, k, (int32_t *)&dev->cur_status, dev->cur_result, dev->cur_result_len);
+    dispatch_init(&d, k, (int32_t *)&dev->cur_status, dev->cur_result, dev->cur_result_len,
+                  dev->cur_payload_len);
     uint32_t ran = 0;
     for (;;) {
         if (tid == 0) {
@@ -755,7 +758,8 @@ __global__ void __launch_bounds__(XTQ_CUDA_MAX_WORKGROUP)
     if (blockIdx.x == 0 && tid == 0)
         dev->prof[PROF_START] = gpu_clock_ns();
     xtq_cuda_dispatch_t d;
-    dispatch_init(&d, &s_pkt, (int32_t *)&dev->cur_status, dev->cur_result, dev->cur_result_len);
+    dispatch_init(&d, &s_pkt, (int32_t *)&dev->cur_status, dev->cur_result, dev->cur_result_len,
+                  dev->cur_payload_len);
     for (uint32_t g = blockIdx.x; g < total; g += gridDim.x)
         run_group(&d, g, fn, s_karg);
     __syncthreads();
@@ -790,6 +794,7 @@ __device__ void publish_dispatch(xtq__cuda_dev *dev, pshared &S, uint32_t li, ui
         dev->cur_status = 0;
         dev->cur_result = h->result;
         dev->cur_result_len = h->result_len;
+        dev->cur_payload_len = h->payload_len;
     }
     /* Written by many threads, released by thread 0: each writer fences,
      * or another block may read an old word. */
@@ -955,7 +960,7 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
                 if (tid == 0)
                     start_ns = gpu_clock_ns();
                 xtq_cuda_dispatch_t d;
-                dispatch_init(&d, &pkt->kernel, &S.status, h->result, h->result_len);
+                dispatch_init(&d, &pkt->kernel, &S.status, h->result, h->result_len, h->payload_len);
                 run_group(&d, 0, fn, karg);
                 __syncthreads();
                 if (tid == 0) {

@@ -104,6 +104,12 @@ __device__ void task_result(const xtq_cuda_dispatch_t *d, void *kernarg)
     if (lin == 0) {
         a->info[0] = d->result_len;
         a->info[1] = d->result != NULL;
+        a->info[2] = (uint32_t)d->payload_len;
+        a->info[3] = (uint32_t)(d->payload_len >> 32);
+    }
+    if (lin == d->grid_size[0] - 1) {
+        const uint8_t *p = (const uint8_t *)a->payload;
+        a->info[4] = d->payload_len ? p[0] | (uint32_t)p[d->payload_len - 1] << 8 : 0;
     }
 }
 XTQ_CUDA_TASK_EXPORT(task_result);

@@ -55,7 +55,10 @@ struct fail_args {
     uint32_t fail_group;
 };
 /* Work-item i writes result word i (i < result_len / 4); work-item 0
- * reports what it saw in info[0] (result_len) and info[1] (non-NULL). */
+ * reports what it saw in info[0] (result_len), info[1] (non-NULL), and
+ * info[2], info[3] (payload_len, low and high word); the last work-item
+ * of the dispatch adds the payload's first and last bytes as it sees them
+ * in info[4] (first | last << 8), 0 without payload. */
 struct result_args {
     uint32_t *info;
     const void *payload;

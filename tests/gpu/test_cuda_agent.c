@@ -827,6 +827,69 @@ XTQ_TEST(result_buffer_reaches_task)
     agent->ops->close(agent);
 }
 
+/* payload_len reaches the task wherever the payload went: inline with the
+ * packet (64 B), read in place (4 KiB), staged in device memory (from
+ * XTQ_CUDA_COPY_MIN, 64 KiB), for one work-group, several in the
+ * processor's blocks and (modules built with -rdc) a launched grid; the
+ * task reads the payload's last byte at that length through argument 1. A
+ * plain packet (xtq_queue_submit) says 0. */
+XTQ_TEST(payload_len_reaches_task)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint64_t lens[] = {64, 4096, 65536};
+    const uint32_t groups[] = {1, 4, 16};
+    uint8_t *payload = host_alloc(agent, 65536);
+    uint32_t *info = host_alloc(agent, 64);
+    struct result_args *ka = host_alloc(agent, sizeof(*ka));
+    xtq_kernel_t *k = make_kernel(agent, TASK_RESULT, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    ka->info = info;
+    ka->payload = payload;
+    for (uint32_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        for (uint32_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
+            const uint32_t grid[3] = {groups[g] * 64, 1, 1};
+            const uint16_t wg[3] = {64, 1, 1};
+            const uint8_t first = (uint8_t)(17 + i * 3 + g), last = (uint8_t)(101 + i * 3 + g);
+            memset(payload, 0, 65536);
+            payload[0] = first;
+            payload[lens[i] - 1] = last;
+            memset(info, 0xff, 64);
+            xtq_signal_store(sig, 1);
+            xtq_aql_packet_t p;
+            kernel_packet(&p, k, ka, 1, grid, wg, sig);
+            struct xtq__enqueue d = {.packet = &p,
+                                     .kernarg = ka,
+                                     .kernarg_len = sizeof(*ka),
+                                     .payload = payload,
+                                     .payload_len = lens[i]};
+            CHECK_OK(xtq__cuda_enqueue(q, &d, NULL));
+            CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+            CHECK_EQ(info[2], (uint32_t)lens[i]);
+            CHECK_EQ(info[3], 0);
+            CHECK_EQ(info[4], first | (uint32_t)last << 8);
+            CHECK_EQ(info[1], 0); /* no result buffer */
+        }
+    }
+    /* A plain packet gives no length. */
+    memset(info, 0xff, 64);
+    xtq_signal_store(sig, 1);
+    const uint32_t grid1[3] = {64, 1, 1};
+    const uint16_t wg1[3] = {64, 1, 1};
+    xtq_aql_packet_t p;
+    kernel_packet(&p, k, ka, 1, grid1, wg1, sig);
+    submit(q, &p, NULL);
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    CHECK_EQ(info[2], 0);
+    CHECK_EQ(info[3], 0);
+    CHECK_EQ(info[4], 0);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+}
+
 /* Through the agent's enqueue operation, arguments short enough to travel
  * inline and too long for the inline area (the header gives their length,
  * the processor fetches them while it checks the kernel) reach the task
