@@ -40,6 +40,10 @@
 # 11. (stage "owner", not in the default list) who owns the endpoint,
 #     XTQ_ENDPOINT_OWNER=shared against progress: bench/ab_compare.sh,
 #     round trip, message rate and the target's process CPU alternating
+# 12. (stage "lone", not in the default list) the lone waiter,
+#     XTQ_LONE_WAITER=0 against 1, alternating, 3 rounds: the CUDA agent
+#     (hsa, xtq) and the CPU agent (raw, hsa, xtq) at 64 B and 4 KiB,
+#     ratios from each run (gpu/lone_cuda_*.txt, cpu/lone_cpu_*.txt)
 # STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -360,6 +364,26 @@ if want owner; then
     >$W/cpu/owner_run.txt 2>&1
   echo "rc=$?"; sed -n '/^# median per value/,$p' $W/cpu/owner_run.txt
   cp "$ROOT/bench/results/gpu-host/endpoint_owner.txt" $W/cpu/endpoint_owner.txt 2>/dev/null
+  pack
+fi
+if want lone; then
+  stage "lone waiter: XTQ_LONE_WAITER 0 against 1 (3 alternating rounds)"
+  # Look at the xtq medians and the xtq/hsa ratios of each pair: 1 below
+  # 0 is the hand-off the lone waiter removes (the waiter takes the ack
+  # off the transport itself, the progress thread parked).
+  for r in 1 2 3; do
+    for v in 0 1; do
+      timeout 40 "${MPI[@]}" -np 2 -x XTQ_LONE_WAITER=$v -x CUDA_MODULE_LOADING=EAGER \
+        $B/bench/xtq_bench_rtt --agent cuda --sizes 64,4K --modes hsa,xtq --iters 2000 \
+        --warmup 200 >$W/gpu/lone_cuda_$v.$r.txt 2>&1
+      echo "cuda lone=$v round $r rc=$?"
+      grep -E "^ +[0-9]+[KM]?i?B +(hsa|xtq) +median|^ratios" $W/gpu/lone_cuda_$v.$r.txt
+      timeout 40 "${MPI[@]}" -np 2 -x XTQ_LONE_WAITER=$v $B/bench/xtq_bench_rtt --sizes 64,4K \
+        --modes raw,hsa,xtq --iters 5000 >$W/cpu/lone_cpu_$v.$r.txt 2>&1
+      echo "cpu lone=$v round $r rc=$?"
+      grep -E "^ +[0-9]+[KM]?i?B +(raw|hsa|xtq) +median|^ratios" $W/cpu/lone_cpu_$v.$r.txt
+    done
+  done
   pack
 fi
 stage done

@@ -468,7 +468,12 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
                 sched_yield();
         }
         XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(ctx->rank, seq));
-        xtq__engine_wake(e);
+        /* A gathered send completes in the CQ, which the progress thread
+         * must read. An injected put is local already, and its ack rings
+         * this rank's doorbell: a wake-up here would only cost a system
+         * call on every small put while the thread sleeps. */
+        if (!eager || !e->bells)
+            xtq__engine_wake(e);
     }
 
     if (comp == &local_comp) {
