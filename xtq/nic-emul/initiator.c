@@ -493,17 +493,16 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
 }
 
 /*
- * A lone waiter (XTQ_LONE_WAITER): the thread takes the progress turns and
- * sleeps on the transport itself, so its ack wakes it directly instead of
- * waking the progress thread, which then wakes it (one hand-off less on
- * every round trip that sleeps). The progress thread parks meanwhile
- * (progress.c); every turn is a whole one, so this rank's target side and
- * other threads' completions keep moving. Called with the claim held;
- * releases it.
+ * A lone waiter (XTQ_LONE_WAITER): a thread that would sleep on its
+ * completion word, the progress thread waking it when the ack comes,
+ * takes the progress turns and sleeps on the transport itself instead, so
+ * the ack wakes it directly (one hand-off less on every round trip whose
+ * waiter sleeps). The progress thread parks meanwhile (progress.c); every
+ * turn is a whole one, so this rank's target side and other threads'
+ * completions keep moving. Called with the claim held; releases it.
  */
 static int lone_wait(struct xtq__engine *e, struct comp_wait *c, uint64_t deadline)
 {
-    uint64_t spun_from = xtq__now_ns();
     int rc;
 
     /* A turn of the progress thread in flight ends before ours begin;
@@ -515,22 +514,15 @@ static int lone_wait(struct xtq__engine *e, struct comp_wait *c, uint64_t deadli
             rc = 0;
             break;
         }
-        uint64_t now = xtq__now_ns();
-        if (now >= deadline) {
+        if (xtq__now_ns() >= deadline) {
             rc = -XTQ_ETIMEDOUT;
             break;
         }
-        if (xtq__engine_progress(e) > 0) {
-            spun_from = now;
+        if (xtq__engine_progress(e) > 0)
             continue;
-        }
         if (comp_ready(c)) {
             rc = 0;
             break;
-        }
-        if (now - spun_from < e->wait_spin_ns) {
-            xtq__cpu_relax();
-            continue;
         }
         /* The CQ's fd or this rank's doorbell (an ack rings it), a kick,
          * or a short nap while puts are in flight. */
@@ -558,14 +550,6 @@ int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t time
                 sched_yield();
         }
     }
-    if (comp_ready(&c))
-        return comp->status;
-    uint32_t free_claim = 0;
-    if (e->lone_waiter_on && e->thread_started &&
-        atomic_compare_exchange_strong(&e->lone_waiter, &free_claim, 1)) {
-        int rc = lone_wait(e, &c, deadline);
-        return rc < 0 ? rc : comp->status;
-    }
     /* Poll first, progressing the engine ourselves (if the progress thread
      * is not): an ack that comes within the spin is seen without two
      * thread wake-ups (engine thread, then us). Then sleep, leaving the
@@ -577,6 +561,14 @@ int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t time
             spin = e->wait_spin_ns;
         if (xtq__spin_until(comp_ready_progress, &c, spin))
             return comp->status;
+    }
+    /* Not within the spin (none on a small host): sleep on the transport
+     * as a lone waiter, or on the completion word. */
+    uint32_t free_claim = 0;
+    if (e->lone_waiter_on && e->thread_started && !comp_ready(&c) &&
+        atomic_compare_exchange_strong(&e->lone_waiter, &free_claim, 1)) {
+        int rc = lone_wait(e, &c, deadline);
+        return rc < 0 ? rc : comp->status;
     }
     int rc = comp_sleep(&c, 100000000, deadline);
     return rc < 0 ? rc : comp->status;
