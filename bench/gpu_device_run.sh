@@ -142,11 +142,15 @@ if want san; then
   # Every run at once (each process has its own processor; a run takes
   # tens of seconds under the tool). synccheck does not support dynamic
   # parallelism: it checks the tasks built without -rdc (test_cuda_plain).
+  # memcheck checks a kernel's accesses against the allocations made
+  # before its launch, and the processor is launched at the first queue:
+  # cases that allocate later (a second queue: two_queues_inline_and_plain)
+  # are reported out of bounds "inside the nearest allocation", and hang.
   pids=()
   for t in memcheck synccheck; do
     exe=$B/tests/unit/test_cuda
     [ $t = synccheck ] && exe=$B/tests/unit/test_cuda_plain
-    for c in ${SAN_CASES:-enqueue_op_short_and_long_kernargs repeated_shapes_checked_for_what_they_are two_queues_inline_and_plain payload_len_reaches_task}; do
+    for c in ${SAN_CASES:-enqueue_op_short_and_long_kernargs repeated_shapes_checked_for_what_they_are result_buffer_reaches_task payload_len_reaches_task}; do
       (s0=$(date +%s)
        timeout ${SAN_T:-150} $SAN --tool $t --error-exitcode 3 $exe $c >$W/gpu/san_${t}_$c.txt 2>&1
        rc=$?

@@ -1001,6 +1001,11 @@ XTQ_TEST(repeated_shapes_checked_for_what_they_are)
     ka->out = out;
     ka->payload = payload;
     ka->tag = 0x3c3c3;
+    /* Every buffer the tasks use exists before the processor starts (the
+     * first queue): compute-sanitizer's memcheck checks a kernel's
+     * accesses against the allocations made before its launch. */
+    struct result_args *kr = host_alloc(agent, sizeof(*kr));
+    uint32_t *info = host_alloc(agent, 64), *result = host_alloc(agent, 64);
     retired = calloc(16, sizeof(*retired));
     xtq_kernel_t *k1 = make_kernel(agent, TASK_GEOM, sizeof(*ka));
     xtq_kernel_t *k2 = make_kernel(agent, TASK_GEOM, sizeof(*ka));
@@ -1024,8 +1029,6 @@ XTQ_TEST(repeated_shapes_checked_for_what_they_are)
     xtq_kernel_t *k3 = make_kernel(agent, TASK_RESULT, sizeof(struct result_args));
     if (k3->object != obj2)
         fprintf(stderr, "note: the new kernel took another descriptor slot\n");
-    struct result_args *kr = host_alloc(agent, sizeof(*kr));
-    uint32_t *info = host_alloc(agent, 64), *result = host_alloc(agent, 64);
     kr->info = info;
     for (int round = 0; round < 2; round++) {
         memset(info, 0, 64);
