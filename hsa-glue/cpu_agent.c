@@ -23,9 +23,9 @@
  * anything is called through it.
  *
  * While a kernel or function runs, its worker publishes the task's state
- * thread-locally: the result buffer its producer attached (the enqueue
- * descriptor's, taken from q->results with the cookie) for
- * xtq_task_result(), and the first xtq_task_fail()
+ * thread-locally: the result buffer and payload its producer put beside
+ * the cookie (q->results, taken with it) for xtq_task_result() and
+ * xtq_task_payload(), and the first xtq_task_fail()
  * status, which retire reports as the task's status. A task that failed
  * itself still decrements its completion signal; only packets the agent
  * could not run count as bad packets.
@@ -130,7 +130,7 @@ struct cpu_task {
     xtq_aql_packet_t pkt;
     void *cookie;
     xtq__retire_fn retire;
-    struct xtq__result_buf result; /* a fetching put's buffer, or {NULL, 0} */
+    struct xtq__result_buf result; /* result buffer and payload, or {NULL, 0, NULL, 0} */
     struct cpu_queue *q;
     int status; /* an error found when taking (bad dependency handle) */
 };
@@ -362,7 +362,7 @@ static int cpu_try_take(struct cpu_queue *cq, struct cpu_task *t, bool *more)
     t->cookie = q->cookies[r & q->mask];
     q->cookies[r & q->mask] = NULL;
     t->result = q->results[r & q->mask];
-    q->results[r & q->mask] = (struct xtq__result_buf){NULL, 0};
+    q->results[r & q->mask] = (struct xtq__result_buf){NULL, 0, NULL, 0};
     t->retire = q->retire;
     t->q = cq;
     atomic_fetch_add_explicit(&cq->state, 1, memory_order_relaxed);
@@ -452,17 +452,20 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
     struct cpu_queue *cq = t->q;
     xtq_signal_t *sig = NULL;
     int status = t->status; /* the agent's: the packet could not run */
-    struct xtq__task_state task = {NULL, 0, 0};
+    struct xtq__task_state task = {NULL, 0, NULL, 0, 0};
 
     if (acq != XTQ_FENCE_SCOPE_NONE)
         cpu_fence(memory_order_acquire);
     if (status == 0) {
-        /* The task's result buffer (a fetching put), from its producer;
-         * only with a cookie: the producer learns at retire that it may
-         * send the buffer back. */
+        /* The task's result buffer (a fetching put) and payload, from its
+         * producer. */
         if (t->cookie != NULL && t->result.buf != NULL) {
             task.result = t->result.buf;
             task.result_len = (size_t)t->result.len;
+        }
+        if (t->cookie != NULL && t->result.payload != NULL) {
+            task.payload = t->result.payload;
+            task.payload_len = (size_t)t->result.payload_len;
         }
         xtq__task_enter(&task);
         switch (type) {

@@ -1188,6 +1188,9 @@ int xtq_cuda_signal_destroy(xtq_agent_t *agent, xtq_signal_t *signal)
     a = to_cuda(agent);
     if (signal < a->sigs || signal >= a->sigs + CUDA_SIGNALS)
         return -XTQ_EINVAL;
+    /* Registered, or named by a queued task: the slot must not be reused. */
+    if (xtq__refs_kill(&signal->refs))
+        return -XTQ_EBUSY;
     signal->magic = 0;
     pthread_mutex_lock(&a->lock);
     a->sig_free[a->nsig_free++] = (uint32_t)(signal - a->sigs);

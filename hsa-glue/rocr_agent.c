@@ -605,9 +605,13 @@ static int rocr_queue_create(xtq_agent_t *agent, uint32_t size, xtq_queue_t **qu
     pthread_mutex_init(&rq->lock, NULL);
     pthread_cond_init(&rq->idle, NULL);
     rq->base.cookies = calloc(size, sizeof(void *));
-    if (rq->base.cookies == NULL) {
+    /* Generic producers write a result slot beside every cookie. */
+    rq->base.results = calloc(size, sizeof(*rq->base.results));
+    if (rq->base.cookies == NULL || rq->base.results == NULL) {
         xtq_err(ROCR, "out of memory for queue cookies");
         rc = -XTQ_ENOMEM;
+        free(rq->base.cookies);
+        free(rq->base.results);
         goto err_free;
     }
     /* A host mirror, so generic code may store into queue->doorbell; the
@@ -664,6 +668,7 @@ err_doorbell:
     xtq_signal_destroy(rq->base.doorbell);
 err_cookies:
     free(rq->base.cookies);
+    free(rq->base.results);
 err_free:
     pthread_cond_destroy(&rq->idle);
     pthread_mutex_destroy(&rq->lock);
@@ -687,6 +692,7 @@ static int rocr_queue_destroy(xtq_queue_t *queue)
     rocr_queue_release_signals(rq);
     xtq_signal_destroy(rq->base.doorbell);
     free(rq->base.cookies);
+    free(rq->base.results);
     pthread_cond_destroy(&rq->idle);
     pthread_mutex_destroy(&rq->lock);
     free(rq);

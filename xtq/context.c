@@ -131,8 +131,12 @@ int xtq_finalize(xtq_ctx_t *ctx)
     uint64_t timeout_ns = xtq__param_ns(XTQ__PARAM_XTQ_FINALIZE_TIMEOUT_MS, 1000000);
     uint64_t deadline = xtq__deadline_ns(timeout_ns);
 
-    /* Our puts first (peers still progress until they pass the barrier),
+    /* Puts whose trigger never fired will not: cancelled, not waited for.
+     * Then our puts (peers still progress until they pass the barrier),
      * then everyone's, then what still runs here. */
+    int ncancel = xtq__engine_triggers_cancel(ctx->engine);
+    if (ncancel)
+        xtq_info(CORE, "rank %d: %d triggered put(s) never fired; cancelled", ctx->rank, ncancel);
     drc = xtq__engine_drain_puts(ctx->engine, deadline);
     if (drc)
         xtq_warn(CORE, "rank %d: puts still in flight at finalize; failing them", ctx->rank);

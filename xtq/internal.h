@@ -246,11 +246,16 @@ struct xtq_signal {
     /* Host-side changes in progress: destroy waits for it to drain, so a
      * waiter may destroy the signal as soon as it sees the new value. */
     _Atomic uint32_t busy;
-    _Atomic uint32_t refs; /* registrations and queued tasks naming it */
-    uint8_t pad_[32];
+    _Atomic uint32_t refs;     /* registrations, queued tasks and armed puts naming it */
+    _Atomic uint32_t watchers; /* armed puts: a host-side change kicks their engines */
+    uint8_t pad_[28];
 };
 XTQ_STATIC_ASSERT(sizeof(struct xtq_signal) == 64, "signal is one cache line");
 #define XTQ__SIGNAL_MAGIC 0x5851534eu
+
+/* A signal an armed put watches changed on the host (signal.c): the
+ * engines with armed puts evaluate them (nic-emul/initiator.c). */
+void xtq__triggers_kick(void);
 
 /* Initialise a signal in memory the caller owns (an agent's device-visible
  * pool, say); xtq_signal_destroy() will not free it. */
@@ -288,6 +293,8 @@ void xtq__counter_complete(xtq_counter_t *counter, int status);
 struct xtq__task_state {
     void *result;
     size_t result_len;
+    const void *payload;
+    size_t payload_len;
     int status; /* the first xtq_task_fail(), else 0 */
 };
 void xtq__task_enter(struct xtq__task_state *st);
@@ -303,10 +310,14 @@ struct xtq__queue_indices {
     uint8_t pad1_[XTQ_CACHELINE - 8];
 };
 
-/* A fetching put's result buffer, as a queue slot holds it. */
+/* What a queue slot holds beside its packet for the task: a fetching
+ * put's result buffer, and the payload that came with the put (for
+ * xtq_task_result() and xtq_task_payload(); NULL, 0: none). */
 struct xtq__result_buf {
     void *buf;
     uint64_t len;
+    const void *payload;
+    uint64_t payload_len;
 };
 
 /* Called by the agent when a packet that carried a cookie has finished

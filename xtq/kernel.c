@@ -2,7 +2,8 @@
  * Kernel and function objects: the generic accessors. Each agent kind
  * creates its own objects (xtq_kernel_create_cpu lives with the CPU agent)
  * and frees them through its operations table. Also the running CPU
- * task's result buffer and status (xtq_task_result / xtq_task_fail).
+ * task's result buffer, payload and status (xtq_task_result,
+ * xtq_task_payload, xtq_task_fail).
  */
 #include "internal.h"
 
@@ -85,6 +86,16 @@ void *xtq_task_result(size_t *len)
     if (len)
         *len = buf ? st->result_len : 0;
     return buf;
+}
+
+const void *xtq_task_payload(size_t *len)
+{
+    struct xtq__task_state *st = current_task;
+    const void *p = st && st->payload_len ? st->payload : NULL;
+
+    if (len)
+        *len = p ? st->payload_len : 0;
+    return p;
 }
 
 void xtq_task_fail(int status)

@@ -10,6 +10,54 @@ int xtq_put(xtq_ctx_t *ctx, int target, const void *cmd, size_t cmd_len, const v
     return xtq__engine_put(ctx->engine, target, cmd, cmd_len, payload, payload_len, flags, comp);
 }
 
+/* The fields this version knows; another bit is a caller from the future. */
+#define PUT_PARAM_KNOWN                                                                            \
+    (XTQ_PUT_PARAM_FIELD_FLAGS | XTQ_PUT_PARAM_FIELD_COMPLETION | XTQ_PUT_PARAM_FIELD_COUNTER |    \
+     XTQ_PUT_PARAM_FIELD_RESULT | XTQ_PUT_PARAM_FIELD_TRIGGER)
+
+int xtq_putv(xtq_ctx_t *ctx, int target, const void *cmd, size_t cmd_len,
+             const struct iovec *payload_iov, size_t iovcnt, const xtq_put_param_t *param)
+{
+    struct xtq__put_req req = {0};
+
+    if (!ctx)
+        return -XTQ_EINVAL;
+    if (param) {
+        uint64_t m = param->field_mask;
+        if (m & ~(uint64_t)PUT_PARAM_KNOWN)
+            return -XTQ_EINVAL;
+        if (m & XTQ_PUT_PARAM_FIELD_FLAGS)
+            req.flags = param->flags;
+        if (m & XTQ_PUT_PARAM_FIELD_COMPLETION)
+            req.comp = param->comp;
+        if (m & XTQ_PUT_PARAM_FIELD_COUNTER) {
+            if (!param->counter)
+                return -XTQ_EINVAL;
+            req.counter = param->counter;
+        }
+        if (m & XTQ_PUT_PARAM_FIELD_RESULT) {
+            req.result = param->result;
+            req.result_len = param->result_len;
+        }
+        if (m & XTQ_PUT_PARAM_FIELD_TRIGGER) {
+            if (!param->trigger)
+                return -XTQ_EINVAL;
+            /* The engine watches the signal; it never changes it. */
+            req.trigger = (struct xtq_signal *)param->trigger;
+            req.trigger_cond = param->trigger_cond;
+            req.trigger_value = param->trigger_value;
+        }
+    }
+    return xtq__engine_putv(ctx->engine, target, cmd, cmd_len, payload_iov, iovcnt, &req);
+}
+
+int xtq_flush(xtq_ctx_t *ctx, int target, int64_t timeout_ns)
+{
+    if (!ctx)
+        return -XTQ_EINVAL;
+    return xtq__engine_flush(ctx->engine, target, timeout_ns);
+}
+
 size_t xtq_put_max_size(const xtq_ctx_t *ctx)
 {
     return ctx ? xtq__engine_max_put(ctx->engine) : 0;

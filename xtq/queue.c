@@ -210,7 +210,8 @@ int xtq__queue_enqueue(xtq_queue_t *q, const struct xtq__enqueue *d)
     if (d->cookie != NULL && q->retire != d->retire)
         q->retire = d->retire;
     q->cookies[i & q->mask] = d->cookie;
-    q->results[i & q->mask] = (struct xtq__result_buf){d->result, d->result_len};
+    q->results[i & q->mask] =
+        (struct xtq__result_buf){d->result, d->result_len, d->payload, d->payload_len};
     memcpy(&first, d->packet->bytes, sizeof(first));
     xtq_queue_publish(q, i, (uint16_t)(first & 0xffffu), (uint16_t)(first >> 16));
     XTQ_TRACE_POINT(XTQ_TRACE_ENQUEUED, d->trace_key);
@@ -247,7 +248,7 @@ int xtq_queue_submit(xtq_queue_t *queue, const xtq_aql_packet_t *packet, int64_t
     slot = xtq_queue_slot(queue, i);
     memcpy(slot->bytes + 4, packet->bytes + 4, XTQ_AQL_PACKET_SIZE - 4);
     queue->cookies[i & queue->mask] = NULL;
-    queue->results[i & queue->mask] = (struct xtq__result_buf){NULL, 0};
+    queue->results[i & queue->mask] = (struct xtq__result_buf){NULL, 0, NULL, 0};
     memcpy(&first, packet->bytes, sizeof(first));
     xtq_queue_publish(queue, i, (uint16_t)(first & 0xffffu), (uint16_t)(first >> 16));
     xtq_queue_ring_doorbell(queue, i);

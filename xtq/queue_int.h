@@ -6,7 +6,8 @@
  *   1. xtq_queue_reserve(q, 1, &i)            -- slot i is free (header INVALID)
  *   2. write bytes 4..63 of xtq_queue_slot(q, i)
  *   3. q->cookies[i & q->mask] = cookie       -- ALWAYS, NULL when none; plain store
- *      q->results[i & q->mask] = {buf, len}   -- likewise ({NULL, 0}: none)
+ *      q->results[i & q->mask] = {buf, len, payload, payload_len}
+ *                                             -- likewise ({NULL, 0, NULL, 0}: none)
  *   4. xtq_queue_publish(q, i, header, rest)  -- release: orders 2 and 3 before it
  *   5. xtq_queue_ring_doorbell(q, i)
  * q->retire is set once (by the first enqueue that carries a cookie, from

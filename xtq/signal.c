@@ -28,6 +28,7 @@ static void signal_init(struct xtq_signal *sig, int64_t initial, uint32_t flags)
     atomic_init(&sig->waiters, 0);
     atomic_init(&sig->busy, 0);
     atomic_init(&sig->refs, 0);
+    atomic_init(&sig->watchers, 0);
     sig->flags = flags;
     sig->magic = XTQ__SIGNAL_MAGIC;
 }
@@ -43,6 +44,12 @@ static inline void signal_wake(struct xtq_signal *sig)
     atomic_fetch_add_explicit(&sig->seq, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&sig->waiters, memory_order_seq_cst) != 0)
         xtq__futex_wake(&sig->seq, -1);
+    /* A put armed on this signal fires from its engine: no application
+     * thread between the change and the send. The engine registers as a
+     * watcher before it reads the value, so either it sees the change or
+     * we see it. */
+    if (unlikely(atomic_load_explicit(&sig->watchers, memory_order_seq_cst) != 0))
+        xtq__triggers_kick();
 }
 
 /* A change is bracketed by busy++ / busy-- so that destroy, which a waiter

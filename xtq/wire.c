@@ -58,13 +58,13 @@ int xtq__wire_validate(const void *msg, size_t len, uint64_t job_key, uint32_t n
         return -XTQ_EBADMSG;
     if (h.version != XTQ_WIRE_VERSION)
         return -XTQ_EVERSION;
-    if (h.type != XTQ__MSG_PUT && h.type != XTQ__MSG_ACK)
+    if (h.type != XTQ__MSG_PUT && h.type != XTQ__MSG_ACK && h.type != XTQ__MSG_ASK)
         return -XTQ_EBADMSG;
     /* Bits and fields this version does not define must be zero: a sender
      * that sets them expects a meaning we would silently ignore. */
     if (h.flags & ~(h.type == XTQ__MSG_PUT ? XTQ__WIRE_PUT_FLAGS : XTQ__WIRE_ACK_FLAGS))
         return -XTQ_EPROTO;
-    if (h.reserved0 || h.reserved1[0] || h.reserved1[1] || (h.type == XTQ__MSG_PUT && h.status))
+    if (h.reserved1[0] || h.reserved1[1] || (h.type != XTQ__MSG_ACK && h.status))
         return -XTQ_EPROTO;
     if (h.job_key != job_key)
         return -XTQ_EJOBKEY;
@@ -74,13 +74,31 @@ int xtq__wire_validate(const void *msg, size_t len, uint64_t job_key, uint32_t n
         rc = check_put(&h, len, max_msg, &payload_off);
         if (rc)
             return rc;
+        /* A result comes back with the ack of a finished task only. */
+        if (h.result_len > max_msg)
+            return -XTQ_EMSGSIZE;
+        if (h.result_len && !(h.flags & XTQ__WIRE_REMOTE_COMPLETION))
+            return -XTQ_EBADMSG;
+    } else if (h.type == XTQ__MSG_ASK) {
+        if (h.result_len || h.cmd_len || h.payload_len)
+            return -XTQ_EBADMSG;
+    } else if (h.result_len) {
+        if (h.result_len > max_msg)
+            return -XTQ_EMSGSIZE;
+        if (XTQ_ALIGN_UP((uint64_t)sizeof(h) + h.result_len, (uint64_t)64) > (uint64_t)len)
+            return -XTQ_EBADMSG;
+        payload_off = sizeof(h);
     }
 
     if (hdr)
         *hdr = msg;
     if (cmd)
         *cmd = h.type == XTQ__MSG_PUT ? (const char *)msg + sizeof(h) : NULL;
-    if (payload)
-        *payload = h.type == XTQ__MSG_PUT && h.payload_len ? (const char *)msg + payload_off : NULL;
+    if (payload) {
+        bool any = h.type == XTQ__MSG_PUT   ? h.payload_len != 0
+                   : h.type == XTQ__MSG_ACK ? h.result_len != 0
+                                            : false;
+        *payload = any ? (const char *)msg + payload_off : NULL;
+    }
     return 0;
 }

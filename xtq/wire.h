@@ -11,7 +11,12 @@
  *   the payload starts at XTQ_ALIGN_UP(64 + cmd_len, 64) from the message
  *   start; the whole message is padded to a multiple of 64 so consecutive
  *   messages in a multi-receive region stay 64-byte aligned.
- * ACK message:  [hdr 64 B] with type ACK, status, and the acked seq.
+ * ASK message:  [hdr 64 B]: send the ack of `seq` again (it was lost).
+ * ACK message:  [hdr 64 B] with type ACK, status, and the acked seq;
+ *   a fetching put's ACK carries the task's result after the header:
+ *   [hdr 64 B][result][pad to 64], hdr.result_len = result bytes.
+ *
+ * Version 2: result_len (was reserved0), the result after an ACK; ASK.
  */
 #ifndef XTQ_WIRE_H
 #define XTQ_WIRE_H
@@ -19,7 +24,7 @@
 #include "internal.h"
 
 #define XTQ_WIRE_MAGIC 0x5154u /* "TQ" */
-#define XTQ_WIRE_VERSION 1u
+#define XTQ_WIRE_VERSION 2u
 
 /* Largest kernel-argument block a PUT may carry (cmd_len - 64). */
 #define XTQ__WIRE_MAX_KERNARG 65536u
@@ -27,6 +32,7 @@
 enum xtq__msg_type {
     XTQ__MSG_PUT = 1,
     XTQ__MSG_ACK = 2,
+    XTQ__MSG_ASK = 3, /* the initiator asks again for the ack of `seq` */
 };
 
 enum xtq__wire_flags {
@@ -48,7 +54,9 @@ struct xtq__wire_hdr {
     uint64_t payload_len; /* PUT */
     uint64_t seq;         /* PUT: initiator's per-target sequence; ACK: the acked seq */
     int32_t status;       /* ACK: 0 or -XTQ_E* */
-    uint32_t reserved0;
+    /* PUT: bytes of result the initiator takes back (0: none; needs
+     * REMOTE_COMPLETION). ACK: result bytes after the header. */
+    uint32_t result_len;
     uint64_t reserved1[2];
 };
 XTQ_STATIC_ASSERT(sizeof(struct xtq__wire_hdr) == 64, "wire header is 64 bytes");
@@ -71,12 +79,15 @@ void xtq__wire_hdr_init(struct xtq__wire_hdr *hdr, enum xtq__msg_type type, uint
  * Validate an arrived message of `len` bytes (as reported by the
  * transport) before anything else reads it: magic, version, type, job key,
  * source rank < nranks, flag bits known for the type, reserved fields
- * zero (and a PUT's status), and for PUT cmd_len >= 64, cmd_len <= max,
+ * zero (and the status of a PUT or ASK), and for PUT cmd_len >= 64, cmd_len <= max,
  * lengths consistent with `len`, no overflow. Returns 0 or -XTQ_EBADMSG,
  * -XTQ_EVERSION, -XTQ_EJOBKEY, -XTQ_ESRCRANK, -XTQ_EMSGSIZE, -XTQ_EPROTO
  * (a flag bit or reserved field this version does not define). On success
  * for PUT, *cmd and *payload point into `msg` (payload NULL when empty);
- * for ACK both are NULL. Any of the output pointers may be NULL.
+ * for ACK *cmd is NULL and *payload the result (NULL when result_len is
+ * 0); for ASK both are NULL. Any of the output pointers may be NULL. A PUT's result_len is
+ * bounded by max_msg and needs remote completion; an ACK's result must
+ * fit `len`.
  * `max_msg` bounds cmd_len + payload_len, the quantity xtq_put() checks
  * against XTQ_MAX_MSG_SIZE; cmd_len - 64 is also bounded by
  * XTQ__WIRE_MAX_KERNARG, and the padded wire length by `len`.

@@ -87,6 +87,18 @@ XTQ_API uint64_t xtq_function_object(const xtq_function_t *function);
 XTQ_API void *xtq_task_result(size_t *len);
 
 /**
+ * Inside a CPU task (kernel or function) run for a put: the payload that
+ * came with it, and its length in `*len` (may be NULL). It lies in the
+ * engine's receive buffer, read-only, and is valid until the task
+ * returns (copy what must outlive it). A kernel also finds it through its
+ * rewritten argument 1, a function through arg[1]; this names its length
+ * too. NULL (and 0) outside a task, for a put without payload, and for a
+ * task submitted locally (xtq_queue_submit). Thread-local: all
+ * work-groups of one dispatch see the same payload.
+ */
+XTQ_API const void *xtq_task_payload(size_t *len);
+
+/**
  * Inside a CPU task: fail it with `status` (an XTQ_E* code, such as
  * -XTQ_ERANGE for arguments that point outside the task's bound; either
  * sign, 0 is no failure). The initiator's completion carries the first

@@ -125,10 +125,18 @@ typedef struct xtq_put_param {
     /**
      * A fetching put: the task on the target gets a zero-filled result
      * buffer of `result_len` bytes (xtq_task_result() on the CPU agent,
-     * xtq_cuda_dispatch_t.result on the CUDA agent); whatever it holds when
-     * the task finishes travels back with the remote completion and lands
-     * in `result` before the put is DONE. Implies remote completion.
-     * result_len is at most xtq_put_max_size().
+     * xtq_cuda_dispatch_t.result on the CUDA agent; every work-group of a
+     * kernel shares it); whatever it holds when the task finishes travels
+     * back with the remote completion and lands in `result` (all
+     * result_len bytes) before the put is DONE. Only a task that
+     * succeeded sends it: when the put fails (the task failed itself, the
+     * target refused it, -XTQ_ENOMEM where the target had no room for the
+     * buffer) `result` is left untouched. Nothing beyond result_len is
+     * ever written. Implies remote completion, so the put needs a
+     * completion or a counter; `result` must stay valid until DONE.
+     * result_len is at most xtq_put_max_size() (-XTQ_EMSGSIZE); 0 makes
+     * it a remote-completion put. Agents whose tasks cannot reach a
+     * result buffer (ROCr) fail the put with -XTQ_ENOSYS.
      */
     void *result;
     size_t result_len;
@@ -136,11 +144,28 @@ typedef struct xtq_put_param {
      * A triggered put: the engine holds it and sends it when the local
      * signal `trigger` satisfies `trigger_cond` against `trigger_value`
      * (the HSA wait conditions), however the signal changes: a task that
-     * completes, a host thread's xtq_signal_store/add. No application
-     * thread needs to be involved between the trigger and the send. The
-     * put takes its window slot (and the command is copied) at the call;
-     * the payload is read when it fires, so it must stay untouched until
-     * the put reports LOCAL.
+     * completes, a host thread's xtq_signal_store/add/exchange/cas. No
+     * application thread needs to be involved between the trigger and
+     * the send (in XTQ_PROGRESS_MANUAL, the engine's turns are the
+     * application's xtq_progress and waits).
+     *
+     * The put takes its window slot and sequence number, and the command
+     * is copied, at the call; the payload pieces are read when it fires,
+     * so they must stay untouched until the put reports LOCAL. A condition
+     * that holds at the call fires at once. Host-side changes wake the
+     * engine, which evaluates its armed puts; a signal a device changes
+     * (CUDA agent signals) is polled, every 50 us while the engine polls
+     * and at least every millisecond. The condition is evaluated on the
+     * signal's current value (level-triggered): a value that meets it only
+     * between two evaluations can be missed, so trigger on a monotonic
+     * count (LT on a count-down, GTE on a count-up), not EQ on a value that
+     * moves on. A triggered put needs a completion or a counter
+     * (-XTQ_EINVAL); the signal cannot be destroyed while a put watches it
+     * (-XTQ_EBUSY). A put that has not fired holds its slot: the window of
+     * its target is sequential, so after XTQ_PUT_WINDOW - 1 further puts
+     * to that target, puts wait (or return -XTQ_EAGAIN) until it fires; it
+     * counts for xtq_flush(), which times out while it has not fired.
+     * xtq_finalize() completes puts that never fired with -XTQ_ECANCELED.
      */
     const xtq_signal_t *trigger;
     enum xtq_signal_condition trigger_cond;
@@ -149,9 +174,24 @@ typedef struct xtq_put_param {
 
 /**
  * The extended put: a command plus a payload gathered from `iovcnt`
- * buffers (none copied by the library, however many the transport takes),
- * with the options of `param` (NULL: as xtq_put() with flags 0 and no
- * completion). Same return codes and threading rules as xtq_put().
+ * buffers, with the options of `param` (NULL: as xtq_put() with flags 0
+ * and no completion). Same return codes and threading rules as xtq_put().
+ *
+ * The payload is sent from the caller's buffers without a copy as long as
+ * the transport gathers that many pieces (the provider's iov_limit, which
+ * is 4 for tcp and shm: the message header and command take one or two,
+ * zero-length pieces take none). Beyond that the put does not fail: the
+ * pieces are copied, in order, into the put's own staging buffer and sent
+ * from there (the total is bounded by xtq_put_max_size() either way). Puts
+ * of up to the provider's inject size are always copied (eager).
+ * Lengths are summed without overflow: a total past xtq_put_max_size()
+ * is -XTQ_EMSGSIZE, a piece with a length and a NULL base -XTQ_EINVAL.
+ *
+ * Without a completion (`comp`), a put with a counter returns at once and
+ * its buffers must stay untouched until the counter has counted it; a put
+ * with neither waits for LOCAL itself, as xtq_put() with NULL does.
+ * Remote completion needs a completion or a counter (-XTQ_EINVAL else).
+ * Unknown field_mask bits are -XTQ_EINVAL.
  */
 XTQ_API int xtq_putv(xtq_ctx_t *ctx, int target, const void *cmd, size_t cmd_len,
                      const struct iovec *payload_iov, size_t iovcnt, const xtq_put_param_t *param);
@@ -165,10 +205,15 @@ XTQ_API int xtq_putv(xtq_ctx_t *ctx, int target, const void *cmd, size_t cmd_len
  * the target where remote completion was asked for; triggered puts
  * included (they must fire). Puts that other threads issue during the
  * flush may or may not be included. Progresses the engine in manual mode.
- * The outcome of each put still travels with its completion or counter.
- * (ucp_worker_flush / ucp_ep_flush.)
- * @return 0, -XTQ_ETIMEDOUT, -XTQ_EHOSTDOWN (the target is down: its puts
- *         failed), -XTQ_ESRCRANK, -XTQ_EINVAL.
+ * When it returns 0, the completions and counters of those puts are final
+ * (a counter has counted every one of them). The outcome of each put
+ * still travels with its completion or counter: flush says nothing about
+ * a put that failed, except that the target is down.
+ * A timeout of 0 only checks. (ucp_worker_flush / ucp_ep_flush.)
+ * @return 0, -XTQ_ETIMEDOUT, -XTQ_EHOSTDOWN (the target, or with
+ *         XTQ_TARGET_ALL a rank this process ever put to, is declared
+ *         down: its puts failed), -XTQ_ESRCRANK, -XTQ_EINVAL (negative
+ *         timeout), -XTQ_ENOMEM.
  */
 XTQ_API int xtq_flush(xtq_ctx_t *ctx, int target, int64_t timeout_ns);
 

@@ -331,7 +331,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FAIL_IF(h.reserved0 || h.reserved1[0] || h.reserved1[1] ||
             (h.type == XTQ__MSG_PUT && h.status));
     if (h.type == XTQ__MSG_ACK) {
-        FAIL_IF(cmd || payload_c);
+        FAIL_IF(cmd);
+        FAIL_IF(h.result_len > FUZZ_MAX_MSG);
+        FAIL_IF((payload_c != NULL) != (h.result_len != 0));
+        FAIL_IF(payload_c && (payload_c != buf + sizeof(h) ||
+                              !inside(payload_c, h.result_len, buf, size)));
+        goto out;
+    }
+    if (h.type == XTQ__MSG_ASK) {
+        FAIL_IF(cmd || payload_c || h.result_len);
         goto out;
     }
     FAIL_IF(h.type != XTQ__MSG_PUT);

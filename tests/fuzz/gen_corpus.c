@@ -147,6 +147,14 @@ int main(int argc, char **argv)
     xtq__wire_hdr_init(hdr(), XTQ__MSG_ACK, FUZZ_JOB_KEY, 0, 42);
     hdr()->status = -XTQ_ENOKERNEL;
     emit("ok-ack", 64);
+    /* A fetching put's ack: the result after the header. */
+    hdr()->status = 0;
+    hdr()->result_len = 100;
+    memset(msg + 64, 0x5a, 128);
+    emit("ok-ack-result", 192);
+    emit("bad-ack-result-short", 128);
+    xtq__wire_hdr_init(hdr(), XTQ__MSG_ASK, FUZZ_JOB_KEY, 0, 42);
+    emit("ok-ask", 64);
 
     /* Malformed wire headers. */
     len = kernel_put(1, 0, 32, 100);
@@ -155,7 +163,7 @@ int main(int argc, char **argv)
     hdr()->magic = 0xffff;
     emit("bad-magic", len);
     len = kernel_put(1, 0, 32, 100);
-    hdr()->version = 2;
+    hdr()->version = XTQ_WIRE_VERSION + 1;
     emit("bad-version", len);
     len = kernel_put(1, 0, 32, 100);
     hdr()->type = 9;

@@ -31,7 +31,10 @@ static void close_agent(xtq_agent_t *a)
 
 /* Reserve (retrying while full), write, set the cookie, publish, ring:
  * the producer protocol of xtq/queue_int.h. */
-static void submit(xtq_queue_t *q, const xtq_aql_packet_t *p, void *cookie)
+/* The producer protocol (queue_int.h), with a result buffer beside the
+ * cookie (NULL, 0: none). */
+static void submit_result(xtq_queue_t *q, const xtq_aql_packet_t *p, void *cookie, void *result,
+                          size_t result_len)
 {
     uint64_t i;
     uint32_t first;
@@ -40,9 +43,15 @@ static void submit(xtq_queue_t *q, const xtq_aql_packet_t *p, void *cookie)
         sched_yield();
     memcpy(xtq_queue_slot(q, i)->bytes + 4, p->bytes + 4, 60);
     q->cookies[i & q->mask] = cookie;
+    q->results[i & q->mask] = (struct xtq__result_buf){result, result_len, NULL, 0};
     memcpy(&first, p->bytes, 4);
     xtq_queue_publish(q, i, (uint16_t)first, (uint16_t)(first >> 16));
     xtq_queue_ring_doorbell(q, i);
+}
+
+static void submit(xtq_queue_t *q, const xtq_aql_packet_t *p, void *cookie)
+{
+    submit_result(q, p, cookie, NULL, 0);
 }
 
 static void function_packet(xtq_aql_packet_t *p, const xtq_function_t *f, int barrier,
@@ -895,9 +904,8 @@ XTQ_TEST(destroy_refused_while_tasks_queued)
 
 /* ---- task results and failures -------------------------------------------------- */
 
-/* What a producer (the engine, for a fetching put) hands the agent's
- * enqueue with a packet: its cookie, and the result buffer in the
- * descriptor (none when len is 0). */
+/* What a producer (the engine, for a fetching put) attaches to a packet:
+ * its cookie, and beside it a result buffer (queue_int.h). */
 struct result_task {
     unsigned char buf[64];
     size_t len;
@@ -905,20 +913,9 @@ struct result_task {
     _Atomic int retired;
 };
 
-static void result_retire(void *cookie, int status);
-
-/* Through the agent's enqueue operation, as the engine hands a task over;
- * `with_buf` false: the descriptor names no result buffer. */
-static void submit_result(xtq_queue_t *q, const xtq_aql_packet_t *p, struct result_task *rt,
-                          bool with_buf)
+static void submit_task(xtq_queue_t *q, const xtq_aql_packet_t *p, struct result_task *rt)
 {
-    struct xtq__enqueue d = {.packet = p,
-                             .result = with_buf && rt->len ? rt->buf : NULL,
-                             .result_len = with_buf ? rt->len : 0,
-                             .retire = result_retire,
-                             .cookie = rt};
-    while (q->agent->ops->enqueue(q, &d) == -XTQ_EAGAIN)
-        sched_yield();
+    submit_result(q, p, rt, rt->len ? rt->buf : NULL, rt->len);
 }
 
 static void result_retire(void *cookie, int status)
@@ -995,21 +992,22 @@ XTQ_TEST(task_result_and_fail)
     xtq_task_fail(-XTQ_EIO);
 
     CHECK_OK(xtq_queue_create(a, 8, &q));
+    q->retire = result_retire;
     CHECK_OK(xtq_function_create_cpu(a, result_fn, NULL, &f));
     CHECK_OK(xtq_kernel_create_cpu(a, result_kernel, 16, NULL, &k));
     CHECK_OK(xtq_signal_create(5, &done));
 
     sum.len = 16;
     function_packet(&p, f, 0, done, 40, 0, 0, 2, NULL);
-    submit_result(q, &p, &sum, true);
+    submit_task(q, &p, &sum);
     fail.len = 8;
     function_packet(&p, f, 0, done, 0, 0, 1, 0, NULL);
-    submit_result(q, &p, &fail, true);
+    submit_task(q, &p, &fail);
     none.len = 0; /* a put that asked for no result */
     function_packet(&p, f, 0, done, 0, 0, 2, 0, NULL);
-    submit_result(q, &p, &none, true);
+    submit_task(q, &p, &none);
     function_packet(&p, f, 0, done, 0, 0, 3, 0, NULL);
-    submit_result(q, &p, &pos, true);
+    submit_task(q, &p, &pos);
     /* A kernel of 4 work-groups, one result buffer. */
     kern.len = 4;
     memset(&p, 0, sizeof(p));
@@ -1022,7 +1020,7 @@ XTQ_TEST(task_result_and_fail)
     p.kernel.kernel_object = xtq_kernel_object(k);
     p.kernel.kernarg_address = kernarg;
     p.kernel.completion_signal = xtq_signal_handle(done);
-    submit_result(q, &p, &kern, true);
+    submit_task(q, &p, &kern);
 
     /* Failed tasks still decrement their completion signal. */
     wait_zero(done);
@@ -1043,14 +1041,14 @@ XTQ_TEST(task_result_and_fail)
     /* Failures of the task are not the agent's bad packets. */
     CHECK_EQ(xtq__cpu_agent_bad_packets(a), 0);
 
-    /* A task whose enqueue named no buffer sees none. */
+    /* A cookie and no buffer beside it, in a slot that held one before
+     * (the consumer cleared it): the task sees no buffer. */
     atomic_store(&seen_len, 99);
     atomic_store(&seen_buf, 1);
     memset(&none, 0, sizeof(none));
-    none.len = 16;
     xtq_signal_store(done, 1);
     function_packet(&p, f, 0, done, 0, 0, 2, 0, NULL);
-    submit_result(q, &p, &none, false);
+    submit(q, &p, &none);
     wait_zero(done);
     wait_retired(&none);
     CHECK_EQ(atomic_load(&seen_len), 0);
@@ -1066,6 +1064,84 @@ XTQ_TEST(task_result_and_fail)
     CHECK_OK(xtq_queue_destroy(q));
     CHECK_OK(xtq_function_destroy(f));
     CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_signal_destroy(done));
+    close_agent(a);
+}
+
+/* ---- the task's payload ----------------------------------------------------------- */
+
+/* Copies what xtq_task_payload() shows into the task's result buffer:
+ * its length first (8 bytes), then the bytes. */
+static void payload_fn(const uint64_t arg[4], void *ret, void *user)
+{
+    size_t rlen, plen = 12345;
+    uint8_t *r = xtq_task_result(&rlen);
+    const uint8_t *pl = xtq_task_payload(&plen);
+    if (!r || rlen < 8)
+        return;
+    uint64_t n = plen;
+    memcpy(r, &n, 8);
+    if (pl && plen <= rlen - 8)
+        memcpy(r + 8, pl, plen);
+    if ((pl != NULL) != (plen != 0))
+        xtq_task_fail(-XTQ_EPROTO);
+}
+
+/* A producer (the engine) puts the payload beside the cookie; the task
+ * sees it, and only its own: the next task in that slot has none. */
+XTQ_TEST(task_payload)
+{
+    xtq_agent_t *a = open_agent(1);
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    xtq_signal_t *done;
+    xtq_aql_packet_t p;
+    static struct result_task with, without;
+    static const char payload[] = "payload of 24 bytes....";
+    uint64_t n;
+
+    size_t len = 7;
+    CHECK(xtq_task_payload(&len) == NULL);
+    CHECK_EQ(len, 0);
+    CHECK(xtq_task_payload(NULL) == NULL);
+
+    CHECK_OK(xtq_queue_create(a, 2, &q));
+    q->retire = result_retire;
+    CHECK_OK(xtq_function_create_cpu(a, payload_fn, NULL, &f));
+    CHECK_OK(xtq_signal_create(3, &done));
+    for (int round = 0; round < 2; round++) {
+        uint64_t i;
+        uint32_t first;
+        with.len = 40;
+        function_packet(&p, f, 0, done, 0, 0, 0, 0, NULL);
+        while (xtq_queue_reserve(q, 1, &i) == -XTQ_EAGAIN)
+            sched_yield();
+        memcpy(xtq_queue_slot(q, i)->bytes + 4, p.bytes + 4, 60);
+        q->cookies[i & q->mask] = &with;
+        q->results[i & q->mask] =
+            (struct xtq__result_buf){with.buf, with.len, payload, sizeof(payload)};
+        memcpy(&first, p.bytes, 4);
+        xtq_queue_publish(q, i, (uint16_t)first, (uint16_t)(first >> 16));
+        xtq_queue_ring_doorbell(q, i);
+        wait_retired(&with);
+        CHECK_EQ(atomic_load(&with.status), 0);
+        memcpy(&n, with.buf, 8);
+        CHECK_EQ(n, sizeof(payload));
+        CHECK(memcmp(with.buf + 8, payload, sizeof(payload)) == 0);
+        memset(&with, 0, sizeof(with));
+    }
+    /* The slot is reused (queue of 2) by a task without payload. */
+    without.len = 40;
+    function_packet(&p, f, 0, done, 0, 0, 0, 0, NULL);
+    submit_task(q, &p, &without);
+    wait_retired(&without);
+    CHECK_EQ(atomic_load(&without.status), 0);
+    memcpy(&n, without.buf, 8);
+    CHECK_EQ(n, 0);
+    wait_zero(done);
+
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_function_destroy(f));
     CHECK_OK(xtq_signal_destroy(done));
     close_agent(a);
 }

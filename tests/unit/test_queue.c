@@ -105,7 +105,7 @@ static bool take_res(xtq_queue_t *q, xtq_aql_packet_t *out, void **cookie,
     q->cookies[r & q->mask] = NULL;
     if (res != NULL)
         *res = q->results[r & q->mask];
-    q->results[r & q->mask] = (struct xtq__result_buf){NULL, 0};
+    q->results[r & q->mask] = (struct xtq__result_buf){NULL, 0, NULL, 0};
     atomic_store_explicit((_Atomic uint32_t *)(void *)slot, XTQ_PACKET_TYPE_INVALID,
                           memory_order_release);
     atomic_store_explicit(q->read_index, r + 1, memory_order_release);
@@ -438,7 +438,7 @@ XTQ_TEST(enqueue_op_result_beside_cookie)
     CHECK_OK(t->agent.ops->enqueue(&t->q, &d));
     CHECK(take_res(&t->q, &got, &cookie, &res));
     CHECK(res.buf == buf);
-    t->q.results[1] = (struct xtq__result_buf){buf, 8}; /* a consumer that left it */
+    t->q.results[1] = (struct xtq__result_buf){buf, 8, NULL, 0}; /* a consumer that left it */
     CHECK_OK(xtq_queue_submit(&t->q, &p, 0, NULL));
     CHECK(take_res(&t->q, &got, &cookie, &res));
     CHECK(cookie == NULL);

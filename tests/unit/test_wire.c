@@ -71,7 +71,7 @@ XTQ_TEST(header_layout)
     CHECK_EQ(h.payload_len, 0);
     CHECK_EQ(h.seq, 12345);
     CHECK_EQ(h.status, 0);
-    CHECK_EQ(h.reserved0, 0);
+    CHECK_EQ(h.result_len, 0);
     CHECK_EQ(h.reserved1[0], 0);
     CHECK_EQ(h.reserved1[1], 0);
 }
@@ -199,9 +199,6 @@ XTQ_TEST(unknown_flags)
 XTQ_TEST(reserved_fields)
 {
     size_t len = make_put(msgbuf, 16, 0);
-    hdr_of(msgbuf)->reserved0 = 1;
-    CHECK_ERR(validate(msgbuf, len), -XTQ_EPROTO);
-    hdr_of(msgbuf)->reserved0 = 0;
     hdr_of(msgbuf)->reserved1[0] = 1ull << 63;
     CHECK_ERR(validate(msgbuf, len), -XTQ_EPROTO);
     hdr_of(msgbuf)->reserved1[0] = 0;
@@ -213,6 +210,16 @@ XTQ_TEST(reserved_fields)
     CHECK_ERR(validate(msgbuf, len), -XTQ_EPROTO);
     hdr_of(msgbuf)->status = 0;
     CHECK_OK(validate(msgbuf, len));
+    /* Nor does an ASK, which is a bare header. */
+    struct xtq__wire_hdr ask;
+    xtq__wire_hdr_init(&ask, XTQ__MSG_ASK, KEY, 0, 7);
+    memcpy(msgbuf, &ask, sizeof(ask));
+    CHECK_OK(validate(msgbuf, 64));
+    hdr_of(msgbuf)->status = -XTQ_EIO;
+    CHECK_ERR(validate(msgbuf, 64), -XTQ_EPROTO);
+    hdr_of(msgbuf)->status = 0;
+    hdr_of(msgbuf)->payload_len = 64;
+    CHECK_ERR(validate(msgbuf, 64), -XTQ_EBADMSG);
     /* Nor may an ACK use them. */
     struct xtq__wire_hdr h;
     xtq__wire_hdr_init(&h, XTQ__MSG_ACK, KEY, 0, 7);

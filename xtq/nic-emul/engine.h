@@ -35,6 +35,7 @@ struct xtq__ofi {
     int wait_fd; /* the CQ's wait fd, or -1 */
     size_t iov_limit;
     size_t inject_size;
+    size_t rx_size; /* receive entries: posted receives and unexpected messages */
     char prov_name[64];
     bool source; /* FI_SOURCE: arrivals name their source endpoint */
 };
@@ -53,6 +54,9 @@ int xtq__ofi_post_multi_recv(struct xtq__ofi *o, void *buf, size_t len, void *co
 ssize_t xtq__ofi_sendv(struct xtq__ofi *o, const struct iovec *iov, size_t count, int dest,
                        void *context);
 ssize_t xtq__ofi_inject(struct xtq__ofi *o, const void *buf, size_t len, int dest);
+/* Tagged: the control channel's sends and its posted receives. */
+ssize_t xtq__ofi_tinject(struct xtq__ofi *o, const void *buf, size_t len, int dest, uint64_t tag);
+int xtq__ofi_post_trecv(struct xtq__ofi *o, void *buf, size_t len, uint64_t tag, void *context);
 /* Reads up to n entries, and where the endpoint has FI_SOURCE each one's
  * source address into src[] (FI_ADDR_NOTAVAIL: not in the AV); an error
  * entry is returned in *err (ret -FI_EAVAIL).
@@ -98,12 +102,46 @@ int xtq__engine_progress(struct xtq__engine *e);
 void xtq__engine_poll_cb(void *engine);
 
 /* initiator.c */
+/* What a put asks for besides its command and payload (xtq_put_param_t,
+ * checked by put.c); zero-initialise, then fill. */
+struct xtq__put_req {
+    uint32_t flags; /* XTQ_PUT_* */
+    xtq_completion_t *comp;
+    xtq_counter_t *counter;
+    void *result; /* a fetching put: the task's result lands here */
+    size_t result_len;
+    struct xtq_signal *trigger; /* a triggered put: fires when it meets the condition */
+    enum xtq_signal_condition trigger_cond;
+    int64_t trigger_value;
+};
 int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
                     const void *payload, size_t payload_len, uint32_t flags,
                     xtq_completion_t *comp);
+/* The put of xtq_putv(): the payload gathered from `iovcnt` buffers. */
+int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
+                     const struct iovec *iov, size_t iovcnt, const struct xtq__put_req *req);
+/* Finalize: puts whose trigger has not fired complete with
+ * -XTQ_ECANCELED; returns how many. */
+int xtq__engine_triggers_cancel(struct xtq__engine *e);
+/* xtq_flush(): every put issued to `target` (or XTQ_TARGET_ALL) before
+ * the call is DONE. 0, -XTQ_ETIMEDOUT, -XTQ_EHOSTDOWN, -XTQ_ESRCRANK. */
+int xtq__engine_flush(struct xtq__engine *e, int target, int64_t timeout_ns);
 int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t timeout_ns);
 /* Wait until this rank's puts are all DONE, up to deadline (ns, monotonic). */
 int xtq__engine_drain_puts(struct xtq__engine *e, uint64_t deadline);
+
+/* Test hooks for white-box tests (initiator.c): each count makes that
+ * many of the next operations of its kind fail as the transport would.
+ * Zero outside tests; the data path pays one relaxed load. */
+struct xtq__engine_faults {
+    _Atomic uint32_t put_send;     /* a put's send returns -FI_EIO */
+    _Atomic uint32_t result_alloc; /* a result buffer cannot be allocated */
+    _Atomic uint32_t ack_send;     /* an ack's send returns -FI_EIO */
+    _Atomic uint32_t ack_drop;     /* an ack is lost after it left */
+};
+extern struct xtq__engine_faults xtq__faults;
+/* Take one from a count: whether it was nonzero. */
+bool xtq__fault_take(_Atomic uint32_t *n);
 
 /* liveness.c */
 /* Peers declared down (silent for XTQ_PEER_TIMEOUT_MS with puts pending). */

@@ -23,10 +23,26 @@
 #include "internal.h"
 #include "nic-emul/engine.h"
 #include "wire.h"
+#include "registry/registry.h"
 
 /* First word of every libfabric operation context, so a CQ entry says
  * what it completes. */
-enum ctx_kind { CTX_REGION = 0x52454731u, CTX_PUT = 0x50555431u };
+enum ctx_kind {
+    CTX_REGION = 0x52454731u,
+    CTX_PUT = 0x50555431u,
+    CTX_ACK = 0x41434b31u,
+    CTX_CTRL = 0x4354524cu,
+};
+
+/* The control channel (acks.c): acks without a result, liveness probes
+ * and re-asks travel tagged, into receives of their own, so that puts
+ * that fill the multi-receive regions cannot hold them up. */
+#define XTQ__CTRL_TAG 0x5854510000000001ull
+struct ctrl_rx {
+    uint32_t kind; /* CTX_CTRL */
+    _Atomic uint32_t needs_post;
+    _Alignas(64) uint8_t buf[64]; /* one wire header */
+};
 
 /* A posted multi-receive region. refs: 1 while the provider holds it, plus
  * one per task (or backlogged message) that points into it. */
@@ -38,6 +54,55 @@ struct rx_region {
     _Atomic int64_t refs;
     _Atomic uint32_t needs_post;
     bool registered; /* with the context's agents */
+    /* Since it was posted (progress turn): bytes of messages that landed,
+     * the furthest end, and a release the provider reported too early. */
+    size_t landed, landed_end;
+    bool release_pending;
+};
+
+/*
+ * The target's record of one put from a peer, from its arrival until its
+ * ack is on the wire (acks.c): entry seq % window of that peer's ring,
+ * allocated with the ring at the peer's first put, so that acknowledging
+ * never allocates. The entry is free again the moment its ack is handed
+ * to the transport (the initiator may reuse the window slot as soon as it
+ * has the ack); it keeps the seq and status for a re-ask. A fetching
+ * put's result lives in `block` until then, and from then on belongs to
+ * its send (struct ack_send at the block's start).
+ */
+enum ack_state {
+    ACK_FREE = 0, /* never used, or its ack left (sent) */
+    ACK_HELD,     /* the put arrived; its ack is not known yet */
+    ACK_QUEUED,   /* known, waiting in the send queue or for a retry */
+};
+
+struct ack_entry {
+    uint8_t state;        /* ACK_*, under ack_lock (so are the fields below) */
+    bool sent;            /* its ack left: seq and status are the last put's */
+    bool result_inflight; /* its result's send has not completed yet */
+    bool pooled;          /* block from the result pool */
+    int32_t status;
+    int32_t dest;
+    uint32_t result_len; /* the put's result bytes */
+    uint32_t tries;      /* sends that failed */
+    uint64_t seq;
+    uint64_t since;      /* queued at (ns), or when a retry is due */
+    uint64_t refused_at; /* first send the transport refused (ns), 0: none
+                          * yet; refused for a whole peer timeout: the
+                          * destination is gone */
+    struct ack_entry *next;
+    uint8_t *block; /* [struct ack_send][ack header][result], or NULL */
+};
+
+/* The first bytes of a result block: the context of its send, on the
+ * engine's list of sends in flight until it completes. */
+struct ack_send {
+    uint32_t kind; /* CTX_ACK */
+    bool pooled;
+    uint32_t result_len;
+    struct ack_entry *entry; /* the entry it was sent for, if still that seq */
+    uint64_t seq;
+    struct ack_send *prev, *next;
 };
 
 /* A received PUT on its way to an agent. */
@@ -55,16 +120,52 @@ struct rx_task {
     void *payload;
     uint64_t payload_len;
     bool counted_full;
+    struct ack_entry *ack;             /* its ack and result (acks.c) */
+    struct xtq__task_refs refs;        /* from enqueue to retire (registry.h) */
     _Alignas(16) uint8_t scratch[256]; /* kernel arguments that landed misaligned */
 };
 
-/* SLOT_TXQ: in the send queue (XTQ_ENDPOINT_OWNER=progress): not reused
- * until the progress thread has taken it out, even if it completed. */
+/* SLOT_BUSY from issue to DONE; SLOT_ARMED while a trigger holds it back;
+ * SLOT_SENDING while a thread is handing it to the transport, or while it
+ * waits in the send queue (XTQ_ENDPOINT_OWNER=progress) for the progress
+ * turn that does (the slot, its stage and trigger stay until it is let
+ * go, even if the put completes meanwhile: a peer declared down). */
 enum slot_state {
     SLOT_BUSY = 1u << 0,
     SLOT_LOCAL = 1u << 1,
     SLOT_ACKED = 1u << 2,
-    SLOT_TXQ = 1u << 3,
+    SLOT_ARMED = 1u << 3,
+    SLOT_SENDING = 1u << 4,
+};
+
+/* How a put leaves: gathered from the caller's buffers (all of them, or
+ * all but the command, which joins the header in the stage), or copied
+ * whole into the stage (injected when small, else sent from there). */
+enum put_send { SEND_GATHER, SEND_GATHER_CMD, SEND_COPY, SEND_INJECT };
+
+/* Most pieces one send gathers, whatever the provider's iov_limit. */
+#define WIRE_IOV_MAX 8
+
+struct put_layout {
+    size_t cmd_len;
+    size_t payload_len; /* bytes of all pieces */
+    size_t pieces;      /* pieces of nonzero length */
+    size_t pad1, pad2, total;
+    enum put_send how;
+};
+
+/* A triggered put (initiator.c): armed with its slot, its command in the
+ * stage, the caller's pieces read when it fires. */
+struct put_trigger {
+    struct put_trigger *prev, *next; /* armed or ready list, under put_lock */
+    uint8_t list;                    /* TRIG_NONE, TRIG_ARMED, TRIG_READY */
+    struct put_slot *slot;
+    struct xtq_signal *sig;
+    enum xtq_signal_condition cond;
+    int64_t value;
+    struct put_layout l;
+    size_t piovcnt;
+    struct iovec piov[]; /* the caller's pieces */
 };
 
 /* A multi-producer, single-consumer queue (D. Vyukov's intrusive one):
@@ -88,15 +189,22 @@ struct put_slot {
     int32_t status;
     int32_t prov_errno;
     xtq_completion_t *comp; /* NULL once detached (caller passed no completion) */
+    xtq_counter_t *counter; /* counted when DONE, or NULL */
+    void *result;           /* a fetching put's buffer, or NULL */
+    size_t result_len;
+    struct put_trigger *trig; /* a triggered put, until the slot is free */
+    uint64_t local_at;        /* ns: when it left (LOCAL), for re-asks */
     bool detach_at_local;
-    uint8_t *stage; /* wire header (+ command when gathered here) */
+    /* Wire header, plus the command where it is gathered here, plus the
+     * payload where it is copied (eager, or more pieces than the provider
+     * gathers); kept for the slot's next put unless large. */
+    uint8_t *stage;
     size_t stage_cap;
-    /* The send, as xtq__slot_send() makes it: kept in the slot so that the
-     * progress thread can make it for the caller (XTQ_ENDPOINT_OWNER). */
-    struct iovec iov[5];
-    uint8_t niov;
-    bool eager; /* injected: stage holds the whole message */
-    size_t total;
+    /* The send as the caller made it, for the progress turn that makes it
+     * (XTQ_ENDPOINT_OWNER=progress): layout, pieces, and the queue link. */
+    struct put_layout txl;
+    struct iovec txiov[WIRE_IOV_MAX];
+    uint8_t txniov;
     struct mpsc_node txq;
 };
 
@@ -110,25 +218,17 @@ struct put_slot {
 struct peer {
     struct put_slot *slots;
     uint64_t next_seq;
+    uint64_t done_below;         /* every put of a lower seq is DONE (flush), under put_lock */
     uint32_t busy;               /* busy slots, under put_lock */
+    struct ack_entry *acks;      /* target side: window entries, or NULL (acks.c) */
     _Atomic uint64_t last_heard; /* ns; reset when the first put goes out */
     uint64_t ping_sent;          /* ns, progress thread only */
     _Atomic bool down;
 };
 
-struct ack_msg {
-    struct ack_msg *next;
-    uint64_t since; /* first failed send (ns), 0 before: an ack the
-                     * transport refuses for a whole peer timeout means its
-                     * destination is gone */
-    int dest;
-    struct xtq__wire_hdr hdr;
-};
-
 /* A rank's doorbell in POSIX shared memory (wakeup.c); its name travels
  * in the address exchange. */
 #define XTQ__BELL_NAME_MAX 64
-/* A rank's doorbell in POSIX shared memory (wakeup.c). */
 struct doorbell {
     _Atomic uint32_t seq;
     _Atomic uint32_t sleeping;
@@ -160,6 +260,15 @@ struct xtq__engine {
     _Atomic uint32_t slot_freed;      /* futex: bumped when a slot frees */
     _Atomic uint32_t window_sleepers; /* threads asleep on slot_freed */
     _Atomic uint64_t puts_outstanding;
+    /* Triggered puts: armed (evaluated), and fired but not yet taken by
+     * the transport; both under put_lock. */
+    struct put_trigger *trig_armed, *trig_armed_tail, *trig_ready, *trig_ready_tail;
+    uint32_t trig_device;          /* armed on signals a device changes */
+    _Atomic uint32_t trig_count;   /* armed + ready */
+    _Atomic uint32_t trig_kick;    /* a signal an armed put watches changed */
+    uint64_t trig_next_poll;       /* progress turn only */
+    bool trig_listed;              /* on the list of engines signals kick */
+    struct xtq__engine *trig_link; /* that list */
 
     /* progress.c, target.c */
     pthread_mutex_t progress_lock; /* one progressing thread at a time */
@@ -174,9 +283,20 @@ struct xtq__engine {
 
     /* acks.c */
     pthread_mutex_t ack_lock;
-    struct ack_msg *acks_head, *acks_tail;
-    bool acks_closed; /* after stop: acks are dropped, not queued */
-    _Atomic uint32_t acks_pending;
+    struct ack_entry *acks_head, *acks_tail;
+    struct ack_entry *acks_retry; /* sends that failed, due at `since` */
+    uint64_t acks_retry_due;      /* the earliest of them */
+    _Atomic uint32_t acks_retrying;
+    struct ack_send *acks_inflight; /* results being sent */
+    bool acks_closed;               /* after stop: acks are dropped, not queued */
+    struct ctrl_rx *ctrl;           /* the control channel's receives */
+    unsigned nctrl;
+    uint64_t next_reask;           /* initiator.c, progress turn only */
+    _Atomic uint32_t acks_pending; /* in the send queue */
+    uint8_t *res_pool;             /* result blocks of RESULT_BLOCK bytes, agent-reachable */
+    uint32_t *res_free;            /* free block indices, under ack_lock */
+    uint32_t res_nfree;
+    bool res_registered;
 
     /* progress.c, wakeup.c */
     pthread_t thread;
@@ -187,8 +307,8 @@ struct xtq__engine {
     _Atomic uint32_t kick; /* a turn is wanted before the thread sleeps */
     int wake_fd;
     int progress_cpu;
-    struct doorbell **bells; /* by rank; NULL unless doorbells are in use */
-    bool bell_fence;         /* doorbells wanted: every rank takes the fence */
+    struct doorbell **bells;            /* by rank; NULL unless doorbells are in use */
+    bool bell_fence;                    /* doorbells wanted: every rank takes the fence */
     char bell_name[XTQ__BELL_NAME_MAX]; /* until every peer mapped it */
 
     /* initiator.c, progress.c (XTQ_LONE_WAITER): a thread alone in
@@ -211,12 +331,20 @@ struct xtq__engine {
 /* ---- initiator.c -------------------------------------------------------- */
 /* The send of slot `s` completed (status 0) or failed in the transport. */
 void xtq__slot_local(struct xtq__engine *e, struct put_slot *s, int status, int prov_errno);
-/* An ACK for one of our puts arrived (validated header). */
-void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr);
+/* An ACK for one of our puts arrived (validated header; `result`: the
+ * hdr->result_len bytes after it, or NULL). */
+void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr, const void *result);
 /* Complete every put pending to rank `r` with `status` (peer down). */
 void xtq__puts_fail_peer(struct xtq__engine *e, int r, int status);
 /* Complete every put still pending, keeping an earlier error (stop). */
 void xtq__puts_fail_all(struct xtq__engine *e, int status);
+/* Progress turn: evaluate armed triggers where a signal changed (or the
+ * polling interval passed) and send what fired; returns puts sent. */
+int xtq__triggers_poll(struct xtq__engine *e);
+/* Stop: signals no longer kick this engine. */
+void xtq__triggers_stop(struct xtq__engine *e);
+/* Progress turn: ask again for acks that are overdue (lost on the way). */
+void xtq__puts_reask(struct xtq__engine *e);
 /* XTQ_ENDPOINT_OWNER=progress, in a progress turn: send the queued puts;
  * returns how many left the queue. Stop: forget them (already failed). */
 int xtq__txq_flush(struct xtq__engine *e);
@@ -230,6 +358,10 @@ void xtq__regions_close(struct xtq__engine *e);
 void xtq__regions_repost(struct xtq__engine *e);
 /* Drop one reference; the last one reposts the region. */
 void xtq__region_put(struct rx_region *r);
+/* A message of `len` bytes landed at `buf` in region `r` (progress turn). */
+void xtq__region_landed(struct rx_region *r, const void *buf, size_t len);
+/* The provider released region `r` (an FI_MULTI_RECV completion). */
+void xtq__region_released(struct rx_region *r, uint64_t flags);
 /* A message landed in region `r` from endpoint `src` (FI_SOURCE):
  * validate and dispatch it. */
 void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len,
@@ -242,11 +374,43 @@ void xtq__backlog_drop(struct xtq__engine *e);
 void xtq__live_free(struct xtq__engine *e);
 
 /* ---- acks.c ------------------------------------------------------------- */
-/* Acknowledge put `seq` of rank `dest`; from any thread. */
-void xtq__ack_send(struct xtq__engine *e, int dest, uint64_t seq, int status);
+/* Create: the result pool (registered with the agents). */
+int xtq__acks_open(struct xtq__engine *e);
+/* Destroy (the endpoint is closed): rings, result blocks, the pool. */
+void xtq__acks_close(struct xtq__engine *e);
+/* A put (`seq` from `src`) arrived (progress turn): its entry, HELD, with
+ * a zero-filled result buffer of result_len bytes where asked. NULL when
+ * it cannot be recorded (*err: -XTQ_EALREADY for a duplicate, -XTQ_EPROTO
+ * for an entry another put holds, -XTQ_ENOMEM); an entry with *err set
+ * (its result could not be allocated) must be acknowledged with *err. */
+struct ack_entry *xtq__ack_hold(struct xtq__engine *e, uint32_t src, uint64_t seq,
+                                uint32_t result_len, int *err);
+/* The task's result buffer of a held entry (NULL when none). */
+void *xtq__ack_result(const struct ack_entry *a);
+/* The put's outcome is known: send its ack (with the result when status
+ * is 0), now or from the progress thread. From any thread; once. */
+void xtq__ack_done(struct xtq__engine *e, struct ack_entry *a, int status);
+/* A put that cannot be recorded: best-effort ack, nothing kept. */
+void xtq__ack_unrecorded(struct xtq__engine *e, int dest, uint64_t seq, int status);
+/* A result's send (its block's struct ack_send) completed (status 0) or
+ * failed (a fabric error code; progress turn). */
+void xtq__ack_sent(struct xtq__engine *e, void *send, int status);
 /* Send queued acks (progress thread); returns how many left the queue. */
 int xtq__acks_flush(struct xtq__engine *e);
-/* Stop: free acks never sent; later ones are dropped (any thread). */
+/* The initiator asks again for the ack of put `seq` (a control message):
+ * sent again if it left already, else it is on its way. */
+void xtq__ack_reask(struct xtq__engine *e, uint32_t src, uint64_t seq);
+/* The control channel: post its receives (create); send a header on it
+ * (0, or the fabric's error; a progress turn where the progress thread
+ * owns the endpoint); one arrived (progress turn: `len` bytes from
+ * endpoint `src`, or an error when ok is false); repost what the provider
+ * refused earlier. */
+int xtq__ctrl_open(struct xtq__engine *e);
+void xtq__ctrl_close(struct xtq__engine *e);
+ssize_t xtq__ctrl_send(struct xtq__engine *e, int dest, const struct xtq__wire_hdr *hdr);
+void xtq__ctrl_recv(struct xtq__engine *e, struct ctrl_rx *c, size_t len, fi_addr_t src, bool ok);
+void xtq__ctrl_repost(struct xtq__engine *e);
+/* Stop: acks never sent are dropped, and later ones too (any thread). */
 void xtq__acks_drop(struct xtq__engine *e);
 
 /* ---- liveness.c --------------------------------------------------------- */
@@ -258,6 +422,12 @@ bool xtq__probe_recv(struct xtq__engine *e, const struct xtq__wire_hdr *hdr);
 void xtq__peer_down(struct xtq__engine *e, int r, const char *why);
 /* Progress thread: ping quiet peers, declare silent ones down. */
 void xtq__peers_check(struct xtq__engine *e);
+
+/* ---- progress.c ----------------------------------------------------------- */
+/* Whether this thread is taking a progress turn of `e` now: where the
+ * progress thread owns the endpoint (XTQ_ENDPOINT_OWNER=progress), only
+ * such a thread may use it. */
+bool xtq__engine_in_turn(const struct xtq__engine *e);
 
 /* ---- wakeup.c ----------------------------------------------------------- */
 /* Doorbells (same host, CQ without a wait fd) and the eventfd. */

@@ -17,6 +17,28 @@
 
 static const uint8_t zero_pad[64];
 
+/* A slot whose stage grew past this gives it back when its put is DONE: a
+ * put copied whole (more pieces than the provider gathers) must not pin a
+ * megabyte per slot. */
+#define STAGE_KEEP 16384
+/* Longest wait between evaluations of armed triggers: signals a device
+ * changes are polled (nothing on the host sees the change), host-side
+ * changes kick the engine and this is a safety net. */
+#define TRIG_POLL_DEVICE_NS 50000
+#define TRIG_POLL_HOST_NS   1000000
+
+enum { TRIG_NONE, TRIG_ARMED, TRIG_READY };
+
+/* now + timeout, saturating; XTQ_TIMEOUT_INFINITE (or any overflow) is
+ * no deadline. */
+static uint64_t deadline_after(int64_t timeout_ns)
+{
+    uint64_t now = xtq__now_ns();
+    if (timeout_ns == XTQ_TIMEOUT_INFINITE || (uint64_t)timeout_ns > UINT64_MAX - now)
+        return UINT64_MAX;
+    return now + (uint64_t)timeout_ns;
+}
+
 /*
  * Completion words: the engine sets state bits; a thread that sleeps on
  * the word first sets XTQ__COMPLETION_SLEEPER, and only then is a wake-up
@@ -93,7 +115,66 @@ static void window_sleep(struct xtq__engine *e, uint32_t seen, int64_t timeout_n
     (void)xtq__spin_wait(&w, xtq__deadline_ns((uint64_t)timeout_ns));
 }
 
-/* Report a slot's outcome and free it. Caller holds put_lock. */
+/* ---- slots ------------------------------------------------------------- */
+
+/* Caller holds put_lock: a trigger off the list it is on. */
+static void trig_unlink(struct xtq__engine *e, struct put_trigger *t)
+{
+    struct put_trigger **head, **tail;
+    if (t->list == TRIG_NONE)
+        return;
+    head = t->list == TRIG_ARMED ? &e->trig_armed : &e->trig_ready;
+    tail = t->list == TRIG_ARMED ? &e->trig_armed_tail : &e->trig_ready_tail;
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        *head = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    else
+        *tail = t->prev;
+    if (t->list == TRIG_ARMED && (t->sig->flags & XTQ__SIGNAL_DEVICE))
+        e->trig_device--;
+    t->list = TRIG_NONE;
+    t->prev = t->next = NULL;
+}
+
+/* Caller holds put_lock: a trigger onto the tail of a list. */
+static void trig_append(struct xtq__engine *e, struct put_trigger *t, uint8_t list)
+{
+    struct put_trigger **head = list == TRIG_ARMED ? &e->trig_armed : &e->trig_ready;
+    struct put_trigger **tail = list == TRIG_ARMED ? &e->trig_armed_tail : &e->trig_ready_tail;
+    t->list = list;
+    t->next = NULL;
+    t->prev = *tail;
+    if (*tail)
+        (*tail)->next = t;
+    else
+        *head = t;
+    *tail = t;
+    if (list == TRIG_ARMED && (t->sig->flags & XTQ__SIGNAL_DEVICE))
+        e->trig_device++;
+}
+
+/* The slot may be taken again (caller holds put_lock): its trigger goes,
+ * a large stage goes, and threads waiting for the window hear of it. */
+static void slot_release(struct xtq__engine *e, struct put_slot *s)
+{
+    free(s->trig);
+    s->trig = NULL;
+    if (s->stage_cap > STAGE_KEEP) {
+        free(s->stage);
+        s->stage = NULL;
+        s->stage_cap = 0;
+    }
+    atomic_fetch_add_explicit(&e->slot_freed, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&e->window_sleepers, memory_order_seq_cst))
+        xtq__futex_wake(&e->slot_freed, -1);
+}
+
+/* Report a slot's outcome: the put is DONE. Caller holds put_lock. The
+ * slot is free at once unless a thread is still handing it to the
+ * transport (SLOT_SENDING: that thread frees it). */
 static void slot_finish(struct xtq__engine *e, struct put_slot *s)
 {
     xtq_ctx_t *ctx = e->ctx;
@@ -102,6 +183,14 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
     if (s->status)
         XTQ__STAT_INC(ctx, puts_failed);
     XTQ__STAT_INC(ctx, puts_completed);
+    if (s->trig) {
+        /* Fired or not, it is no longer watched. */
+        struct put_trigger *t = s->trig;
+        trig_unlink(e, t);
+        atomic_fetch_sub(&e->trig_count, 1);
+        atomic_fetch_sub_explicit(&t->sig->watchers, 1, memory_order_relaxed);
+        xtq__refs_put(&t->sig->refs);
+    }
     if (c) {
         _Atomic uint32_t *st = (_Atomic uint32_t *)&c->state;
         uint32_t bits = XTQ_COMPLETION_DONE | XTQ_COMPLETION_LOCAL;
@@ -110,27 +199,38 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
         c->status = s->status;
         c->prov_errno = s->prov_errno;
         comp_post(st, bits);
-    } else if (s->status) {
+    } else if (s->status && !s->counter) {
         XTQ_LOG_ONCE(ENGINE, WARN, "a put without completion object to rank %d failed: %s",
                      s->target, xtq_errname(s->status));
     }
+    /* After the completion object is final: a waiter on the counter may
+     * look at it as soon as it sees the count. */
+    if (s->counter)
+        xtq__counter_complete(s->counter, s->status);
+    s->counter = NULL;
     s->comp = NULL;
-    s->state &= SLOT_TXQ; /* still queued: the progress thread lets it go */
-    e->peers[s->target].busy--;
+    s->state &= SLOT_SENDING;
+    struct peer *p = &e->peers[s->target];
+    p->busy--;
+    /* Flush's floor: past every DONE put from the oldest one on. */
+    while (p->done_below < p->next_seq) {
+        const struct put_slot *o = &p->slots[p->done_below % e->window];
+        if ((o->state & SLOT_BUSY) && o->seq == p->done_below)
+            break;
+        p->done_below++;
+    }
     atomic_fetch_sub(&e->puts_outstanding, 1);
-    atomic_fetch_add_explicit(&e->slot_freed, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&e->window_sleepers, memory_order_seq_cst))
-        xtq__futex_wake(&e->slot_freed, -1);
+    if (!s->state)
+        slot_release(e, s);
 }
 
-void xtq__slot_local(struct xtq__engine *e, struct put_slot *s, int status, int prov_errno)
+/* The message left (status 0) or could not (caller holds put_lock). */
+static void slot_local_locked(struct xtq__engine *e, struct put_slot *s, int status, int prov_errno)
 {
-    xtq__mutex_lock(&e->put_lock);
-    if (!(s->state & SLOT_BUSY) || (s->state & SLOT_LOCAL)) {
-        pthread_mutex_unlock(&e->put_lock);
+    if (!(s->state & SLOT_BUSY) || (s->state & SLOT_LOCAL))
         return;
-    }
     s->state |= SLOT_LOCAL;
+    s->local_at = xtq__now_ns();
     if (status) {
         /* The message did not leave: no ack will come. */
         if (!s->status) {
@@ -140,22 +240,55 @@ void xtq__slot_local(struct xtq__engine *e, struct put_slot *s, int status, int 
         s->state |= SLOT_ACKED;
     }
     if (s->comp) {
+        /* The caller that passed no completion returns at LOCAL with what
+         * its stack copy says: the transport's error must be in it then
+         * (issue 10, bug 1). */
+        if (s->detach_at_local) {
+            s->comp->status = s->status;
+            s->comp->prov_errno = s->prov_errno;
+        }
         comp_post((_Atomic uint32_t *)&s->comp->state, XTQ_COMPLETION_LOCAL);
         if (s->detach_at_local)
             s->comp = NULL;
     }
     if (s->state & SLOT_ACKED)
         slot_finish(e, s);
+}
+
+void xtq__slot_local(struct xtq__engine *e, struct put_slot *s, int status, int prov_errno)
+{
+    xtq__mutex_lock(&e->put_lock);
+    slot_local_locked(e, s, status, prov_errno);
     pthread_mutex_unlock(&e->put_lock);
 }
 
-void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
+/* The sending thread lets go of the slot after one attempt: `rc` is 0
+ * (on the wire; an injected put is LOCAL now), -FI_EAGAIN (gave up: the
+ * slot was completed meanwhile) or the transport's error. */
+static void slot_sent(struct xtq__engine *e, struct put_slot *s, ssize_t rc, bool injected)
+{
+    if (rc == 0)
+        xtq__bell_ring(e, s->target);
+    else if (rc != -FI_EAGAIN)
+        XTQ_LOG_ONCE(OFI, ERROR, "sending a put to rank %d: %s", s->target, fi_strerror((int)-rc));
+    xtq__mutex_lock(&e->put_lock);
+    s->state &= ~(uint32_t)SLOT_SENDING;
+    if (rc == 0 && injected)
+        slot_local_locked(e, s, 0, 0);
+    else if (rc && rc != -FI_EAGAIN)
+        slot_local_locked(e, s, -XTQ_EFABRIC, (int)-rc);
+    if (!s->state)
+        slot_release(e, s);
+    pthread_mutex_unlock(&e->put_lock);
+}
+
+void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr, const void *result)
 {
     uint32_t src = hdr->src_rank;
     struct put_slot *s = &e->peers[src].slots[hdr->seq % e->window];
     xtq__mutex_lock(&e->put_lock);
-    if (!(s->state & SLOT_BUSY) || s->seq != hdr->seq || (s->state & SLOT_ACKED) ||
-        s->target != (int)src) {
+    if (!(s->state & SLOT_BUSY) || (s->state & SLOT_ARMED) || s->seq != hdr->seq ||
+        (s->state & SLOT_ACKED) || s->target != (int)src) {
         pthread_mutex_unlock(&e->put_lock);
         XTQ_LOG_ONCE(ENGINE, WARN, "ack from rank %u names seq %llu, not in flight; dropped", src,
                      (unsigned long long)hdr->seq);
@@ -164,6 +297,20 @@ void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
     s->state |= SLOT_ACKED;
     if (hdr->status && !s->status)
         s->status = hdr->status;
+    /* A fetching put's result lands in the caller's buffer before DONE;
+     * never more than it asked for. The copy is under put_lock: a peer
+     * declared down meanwhile cannot complete the put under it. */
+    if (hdr->result_len) {
+        if (hdr->result_len > s->result_len) {
+            XTQ_LOG_ONCE(ENGINE, WARN,
+                         "rank %u answered put %llu with %u result bytes, %zu asked; refused", src,
+                         (unsigned long long)hdr->seq, hdr->result_len, s->result_len);
+            if (!s->status)
+                s->status = -XTQ_EPROTO;
+        } else if (!s->status) {
+            memcpy(s->result, result, hdr->result_len);
+        }
+    }
     if (s->state & SLOT_LOCAL)
         slot_finish(e, s);
     pthread_mutex_unlock(&e->put_lock);
@@ -197,26 +344,200 @@ void xtq__puts_fail_all(struct xtq__engine *e, int status)
     pthread_mutex_unlock(&e->put_lock);
 }
 
-/* ---- sending ----------------------------------------------------------- */
+/* ---- acks that do not come ------------------------------------------------ */
 
-/* One try at sending the put of slot `s`, as recorded in it: 0 (sent;
- * injected puts are local at once), -FI_EAGAIN (no room: try again), or
- * another error, which completes the slot with -XTQ_EFABRIC. */
-static ssize_t slot_send(struct xtq__engine *e, struct put_slot *s)
+/* How long a put that left may wait for its ack before we ask again: a
+ * quarter of the peer timeout (1.25 s by default), at least 10 ms; 1 s
+ * when peers are never declared down. A target that is still running the
+ * task (remote completion) answers nothing and is asked again later. */
+static uint64_t reask_after(const struct xtq__engine *e)
 {
-    ssize_t rc = s->eager ? xtq__ofi_inject(&e->ofi, s->stage, s->total, s->target)
-                          : xtq__ofi_sendv(&e->ofi, s->iov, s->niov, s->target, s);
-    if (rc == 0) {
-        xtq__bell_ring(e, s->target);
-        /* An injected message has no send completion: local now. */
-        if (s->eager)
-            xtq__slot_local(e, s, 0, 0);
-    } else if (rc != -FI_EAGAIN) {
-        XTQ_LOG_ONCE(OFI, ERROR, "fi_sendv to rank %d: %s", s->target, fi_strerror((int)-rc));
-        xtq__slot_local(e, s, -XTQ_EFABRIC, (int)-rc);
-    }
-    return rc;
+    if (!e->peer_timeout_ns)
+        return 1000000000ull;
+    return e->peer_timeout_ns / 4 > 10000000ull ? e->peer_timeout_ns / 4 : 10000000ull;
 }
+
+void xtq__puts_reask(struct xtq__engine *e)
+{
+    uint64_t now = xtq__now_ns(), after = reask_after(e);
+    if (now < e->next_reask || !atomic_load_explicit(&e->puts_outstanding, memory_order_relaxed))
+        return;
+    e->next_reask = now + after / 2;
+    for (int r = 0; r < e->ctx->size; r++) {
+        struct peer *p = &e->peers[r];
+        if (atomic_load(&p->down))
+            continue;
+        xtq__mutex_lock(&e->put_lock);
+        for (uint32_t i = 0; p->busy && i < e->window; i++) {
+            struct put_slot *s = &p->slots[i];
+            if ((s->state & (SLOT_BUSY | SLOT_LOCAL | SLOT_ACKED)) != (SLOT_BUSY | SLOT_LOCAL) ||
+                now - s->local_at < after)
+                continue;
+            /* Lost on the way, or the task still runs: ask (on the
+             * control channel; best effort, again next round). */
+            struct xtq__wire_hdr h;
+            xtq__wire_hdr_init(&h, XTQ__MSG_ASK, e->ctx->job_key, (uint32_t)e->ctx->rank, s->seq);
+            s->local_at = now;
+            if (xtq__ctrl_send(e, r, &h) == 0)
+                xtq__bell_ring(e, r);
+        }
+        pthread_mutex_unlock(&e->put_lock);
+    }
+}
+
+/* ---- puts -------------------------------------------------------------- */
+
+static int slot_stage(struct put_slot *s, size_t need)
+{
+    if (s->stage_cap >= need)
+        return 0;
+    size_t cap = XTQ_ALIGN_UP(need, (size_t)256);
+    uint8_t *p = aligned_alloc(64, cap);
+    if (!p)
+        return -XTQ_ENOMEM;
+    free(s->stage);
+    s->stage = p;
+    s->stage_cap = cap;
+    return 0;
+}
+
+/* Wait for the window to move (slot freed) or for progress. */
+static void window_wait(struct xtq__engine *e, uint32_t seen)
+{
+    /* Progress ourselves too: the thread may not be running yet, or may
+     * share a core with us. */
+    if (xtq__engine_progress(e) > 0 || e->manual)
+        return;
+    xtq__engine_wake(e);
+    window_sleep(e, seen, 1000000);
+}
+
+/* Test hooks (engine.h): make the next sends of a kind fail. */
+struct xtq__engine_faults xtq__faults;
+
+bool xtq__fault_take(_Atomic uint32_t *n)
+{
+    uint32_t v = atomic_load_explicit(n, memory_order_relaxed);
+    while (v && !atomic_compare_exchange_weak_explicit(n, &v, v - 1, memory_order_relaxed,
+                                                       memory_order_relaxed))
+        ;
+    return v != 0;
+}
+
+/* Check the pieces and choose how the message leaves. Totals never
+ * overflow: each piece is checked against what is left of max_msg
+ * (issue 10, bug 5). */
+static int put_layout(const struct xtq__engine *e, size_t cmd_len, const struct iovec *iov,
+                      size_t iovcnt, struct put_layout *l)
+{
+    size_t hdr_len = sizeof(struct xtq__wire_hdr);
+    if (cmd_len > e->max_msg || cmd_len > UINT32_MAX)
+        return -XTQ_EMSGSIZE;
+    size_t room = e->max_msg - cmd_len;
+    l->cmd_len = cmd_len;
+    l->payload_len = 0;
+    l->pieces = 0;
+    for (size_t i = 0; i < iovcnt; i++) {
+        size_t n = iov[i].iov_len;
+        if (!n)
+            continue;
+        if (!iov[i].iov_base)
+            return -XTQ_EINVAL;
+        if (n > room - l->payload_len)
+            return -XTQ_EMSGSIZE;
+        l->payload_len += n;
+        l->pieces++;
+    }
+    size_t off = xtq__wire_payload_offset((uint32_t)cmd_len);
+    l->pad1 = off - hdr_len - cmd_len;
+    l->total = xtq__wire_put_len((uint32_t)cmd_len, l->payload_len);
+    l->pad2 = l->total - off - l->payload_len;
+    size_t limit = e->ofi.iov_limit < WIRE_IOV_MAX ? e->ofi.iov_limit : WIRE_IOV_MAX;
+    size_t tail = l->pieces + (l->pad2 ? 1 : 0);
+    /* Small puts (up to the provider's inject size) are copied whole and
+     * injected: one copy of a few hundred bytes costs less than a gathered
+     * send and its completion (the eager protocol). Larger payloads are
+     * gathered from the caller's buffers where the provider takes that
+     * many pieces (tcp and shm take 4: the command then joins the header),
+     * and copied into the stage only beyond. */
+    if (l->total <= e->ofi.inject_size)
+        l->how = SEND_INJECT;
+    else if (2 + (l->pad1 ? 1 : 0) + tail <= limit)
+        l->how = SEND_GATHER;
+    else if (1 + tail <= limit)
+        l->how = SEND_GATHER_CMD;
+    else
+        l->how = SEND_COPY;
+    return 0;
+}
+
+/* Bytes of the stage a put needs. */
+static size_t put_stage_len(const struct put_layout *l)
+{
+    switch (l->how) {
+    case SEND_GATHER:
+        return sizeof(struct xtq__wire_hdr);
+    case SEND_GATHER_CMD:
+        return sizeof(struct xtq__wire_hdr) + l->cmd_len + l->pad1;
+    default:
+        return l->total;
+    }
+}
+
+/* The command joins the header in the stage (every way but GATHER). */
+static void put_stage_cmd(const struct put_layout *l, uint8_t *stage, const void *cmd)
+{
+    size_t hdr_len = sizeof(struct xtq__wire_hdr);
+    memcpy(stage + hdr_len, cmd, l->cmd_len);
+    memset(stage + hdr_len + l->cmd_len, 0, l->pad1);
+}
+
+/* The wire iovs; the payload is copied into the stage here where the
+ * message leaves whole from it. `cmd` is read for GATHER only. */
+static size_t put_wire(const struct put_layout *l, uint8_t *stage, const void *cmd,
+                       const struct iovec *piov, size_t iovcnt, struct iovec iov[WIRE_IOV_MAX])
+{
+    size_t hdr_len = sizeof(struct xtq__wire_hdr), n = 0;
+    if (l->how == SEND_GATHER) {
+        iov[n++] = (struct iovec){stage, hdr_len};
+        iov[n++] = (struct iovec){(void *)cmd, l->cmd_len};
+        if (l->pad1)
+            iov[n++] = (struct iovec){(void *)zero_pad, l->pad1};
+    } else {
+        iov[n++] = (struct iovec){stage, hdr_len + l->cmd_len + l->pad1};
+    }
+    if (l->how == SEND_INJECT || l->how == SEND_COPY) {
+        uint8_t *at = stage + hdr_len + l->cmd_len + l->pad1;
+        for (size_t i = 0; i < iovcnt; i++) {
+            if (piov[i].iov_len)
+                memcpy(at, piov[i].iov_base, piov[i].iov_len);
+            at += piov[i].iov_len;
+        }
+        memset(at, 0, l->pad2);
+        iov[0].iov_len = l->total;
+        return 1;
+    }
+    for (size_t i = 0; i < iovcnt; i++)
+        if (piov[i].iov_len)
+            iov[n++] = piov[i];
+    if (l->pad2)
+        iov[n++] = (struct iovec){(void *)zero_pad, l->pad2};
+    return n;
+}
+
+/* One attempt to hand the slot's message to the transport. */
+static ssize_t put_transmit(struct xtq__engine *e, struct put_slot *s, const struct put_layout *l,
+                            const struct iovec *iov, size_t niov)
+{
+    if (unlikely(atomic_load_explicit(&xtq__faults.put_send, memory_order_relaxed)) &&
+        xtq__fault_take(&xtq__faults.put_send))
+        return -FI_EIO;
+    if (l->how == SEND_INJECT)
+        return xtq__ofi_inject(&e->ofi, s->stage, l->total, s->target);
+    return xtq__ofi_sendv(&e->ofi, iov, niov, s->target, s);
+}
+
+/* ---- the send queue (XTQ_ENDPOINT_OWNER=progress) ------------------------ */
 
 static void mpsc_push(struct mpsc *q, struct mpsc_node *n)
 {
@@ -252,20 +573,8 @@ static struct mpsc_node *mpsc_pop(struct mpsc *q)
     return NULL;
 }
 
-/* The slot left the send queue: it may be reused once complete. */
-static void slot_dequeued(struct xtq__engine *e, struct put_slot *s)
-{
-    xtq__mutex_lock(&e->put_lock);
-    s->state &= ~(uint32_t)SLOT_TXQ;
-    bool free_now = !(s->state & SLOT_BUSY);
-    pthread_mutex_unlock(&e->put_lock);
-    if (free_now) { /* completed while queued (peer down): a window slot freed */
-        atomic_fetch_add_explicit(&e->slot_freed, 1, memory_order_seq_cst);
-        if (atomic_load_explicit(&e->window_sleepers, memory_order_seq_cst))
-            xtq__futex_wake(&e->slot_freed, -1);
-    }
-}
-
+/* A queued slot is SLOT_SENDING (the caller handed it over with its
+ * pieces in s->txl, s->txiov): the progress turn sends it and lets go. */
 int xtq__txq_flush(struct xtq__engine *e)
 {
     int n = 0;
@@ -281,16 +590,16 @@ int xtq__txq_flush(struct xtq__engine *e)
         }
         /* Its peer went down while it was queued (the put was failed
          * with -XTQ_EHOSTDOWN): nothing to send. */
-        if (atomic_load(&e->peers[s->target].down)) {
-            slot_dequeued(e, s);
-            continue;
+        ssize_t rc = -FI_EAGAIN;
+        if (!atomic_load(&e->peers[s->target].down)) {
+            rc = put_transmit(e, s, &s->txl, s->txiov, s->txniov);
+            if (rc == -FI_EAGAIN) {
+                e->tx_retry = s; /* the transport is full: first next turn */
+                break;
+            }
+            XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(e->ctx->rank, s->seq));
         }
-        if (slot_send(e, s) == -FI_EAGAIN) {
-            e->tx_retry = s; /* the transport is full: first next turn */
-            break;
-        }
-        XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(e->ctx->rank, s->seq));
-        slot_dequeued(e, s);
+        slot_sent(e, s, rc, s->txl.how == SEND_INJECT);
         n++;
     }
     return n;
@@ -299,97 +608,281 @@ int xtq__txq_flush(struct xtq__engine *e)
 void xtq__txq_drop(struct xtq__engine *e)
 {
     struct mpsc_node *node;
+    /* Their puts were failed by xtq__puts_fail_all: let the slots go. */
+    if (e->tx_retry)
+        slot_sent(e, e->tx_retry, -FI_EAGAIN, false);
     e->tx_retry = NULL;
     while ((node = mpsc_pop(&e->txq)) != NULL)
-        ; /* their puts were failed by xtq__puts_fail_all */
+        slot_sent(e, container_of(node, struct put_slot, txq), -FI_EAGAIN, false);
 }
 
-/* ---- puts -------------------------------------------------------------- */
+/* ---- triggered puts ------------------------------------------------------ */
 
-static int slot_stage(struct put_slot *s, size_t need)
+/* Engines with armed triggers that a host-side signal change kicks. */
+static pthread_rwlock_t trig_engines_lock = PTHREAD_RWLOCK_INITIALIZER;
+static struct xtq__engine *trig_engines;
+
+static bool trig_holds(const struct put_trigger *t)
 {
-    if (s->stage_cap >= need)
+    int64_t v = atomic_load_explicit(&t->sig->value, memory_order_seq_cst);
+    switch (t->cond) {
+    case XTQ_SIGNAL_EQ:
+        return v == t->value;
+    case XTQ_SIGNAL_NE:
+        return v != t->value;
+    case XTQ_SIGNAL_LT:
+        return v < t->value;
+    case XTQ_SIGNAL_GTE:
+        return v >= t->value;
+    }
+    return false;
+}
+
+/* A signal that an armed put watches changed (signal.c, host side, from
+ * any thread): every engine with armed puts evaluates them next turn. */
+void xtq__triggers_kick(void)
+{
+    pthread_rwlock_rdlock(&trig_engines_lock);
+    for (struct xtq__engine *e = trig_engines; e; e = e->trig_link) {
+        if (!atomic_load_explicit(&e->trig_count, memory_order_relaxed))
+            continue;
+        atomic_store(&e->trig_kick, 1);
+        xtq__engine_wake(e);
+    }
+    pthread_rwlock_unlock(&trig_engines_lock);
+}
+
+static void trig_listen(struct xtq__engine *e)
+{
+    pthread_rwlock_wrlock(&trig_engines_lock);
+    if (!e->trig_listed) {
+        e->trig_link = trig_engines;
+        trig_engines = e;
+        e->trig_listed = true;
+    }
+    pthread_rwlock_unlock(&trig_engines_lock);
+}
+
+void xtq__triggers_stop(struct xtq__engine *e)
+{
+    pthread_rwlock_wrlock(&trig_engines_lock);
+    for (struct xtq__engine **pp = &trig_engines; *pp; pp = &(*pp)->trig_link)
+        if (*pp == e) {
+            *pp = e->trig_link;
+            break;
+        }
+    e->trig_listed = false;
+    pthread_rwlock_unlock(&trig_engines_lock);
+}
+
+int xtq__engine_triggers_cancel(struct xtq__engine *e)
+{
+    int n = 0;
+    xtq__mutex_lock(&e->put_lock);
+    while (e->trig_armed) {
+        struct put_slot *s = e->trig_armed->slot;
+        s->status = -XTQ_ECANCELED;
+        slot_finish(e, s);
+        n++;
+    }
+    pthread_mutex_unlock(&e->put_lock);
+    return n;
+}
+
+int xtq__triggers_poll(struct xtq__engine *e)
+{
+    if (!atomic_load_explicit(&e->trig_count, memory_order_relaxed))
         return 0;
-    size_t cap = XTQ_ALIGN_UP(need, (size_t)256);
-    uint8_t *p = aligned_alloc(64, cap);
-    if (!p)
-        return -XTQ_ENOMEM;
-    free(s->stage);
-    s->stage = p;
-    s->stage_cap = cap;
-    return 0;
+    uint64_t now = xtq__now_ns();
+    if (!atomic_exchange(&e->trig_kick, 0) && now < e->trig_next_poll)
+        return 0;
+
+    /* Evaluate under the window lock; send outside it, in firing order. */
+    struct put_trigger *fire = NULL, **fire_tail = &fire;
+    xtq__mutex_lock(&e->put_lock);
+    e->trig_next_poll = now + (e->trig_device ? TRIG_POLL_DEVICE_NS : TRIG_POLL_HOST_NS);
+    for (struct put_trigger *t = e->trig_armed, *next; t; t = next) {
+        next = t->next;
+        if (trig_holds(t)) {
+            trig_unlink(e, t);
+            t->slot->state &= ~(uint32_t)SLOT_ARMED;
+            trig_append(e, t, TRIG_READY);
+        }
+    }
+    while (e->trig_ready) {
+        struct put_trigger *t = e->trig_ready;
+        trig_unlink(e, t);
+        t->slot->state |= SLOT_SENDING;
+        *fire_tail = t;
+        fire_tail = &t->next;
+    }
+    pthread_mutex_unlock(&e->put_lock);
+
+    int n = 0;
+    for (struct put_trigger *t = fire, *next; t; t = next) {
+        next = t->next;
+        struct put_slot *s = t->slot;
+        struct iovec iov[WIRE_IOV_MAX];
+        XTQ_TRACE_POINT(XTQ_TRACE_PUT_ISSUED, XTQ_TRACE_KEY(e->ctx->rank, s->seq));
+        size_t niov = put_wire(&t->l, s->stage, NULL, t->piov, t->piovcnt, iov);
+        ssize_t rc = put_transmit(e, s, &t->l, iov, niov);
+        if (rc == -FI_EAGAIN && !atomic_load(&e->peers[s->target].down) && !atomic_load(&e->stop)) {
+            /* The transport is full: again next turn, in order. */
+            xtq__mutex_lock(&e->put_lock);
+            s->state &= ~(uint32_t)SLOT_SENDING;
+            if (s->state & SLOT_BUSY)
+                trig_append(e, t, TRIG_READY);
+            else if (!s->state)
+                slot_release(e, s);
+            pthread_mutex_unlock(&e->put_lock);
+            atomic_store(&e->trig_kick, 1);
+            continue;
+        }
+        slot_sent(e, s, rc, t->l.how == SEND_INJECT);
+        n++;
+    }
+    return n;
 }
 
-/* Wait for the window to move (slot freed) or for progress. */
-static void window_wait(struct xtq__engine *e, uint32_t seen)
+/* Arm a triggered put on its slot (caller holds put_lock; the slot is
+ * BUSY). The trigger was allocated and its signal referenced. */
+static void trig_arm(struct xtq__engine *e, struct put_slot *s, struct put_trigger *t,
+                     const struct put_layout *l, const void *cmd, const struct iovec *piov,
+                     size_t iovcnt)
 {
-    /* Progress ourselves too: the thread may not be running yet, or may
-     * share a core with us. */
-    if (xtq__engine_progress(e) > 0 || e->manual)
-        return;
-    xtq__engine_wake(e);
-    window_sleep(e, seen, 1000000);
+    t->slot = s;
+    t->l = *l;
+    t->piovcnt = iovcnt;
+    if (iovcnt)
+        memcpy(t->piov, piov, iovcnt * sizeof(*piov));
+    put_stage_cmd(l, s->stage, cmd);
+    s->trig = t;
+    s->state |= SLOT_ARMED;
+    trig_append(e, t, TRIG_ARMED);
+    atomic_fetch_add(&e->trig_count, 1);
+    /* Before the caller's check of the value: a change after it sees the
+     * watcher and kicks (signal.c). */
+    atomic_fetch_add_explicit(&t->sig->watchers, 1, memory_order_seq_cst);
 }
+
+/* ---- the put ------------------------------------------------------------- */
 
 int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
                     const void *payload, size_t payload_len, uint32_t flags, xtq_completion_t *comp)
 {
-    xtq_ctx_t *ctx = e->ctx;
-    xtq_completion_t local_comp;
-    struct put_slot *s;
-    struct iovec iov[5];
-    size_t niov = 0;
-    int rc;
-
-    if (!cmd || cmd_len < XTQ_AQL_PACKET_SIZE || (payload_len && !payload))
+    struct iovec one = {(void *)payload, payload_len};
+    struct xtq__put_req req = {.flags = flags, .comp = comp};
+    if (payload_len && !payload)
         return -XTQ_EINVAL;
     if (!comp && (flags & XTQ_PUT_REMOTE_COMPLETION))
         return -XTQ_EINVAL;
+    return xtq__engine_putv(e, target, cmd, cmd_len, &one, payload_len ? 1 : 0, &req);
+}
+
+/* A trigger for the put, its signal referenced: 0, or -XTQ_EINVAL (a
+ * signal destroyed, a condition HSA does not have), -XTQ_ENOMEM. */
+static int trig_new(const struct xtq__put_req *req, size_t iovcnt, struct put_trigger **out)
+{
+    struct xtq_signal *sig = req->trigger;
+    *out = NULL;
+    if (!req->trigger)
+        return 0;
+    if (sig->magic != XTQ__SIGNAL_MAGIC || (unsigned)req->trigger_cond > XTQ_SIGNAL_GTE)
+        return -XTQ_EINVAL;
+    if (iovcnt > (SIZE_MAX - sizeof(struct put_trigger)) / sizeof(struct iovec))
+        return -XTQ_EINVAL;
+    struct put_trigger *t = calloc(1, sizeof(*t) + iovcnt * sizeof(struct iovec));
+    if (!t)
+        return -XTQ_ENOMEM;
+    /* A signal an armed put watches cannot be destroyed under it. */
+    if (xtq__refs_get(&sig->refs) != 0) {
+        free(t);
+        return -XTQ_EINVAL;
+    }
+    t->sig = sig;
+    t->cond = req->trigger_cond;
+    t->value = req->trigger_value;
+    *out = t;
+    return 0;
+}
+
+static void trig_discard(struct put_trigger *t)
+{
+    if (t) {
+        xtq__refs_put(&t->sig->refs);
+        free(t);
+    }
+}
+
+int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t cmd_len,
+                     const struct iovec *piov, size_t iovcnt, const struct xtq__put_req *req)
+{
+    xtq_ctx_t *ctx = e->ctx;
+    uint32_t flags = req->flags;
+    xtq_completion_t *comp = req->comp, local_comp;
+    struct put_layout l;
+    struct put_slot *s;
+    struct put_trigger *trig;
+    struct iovec iov[WIRE_IOV_MAX];
+    int rc;
+
+    if (!cmd || cmd_len < XTQ_AQL_PACKET_SIZE || (iovcnt && !piov))
+        return -XTQ_EINVAL;
     if (flags & ~(uint32_t)(XTQ_PUT_REMOTE_COMPLETION | XTQ_PUT_NONBLOCKING))
         return -XTQ_EINVAL;
+    /* A fetching put is one with remote completion: the result comes
+     * back with the finished task's ack. */
+    if (req->result_len && !req->result)
+        return -XTQ_EINVAL;
+    if (req->result)
+        flags |= XTQ_PUT_REMOTE_COMPLETION;
+    if (!comp && !req->counter && (flags & XTQ_PUT_REMOTE_COMPLETION))
+        return -XTQ_EINVAL;
+    /* A triggered put reports to a completion or counter: the call does
+     * not wait for it. */
+    if (req->trigger && !comp && !req->counter)
+        return -XTQ_EINVAL;
+    if (req->result_len > e->max_msg || req->result_len > UINT32_MAX)
+        return -XTQ_EMSGSIZE;
     if (target < 0 || target >= ctx->size)
         return -XTQ_ESRCRANK;
-    if (cmd_len > UINT32_MAX || cmd_len + payload_len > e->max_msg)
-        return -XTQ_EMSGSIZE;
+    rc = put_layout(e, cmd_len, piov, iovcnt, &l);
+    if (rc)
+        return rc;
+    /* The command of a triggered put is copied now, whatever its size. */
+    if (req->trigger && l.how == SEND_GATHER)
+        l.how = SEND_GATHER_CMD;
     if (atomic_load(&e->stop))
         return -XTQ_EFINALIZED;
+    rc = trig_new(req, iovcnt, &trig);
+    if (rc)
+        return rc;
 
     struct peer *p = &e->peers[target];
     xtq__mutex_lock(&e->put_lock);
     for (;;) {
         if (atomic_load(&p->down)) {
             pthread_mutex_unlock(&e->put_lock);
+            trig_discard(trig);
             return -XTQ_EHOSTDOWN;
         }
         s = &p->slots[p->next_seq % e->window];
-        if (!(s->state & (SLOT_BUSY | SLOT_TXQ)))
+        if (!s->state)
             break;
         uint32_t seen = atomic_load_explicit(&e->slot_freed, memory_order_acquire);
         pthread_mutex_unlock(&e->put_lock);
         if (flags & XTQ_PUT_NONBLOCKING) {
             xtq__engine_progress(e);
+            trig_discard(trig);
             return -XTQ_EAGAIN;
         }
         window_wait(e, seen);
         xtq__mutex_lock(&e->put_lock);
     }
-    size_t hdr_len = sizeof(struct xtq__wire_hdr);
-    size_t pad1 = xtq__wire_payload_offset((uint32_t)cmd_len) - hdr_len - cmd_len;
-    size_t total = xtq__wire_put_len((uint32_t)cmd_len, payload_len);
-    size_t pad2 = total - xtq__wire_payload_offset((uint32_t)cmd_len) - payload_len;
-    /* Gather [hdr][cmd][pad][payload][pad] straight from the caller's
-     * buffers; where the provider takes fewer iovs (tcp and shm take 4),
-     * the command (a packet and its arguments) joins the header in the
-     * slot's stage. Larger payloads are never copied. */
-    size_t want_iov = 2 + (pad1 ? 1 : 0) + (payload_len ? 1 : 0) + (pad2 ? 1 : 0);
-    /* Small puts (up to the provider's inject size) are copied whole into
-     * the stage and injected: one copy of a few hundred bytes costs less
-     * than a gathered send and its completion (the eager protocol). */
-    bool eager = total <= e->ofi.inject_size;
-    bool gather_cmd = eager || want_iov > e->ofi.iov_limit;
-    rc = slot_stage(s, eager ? total : gather_cmd ? hdr_len + cmd_len + pad1 : hdr_len);
+    rc = slot_stage(s, put_stage_len(&l));
     if (rc) {
         pthread_mutex_unlock(&e->put_lock);
+        trig_discard(trig);
         return rc;
     }
     uint64_t seq = p->next_seq++;
@@ -397,69 +890,82 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
     xtq__wire_hdr_init(hdr, XTQ__MSG_PUT, ctx->job_key, (uint32_t)ctx->rank, seq);
     hdr->flags = (flags & XTQ_PUT_REMOTE_COMPLETION) ? XTQ__WIRE_REMOTE_COMPLETION : 0;
     hdr->cmd_len = (uint32_t)cmd_len;
-    hdr->payload_len = payload_len;
-    if (gather_cmd) {
-        memcpy(s->stage + hdr_len, cmd, cmd_len);
-        memset(s->stage + hdr_len + cmd_len, 0, pad1);
-        iov[niov++] = (struct iovec){s->stage, hdr_len + cmd_len + pad1};
-    } else {
-        iov[niov++] = (struct iovec){s->stage, hdr_len};
-        iov[niov++] = (struct iovec){(void *)cmd, cmd_len};
-        if (pad1)
-            iov[niov++] = (struct iovec){(void *)zero_pad, pad1};
-    }
-    if (eager) {
-        uint8_t *at = s->stage + hdr_len + cmd_len + pad1;
-        if (payload_len)
-            memcpy(at, payload, payload_len);
-        memset(at + payload_len, 0, pad2);
-        iov[0].iov_len = total;
-    } else {
-        if (payload_len)
-            iov[niov++] = (struct iovec){(void *)payload, payload_len};
-        if (pad2)
-            iov[niov++] = (struct iovec){(void *)zero_pad, pad2};
-    }
+    hdr->payload_len = l.payload_len;
+    hdr->result_len = (uint32_t)req->result_len;
 
-    if (!comp) {
+    /* No completion and no counter: we return once the buffers are free,
+     * watching a completion on our stack that the slot lets go at LOCAL.
+     * A counter alone: no completion object at all. */
+    bool wait_local = !comp && !req->counter;
+    s->detach_at_local = wait_local;
+    if (wait_local) {
         memset(&local_comp, 0, sizeof(local_comp));
         comp = &local_comp;
-        s->detach_at_local = true;
-    } else {
-        s->detach_at_local = false;
     }
-    comp->state = 0;
-    comp->status = 0;
-    comp->prov_errno = 0;
-    comp->target = target;
-    comp->seq = seq;
-    XTQ_TRACE_POINT(XTQ_TRACE_PUT_ISSUED, XTQ_TRACE_KEY(ctx->rank, seq));
-    memcpy(s->iov, iov, niov * sizeof(iov[0]));
-    s->niov = (uint8_t)niov;
-    s->eager = eager;
-    s->total = total;
+    if (comp) {
+        comp->state = 0;
+        comp->status = 0;
+        comp->prov_errno = 0;
+        comp->target = target;
+        comp->seq = seq;
+    }
     s->kind = CTX_PUT;
-    s->state = e->owner_only ? SLOT_BUSY | SLOT_TXQ : SLOT_BUSY;
+    s->state = SLOT_BUSY;
     s->target = target;
     s->flags = flags;
     s->seq = seq;
     s->status = 0;
     s->prov_errno = 0;
     s->comp = comp;
+    s->result = req->result;
+    s->result_len = req->result_len;
+    s->counter = req->counter;
+    if (s->counter)
+        xtq__counter_attach(s->counter);
     if (p->busy++ == 0)
         atomic_store_explicit(&p->last_heard, xtq__now_ns(), memory_order_relaxed);
     atomic_fetch_add(&e->puts_outstanding, 1);
     XTQ__STAT_INC(ctx, puts_issued);
+    if (trig) {
+        trig_arm(e, s, trig, &l, cmd, piov, iovcnt);
+        /* Read while we hold the lock: once it is dropped the put may
+         * fire, complete and free its trigger. */
+        bool holds = trig_holds(trig);
+        pthread_mutex_unlock(&e->put_lock);
+        trig_listen(e);
+        /* A condition that holds already fires at once: this thread
+         * takes the turn if it can, else the turn in progress does. */
+        if (holds) {
+            atomic_store(&e->trig_kick, 1);
+            if (xtq__engine_progress(e) == 0)
+                xtq__engine_wake(e);
+        }
+        return 0;
+    }
+    /* The slot is ours until we let go of it (SLOT_SENDING), whatever
+     * completes meanwhile; send outside the window lock so acks and
+     * completions keep flowing. */
+    s->state |= SLOT_SENDING;
+    if (l.how != SEND_GATHER)
+        put_stage_cmd(&l, s->stage, cmd);
     pthread_mutex_unlock(&e->put_lock);
+    XTQ_TRACE_POINT(XTQ_TRACE_PUT_ISSUED, XTQ_TRACE_KEY(ctx->rank, seq));
+    size_t niov = put_wire(&l, s->stage, cmd, piov, iovcnt, iov);
 
     if (e->owner_only) {
-        /* The progress thread sends it (txq_flush); it is awake or woken. */
+        /* XTQ_ENDPOINT_OWNER=progress: the progress turn sends it
+         * (txq_flush) and lets go; it is awake or woken. */
+        memcpy(s->txiov, iov, niov * sizeof(iov[0]));
+        s->txniov = (uint8_t)niov;
+        s->txl = l;
         mpsc_push(&e->txq, &s->txq);
         xtq__engine_wake(e);
     } else {
-        /* The slot is ours until its completions arrive; send outside the
-         * window lock so acks and completions keep flowing. */
-        while (slot_send(e, s) == -FI_EAGAIN) {
+        ssize_t src;
+        for (;;) {
+            src = put_transmit(e, s, &l, iov, niov);
+            if (src != -FI_EAGAIN)
+                break;
             /* The target died while we waited for room: xtq__peer_down()
              * has completed the slot with -XTQ_EHOSTDOWN. */
             if (atomic_load(&p->down))
@@ -467,16 +973,17 @@ int xtq__engine_put(struct xtq__engine *e, int target, const void *cmd, size_t c
             if (xtq__engine_progress(e) == 0)
                 sched_yield();
         }
+        slot_sent(e, s, src, l.how == SEND_INJECT);
         XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(ctx->rank, seq));
         /* A gathered send completes in the CQ, which the progress thread
          * must read. An injected put is local already, and its ack rings
          * this rank's doorbell: a wake-up here would only cost a system
          * call on every small put while the thread sleeps. */
-        if (!eager || !e->bells)
+        if (l.how != SEND_INJECT || !e->bells)
             xtq__engine_wake(e);
     }
 
-    if (comp == &local_comp) {
+    if (wait_local) {
         /* No completion object: return once the buffers are free. */
         struct comp_wait c = {e, (_Atomic uint32_t *)&local_comp.state, XTQ_COMPLETION_LOCAL};
         if (e->manual) {
@@ -590,4 +1097,93 @@ int xtq__engine_drain_puts(struct xtq__engine *e, uint64_t deadline)
         }
     }
     return 0;
+}
+
+/* ---- flush --------------------------------------------------------------- */
+
+/* Puts below snap[r - lo] to each rank r of [lo, hi) are DONE. */
+struct flush_wait {
+    struct xtq__engine *e;
+    int lo, hi;
+    const uint64_t *snap;
+};
+
+static bool flush_done(void *arg)
+{
+    struct flush_wait *f = arg;
+    bool done = true;
+    xtq__mutex_lock(&f->e->put_lock);
+    for (int r = f->lo; done && r < f->hi; r++)
+        done = f->e->peers[r].done_below >= f->snap[r - f->lo];
+    pthread_mutex_unlock(&f->e->put_lock);
+    return done;
+}
+
+static bool flush_done_progress(void *arg)
+{
+    struct flush_wait *f = arg;
+    if (flush_done(f))
+        return true;
+    xtq__engine_progress(f->e);
+    return flush_done(f);
+}
+
+int xtq__engine_flush(struct xtq__engine *e, int target, int64_t timeout_ns)
+{
+    int lo = target, hi = target + 1;
+    uint64_t one, *snap = &one;
+    int rc = 0;
+
+    if (timeout_ns < 0)
+        return -XTQ_EINVAL;
+    if (target == XTQ_TARGET_ALL) {
+        lo = 0;
+        hi = e->ctx->size;
+        snap = malloc((size_t)(hi - lo) * sizeof(*snap));
+        if (!snap)
+            return -XTQ_ENOMEM;
+    } else if (target < 0 || target >= e->ctx->size) {
+        return -XTQ_ESRCRANK;
+    }
+    /* What was issued before the call: every seq below next_seq. */
+    xtq__mutex_lock(&e->put_lock);
+    for (int r = lo; r < hi; r++)
+        snap[r - lo] = e->peers[r].next_seq;
+    pthread_mutex_unlock(&e->put_lock);
+
+    struct flush_wait f = {e, lo, hi, snap};
+    uint64_t deadline = deadline_after(timeout_ns);
+    if (e->manual || !e->thread_started) {
+        /* Nobody else progresses: we do. */
+        while (!flush_done(&f)) {
+            if (xtq__now_ns() >= deadline) {
+                rc = -XTQ_ETIMEDOUT;
+                break;
+            }
+            if (xtq__engine_progress(e) == 0)
+                sched_yield();
+        }
+    } else {
+        /* Like a completion wait: poll while progressing, then sleep on
+         * the window's word, which every DONE put bumps. Naps of 1 ms:
+         * a put a trigger holds fires without freeing a slot first. */
+        struct xtq__spin_wait w = {
+            .ready = flush_done_progress,
+            .arg = &f,
+            .word = &e->slot_freed,
+            .waiters = &e->window_sleepers,
+            .spin_ns = e->wait_spin_ns,
+            .nap_ns = 1000000,
+        };
+        if (xtq__spin_wait(&w, deadline) < 0)
+            rc = -XTQ_ETIMEDOUT;
+    }
+    /* Their outcomes are in their completions and counters; a target
+     * declared down is worth saying here too. */
+    for (int r = lo; rc == 0 && r < hi; r++)
+        if (atomic_load(&e->peers[r].down) && (target != XTQ_TARGET_ALL || snap[r - lo]))
+            rc = -XTQ_EHOSTDOWN;
+    if (snap != &one)
+        free(snap);
+    return rc;
 }

@@ -24,6 +24,8 @@ static void engine_free(struct xtq__engine *e)
     xtq_ctx_t *ctx = e->ctx;
     if (e->ofi_open)
         xtq__ofi_close(&e->ofi);
+    xtq__acks_close(e);
+    xtq__ctrl_close(e);
     xtq__regions_close(e);
     for (int r = 0; e->peers && r < ctx->size; r++) {
         for (uint32_t i = 0; e->peers[r].slots && i < e->window; i++)
@@ -138,6 +140,12 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     rc = xtq__regions_open(e);
     if (rc)
         goto err_engine;
+    rc = xtq__acks_open(e);
+    if (rc)
+        goto err_engine;
+    rc = xtq__ctrl_open(e);
+    if (rc)
+        goto err_engine;
     free(blob);
     free(all);
     xtq_info(ENGINE,
@@ -173,9 +181,11 @@ void xtq__engine_stop(struct xtq__engine *e)
         xtq__futex_wake(&e->lone_waiter, -1); /* parked beside a waiter */
         pthread_join(e->thread, NULL);
     }
-    /* Fail what never completed, and forget the sends still queued. */
+    /* Fail what never completed, and forget the sends still queued;
+     * signals stop kicking us. */
     xtq__puts_fail_all(e, -XTQ_EFINALIZED);
     xtq__txq_drop(e);
+    xtq__triggers_stop(e);
     /* Backlogged commands never ran. */
     xtq__backlog_drop(e);
     xtq__acks_drop(e);
@@ -184,7 +194,7 @@ void xtq__engine_stop(struct xtq__engine *e)
 int xtq__engine_drain_tasks(struct xtq__engine *e, uint64_t deadline)
 {
     while (atomic_load(&e->tasks_inflight) || atomic_load(&e->backlog_len) ||
-           atomic_load(&e->acks_pending)) {
+           atomic_load(&e->acks_pending) || atomic_load(&e->acks_retrying)) {
         if (xtq__now_ns() >= deadline)
             return -XTQ_ETIMEDOUT;
         if (e->manual || !e->thread_started) {

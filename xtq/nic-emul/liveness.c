@@ -12,13 +12,14 @@
 #include "internal.h"
 #include "nic-emul/engine_int.h"
 
-/* Liveness probes: ACK headers with reserved sequence numbers. Best effort
- * (inject, or nothing): a lost ping is retried, a lost pong costs a retry. */
+/* Liveness probes: ACK headers with reserved sequence numbers, on the
+ * control channel (acks.c). Best effort (inject, or nothing): a lost ping
+ * is retried, a lost pong costs a retry. */
 static void probe_send(struct xtq__engine *e, int dest, uint64_t seq)
 {
     struct xtq__wire_hdr hdr;
     xtq__wire_hdr_init(&hdr, XTQ__MSG_ACK, e->ctx->job_key, (uint32_t)e->ctx->rank, seq);
-    if (e->ofi.inject_size >= sizeof(hdr) && xtq__ofi_inject(&e->ofi, &hdr, sizeof(hdr), dest) == 0)
+    if (xtq__ctrl_send(e, dest, &hdr) == 0)
         xtq__bell_ring(e, dest);
 }
 

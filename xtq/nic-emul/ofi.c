@@ -1,11 +1,12 @@
 /*
- * The libfabric transport: one FI_EP_RDM endpoint with FI_MSG and
+ * The libfabric transport: one FI_EP_RDM endpoint with FI_MSG, FI_TAGGED and
  * FI_MULTI_RECV, one CQ (data format, fd wait object where the provider has
  * one) and a table AV filled from the bootstrap allgather.
  */
 #include "internal.h"
 #include "nic-emul/engine.h"
 
+#include <rdma/fi_tagged.h>
 #include <strings.h>
 
 #define OFI_VERSION FI_VERSION(1, 14)
@@ -15,9 +16,11 @@ static struct fi_info *ofi_hints(const char *prov, bool source)
     struct fi_info *hints = fi_allocinfo();
     if (!hints)
         return NULL;
-    /* FI_SOURCE: each arrival names the endpoint it came from, which the
-     * target checks against the rank the message claims (target.c). */
-    hints->caps = FI_MSG | FI_MULTI_RECV | (source ? FI_SOURCE : 0);
+    /* FI_TAGGED: control traffic (acks, probes) has receives of its own,
+     * apart from the multi-receive regions that hold puts. FI_SOURCE:
+     * each arrival names the endpoint it came from, which the target
+     * checks against the rank the message claims (target.c). */
+    hints->caps = FI_MSG | FI_TAGGED | FI_MULTI_RECV | (source ? FI_SOURCE : 0);
     hints->ep_attr->type = FI_EP_RDM;
     hints->mode = 0;
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
@@ -106,6 +109,7 @@ int xtq__ofi_open(struct xtq__ofi *o, const char *prov, size_t min_multi_recv)
                  o->prov_name);
     o->iov_limit = o->info->tx_attr->iov_limit;
     o->inject_size = o->info->tx_attr->inject_size;
+    o->rx_size = o->info->rx_attr->size;
 
     rc = fi_fabric(o->info->fabric_attr, &o->fabric, NULL);
     if (rc)
@@ -303,4 +307,24 @@ int xtq__ofi_trywait(struct xtq__ofi *o)
     rc = fi_trywait(o->fabric, fids, 1);
     pthread_mutex_unlock(&o->lock);
     return rc;
+}
+
+ssize_t xtq__ofi_tinject(struct xtq__ofi *o, const void *buf, size_t len, int dest, uint64_t tag)
+{
+    ssize_t rc;
+    atomic_fetch_add_explicit(&o->senders, 1, memory_order_relaxed);
+    xtq__mutex_lock(&o->lock);
+    rc = fi_tinject(o->ep, buf, len, o->addrs[dest], tag);
+    pthread_mutex_unlock(&o->lock);
+    atomic_fetch_sub_explicit(&o->senders, 1, memory_order_relaxed);
+    return rc;
+}
+
+int xtq__ofi_post_trecv(struct xtq__ofi *o, void *buf, size_t len, uint64_t tag, void *context)
+{
+    ssize_t rc;
+    xtq__mutex_lock(&o->lock);
+    rc = fi_trecv(o->ep, buf, len, NULL, FI_ADDR_UNSPEC, tag, 0, context);
+    pthread_mutex_unlock(&o->lock);
+    return (int)rc;
 }

@@ -50,6 +50,10 @@ static int cq_poll(struct xtq__engine *e, bool polite, bool *drained)
                                  fi_strerror(err.err), buf);
                 }
                 xtq__slot_local(e, s, -XTQ_EFABRIC, err.prov_errno);
+            } else if (kind == CTX_ACK) {
+                xtq__ack_sent(e, err.op_context, err.err ? err.err : FI_EIO);
+            } else if (kind == CTX_CTRL) {
+                xtq__ctrl_recv(e, err.op_context, 0, FI_ADDR_NOTAVAIL, false);
             } else if (kind == CTX_REGION) {
                 struct rx_region *r = err.op_context;
                 XTQ_LOG_ONCE(OFI, ERROR, "receive error: %s (%s)", fi_strerror(err.err), buf);
@@ -67,12 +71,18 @@ static int cq_poll(struct xtq__engine *e, bool polite, bool *drained)
             uint32_t kind = ent[i].op_context ? *(uint32_t *)ent[i].op_context : 0;
             if (kind == CTX_PUT) {
                 xtq__slot_local(e, ent[i].op_context, 0, 0);
+            } else if (kind == CTX_ACK) {
+                xtq__ack_sent(e, ent[i].op_context, 0);
+            } else if (kind == CTX_CTRL) {
+                xtq__ctrl_recv(e, ent[i].op_context, ent[i].len, src[i], true);
             } else if (kind == CTX_REGION) {
                 struct rx_region *r = ent[i].op_context;
-                if ((ent[i].flags & FI_RECV) && ent[i].len)
+                if ((ent[i].flags & FI_RECV) && ent[i].len) {
                     xtq__target_recv(e, r, ent[i].buf, ent[i].len, src[i]);
+                    xtq__region_landed(r, ent[i].buf, ent[i].len);
+                }
                 if (ent[i].flags & FI_MULTI_RECV)
-                    xtq__region_put(r);
+                    xtq__region_released(r, ent[i].flags);
             }
         }
         n += (int)got;
@@ -89,10 +99,13 @@ static int progress_locked(struct xtq__engine *e, bool polite)
     int n = 0, rc;
     bool drained;
     xtq__regions_repost(e);
+    xtq__ctrl_repost(e);
     if (e->owner_only)
         n += xtq__txq_flush(e);
     n += xtq__acks_flush(e);
     n += xtq__backlog_drain(e);
+    n += xtq__triggers_poll(e);
+    xtq__puts_reask(e);
     rc = cq_poll(e, polite, &drained);
     if (rc < 0)
         return rc;
@@ -106,10 +119,18 @@ static int progress_locked(struct xtq__engine *e, bool polite)
     return n;
 }
 
+/* The engine whose progress thread this is (NULL on any other thread),
+ * and the engine whose turn this thread is taking (NULL outside one). */
+static _Thread_local struct xtq__engine *progress_thread_of;
+static _Thread_local struct xtq__engine *turn_of;
+
+bool xtq__engine_in_turn(const struct xtq__engine *e)
+{
+    return turn_of == e;
+}
+
 /* One turn. `polite`: the progress thread's busy poll, which leaves the
  * endpoint to a thread waiting to send rather than contend for it. */
-/* The engine whose progress thread this is (NULL on any other thread). */
-static _Thread_local struct xtq__engine *progress_thread_of;
 
 static int engine_turn(struct xtq__engine *e, bool polite)
 {
@@ -128,7 +149,9 @@ static int engine_turn(struct xtq__engine *e, bool polite)
         pthread_mutex_unlock(&e->progress_lock);
         return 0;
     }
+    turn_of = e;
     n = progress_locked(e, polite);
+    turn_of = NULL;
     pthread_mutex_unlock(&e->progress_lock);
     return n;
 }

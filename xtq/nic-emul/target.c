@@ -24,8 +24,13 @@
 
 static int region_post(struct rx_region *r)
 {
+    r->landed = 0;
+    r->landed_end = 0;
+    r->release_pending = false;
     int rc = xtq__ofi_post_multi_recv(&r->e->ofi, r->buf, r->len, r);
-    if (rc == -FI_EAGAIN) {
+    /* -FI_ENOMEM: the provider's receive entries are all taken (shm holds
+     * unexpected messages in them): like -FI_EAGAIN, again next turn. */
+    if (rc == -FI_EAGAIN || rc == -FI_ENOMEM) {
         atomic_store(&r->needs_post, 1);
         xtq__engine_wake(r->e);
         return 0;
@@ -51,6 +56,46 @@ void xtq__region_put(struct rx_region *r)
             region_post(r);
         }
     }
+}
+
+/*
+ * The provider is done with a region when it says so: on the completion
+ * of the last message (FI_RECV | FI_MULTI_RECV), or in a completion of its
+ * own. ofi_rxm (1.17) also writes one of its own when the region is posted
+ * while messages wait unmatched: it cuts the start of the region into
+ * pieces for them and reports the region released at once, before the
+ * pieces have been filled (rendezvous and segmented messages complete
+ * later). Reposting then would let new messages overwrite them. Pieces
+ * are cut contiguously from the start until less than min_multi_recv is
+ * left, so the region is released for real once the messages that landed
+ * cover [0, end) without a gap and less than that is left after `end`.
+ */
+static bool region_filled(const struct rx_region *r)
+{
+    return r->landed == r->landed_end && r->len - r->landed_end < r->e->max_wire;
+}
+
+void xtq__region_landed(struct rx_region *r, const void *buf, size_t len)
+{
+    size_t end = (size_t)((const uint8_t *)buf - (const uint8_t *)r->buf) + len;
+    r->landed += len;
+    if (end > r->landed_end)
+        r->landed_end = end;
+    if (r->release_pending && region_filled(r)) {
+        r->release_pending = false;
+        xtq__region_put(r);
+    }
+}
+
+void xtq__region_released(struct rx_region *r, uint64_t flags)
+{
+    if ((flags & FI_RECV) || region_filled(r)) {
+        xtq__region_put(r);
+        return;
+    }
+    XTQ_LOG_ONCE(OFI, INFO, "a receive region was released before the messages cut from it "
+                            "completed; reposting it once they have");
+    r->release_pending = true;
 }
 
 void xtq__regions_repost(struct xtq__engine *e)
@@ -114,21 +159,12 @@ void xtq__regions_close(struct xtq__engine *e)
 
 /* ---- tasks ---------------------------------------------------------------- */
 
-/* xtq_stats_t: a rejection, and its reason where it has a counter. */
-static void count_rejection(xtq_ctx_t *ctx, int err)
-{
-    int idx = -err - XTQ_ENOKERNEL;
-    XTQ__STAT_INC(ctx, msgs_rejected);
-    if (idx >= 0 && idx < (int)ARRAY_SIZE(ctx->stats.rejected_by_reason))
-        atomic_fetch_add_explicit(&ctx->stats.rejected_by_reason[idx], 1, memory_order_relaxed);
-}
-
 static void task_reject(struct xtq__engine *e, struct rx_task *t, int err)
 {
-    count_rejection(e->ctx, err);
+    xtq__stats_rejected(e->ctx, err);
     XTQ_LOG_ONCE(ENGINE, WARN, "rejected a command from rank %u (seq %llu): %s", t->src,
                  (unsigned long long)t->seq, xtq_errname(err));
-    xtq__ack_send(e, (int)t->src, t->seq, err);
+    xtq__ack_done(e, t->ack, err);
     xtq__region_put(t->region);
     free(t);
 }
@@ -161,11 +197,16 @@ static void engine_retire(void *cookie, int status)
 {
     struct rx_task *t = cookie;
     struct xtq__engine *e = t->e;
-    /* After xtq__engine_stop() (finalize) the initiator is told nothing:
-     * its put was failed with -XTQ_EFINALIZED or it drained already. */
-    if ((t->wire_flags & XTQ__WIRE_REMOTE_COMPLETION) && !atomic_load(&e->stop))
-        xtq__ack_send(e, (int)t->src, t->seq, status);
+    /* Its kernel, function and signal may be destroyed from now on:
+     * before the ack, so that once a remote-completion put is DONE the
+     * target's objects are free (a destroy there is not refused). */
     live_del(e, t);
+    xtq__registry_task_end(&t->refs);
+    /* With remote completion the ack (and a fetching put's result, which
+     * the task has finished writing) leaves now. After xtq__engine_stop()
+     * (finalize) nothing is sent: acks.c drops it. */
+    if (t->wire_flags & XTQ__WIRE_REMOTE_COMPLETION)
+        xtq__ack_done(e, t->ack, status);
     XTQ__STAT_INC(e->ctx, tasks_completed);
     xtq__region_put(t->region);
     free(t);
@@ -193,12 +234,15 @@ static int task_enqueue(struct xtq__engine *e, struct rx_task *t)
      * another thread as soon as the agent has published it. */
     uint32_t src = t->src, wflags = t->wire_flags;
     uint64_t seq = t->seq;
+    struct ack_entry *ack = t->ack;
     struct xtq__enqueue d = {
         .packet = &pkt,
         .kernarg = t->kernarg,
         .kernarg_len = t->kernarg_len,
         .payload = t->payload,
         .payload_len = t->payload_len,
+        .result = xtq__ack_result(ack),
+        .result_len = ack->block ? ack->result_len : 0,
         .retire = engine_retire,
         .cookie = t,
         .trace_key = XTQ_TRACE_KEY(src, seq),
@@ -212,12 +256,16 @@ static int task_enqueue(struct xtq__engine *e, struct rx_task *t)
         rc = -XTQ_EAGAIN;
         goto out;
     }
-    /* Counted live before the agent can retire it; undone if the queue
-     * turns out to be full after all (the backlog keeps it). */
+    /* Counted live, and naming its kernel (or function) and signal, before
+     * the agent can retire it; undone if the queue turns out to be full
+     * after all (the backlog keeps it). Under the read lock: unregistration
+     * waits. */
+    xtq__registry_task_begin(reg, &t->packet, &t->refs);
     live_add(e, t);
     atomic_fetch_add_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
     rc = q->agent->ops->enqueue(q, &d);
     if (rc) {
+        xtq__registry_task_end(&t->refs);
         live_del(e, t);
         atomic_fetch_sub_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
         goto out;
@@ -225,7 +273,7 @@ static int task_enqueue(struct xtq__engine *e, struct rx_task *t)
     XTQ__STAT_INC(e->ctx, tasks_enqueued);
     pthread_rwlock_unlock(&reg->lock);
     if (!(wflags & XTQ__WIRE_REMOTE_COMPLETION))
-        xtq__ack_send(e, (int)src, seq, 0);
+        xtq__ack_done(e, ack, 0);
     return 0;
 out:
     pthread_rwlock_unlock(&reg->lock);
@@ -281,24 +329,54 @@ void xtq__live_free(struct xtq__engine *e)
     while (e->live) {
         struct rx_task *t = e->live;
         e->live = t->lnext;
+        /* Not task_end: the agents that held the kernels are closed. */
         free(t);
     }
 }
 
 /* ---- arrival ------------------------------------------------------------- */
 
+/* Record a put for its ack: NULL when it cannot be (answered or dropped
+ * here), else its entry, to be acknowledged with *err when that is set. */
+static struct ack_entry *put_record(struct xtq__engine *e, const struct xtq__wire_hdr *hdr,
+                                    int *err)
+{
+    struct ack_entry *a = xtq__ack_hold(e, hdr->src_rank, hdr->seq, hdr->result_len, err);
+    if (a)
+        return a;
+    if (*err == -XTQ_EALREADY) {
+        XTQ_LOG_ONCE(ENGINE, WARN, "rank %u sent put %llu twice; dropped", hdr->src_rank,
+                     (unsigned long long)hdr->seq);
+        return NULL;
+    }
+    if (*err == -XTQ_EPROTO)
+        XTQ_LOG_ONCE(ENGINE, ERROR,
+                     "rank %u has more puts in flight than our window (XTQ_PUT_WINDOW must be "
+                     "the same on every rank); refused",
+                     hdr->src_rank);
+    xtq__stats_rejected(e->ctx, *err);
+    xtq__ack_unrecorded(e, (int)hdr->src_rank, hdr->seq, *err);
+    return NULL;
+}
+
 static void handle_put(struct xtq__engine *e, struct rx_region *r, const struct xtq__wire_hdr *hdr,
                        const void *cmd, const void *payload)
 {
-    struct rx_task *t = malloc(sizeof(*t));
+    int err;
     XTQ__STAT_INC(e->ctx, msgs_received);
     XTQ_TRACE_POINT(XTQ_TRACE_ENGINE_RECV, XTQ_TRACE_KEY(hdr->src_rank, hdr->seq));
+    struct ack_entry *ack = put_record(e, hdr, &err);
+    if (!ack)
+        return;
+    struct rx_task *t = err ? NULL : malloc(sizeof(*t));
     if (!t) {
-        XTQ_LOG_ONCE(ENGINE, ERROR, "out of memory for a task; rejecting");
-        xtq__ack_send(e, (int)hdr->src_rank, hdr->seq, -XTQ_ENOMEM);
+        XTQ_LOG_ONCE(ENGINE, ERROR, "out of memory for a task or its result; rejecting");
+        xtq__stats_rejected(e->ctx, -XTQ_ENOMEM);
+        xtq__ack_done(e, ack, -XTQ_ENOMEM);
         return;
     }
     t->e = e;
+    t->ack = ack;
     t->region = r;
     t->next = NULL;
     t->src = hdr->src_rank;
@@ -352,20 +430,28 @@ void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *bu
                                 &payload);
     if (rc) {
         const struct xtq__wire_hdr *raw = buf;
-        count_rejection(ctx, rc);
+        xtq__stats_rejected(ctx, rc);
         XTQ_LOG_ONCE(ENGINE, WARN, "dropped an invalid message of %zu bytes: %s", len,
                      xtq_errname(rc));
-        /* Answer only a peer of this job that we can name. */
+        /* Answer only a peer of this job that we can name; recorded like
+         * any put where its entry is free, so that the answer is not lost. */
         if (len >= sizeof(*raw) && raw->magic == XTQ_WIRE_MAGIC && raw->type == XTQ__MSG_PUT &&
-            raw->job_key == ctx->job_key && raw->src_rank < (uint32_t)ctx->size)
-            xtq__ack_send(e, (int)raw->src_rank, raw->seq, rc);
+            raw->job_key == ctx->job_key && raw->src_rank < (uint32_t)ctx->size &&
+            xtq__ofi_source_is(&e->ofi, (int)raw->src_rank, src)) {
+            int err;
+            struct ack_entry *a = xtq__ack_hold(e, raw->src_rank, raw->seq, 0, &err);
+            if (a)
+                xtq__ack_done(e, a, rc);
+            else
+                xtq__ack_unrecorded(e, (int)raw->src_rank, raw->seq, rc);
+        }
         return;
     }
     /* The rank a message claims must be the endpoint it came from: else a
      * process of this job could run tasks, or complete puts, in another
      * rank's name. Nobody is answered (the claimed rank sent nothing). */
     if (!xtq__ofi_source_is(&e->ofi, (int)hdr->src_rank, src)) {
-        count_rejection(ctx, -XTQ_ESRCRANK);
+        xtq__stats_rejected(ctx, -XTQ_ESRCRANK);
         XTQ_LOG_ONCE(ENGINE, WARN, "dropped a message claiming rank %u from another endpoint",
                      hdr->src_rank);
         return;
@@ -374,7 +460,9 @@ void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *bu
     if (xtq__probe_recv(e, hdr))
         ; /* liveness only */
     else if (hdr->type == XTQ__MSG_ACK)
-        xtq__initiator_ack(e, hdr);
+        xtq__initiator_ack(e, hdr, payload);
+    else if (hdr->type == XTQ__MSG_ASK) /* sent untagged: answered all the same */
+        xtq__ack_reask(e, hdr->src_rank, hdr->seq);
     else
         handle_put(e, r, hdr, cmd, payload);
 }
