@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # Everything the GPU machine (16 cores, Ubuntu 24.04, Open MPI 4.1.6, no
 # package registry) is needed for, in one call of at most 10 minutes:
-#  1. build (Release, CUDA agent for sm_90, tests, benchmarks)
-#  2. ctest -L gpu, then compute-sanitizer (memcheck, synccheck) on a case
-#  3. xtq_gpu_rtt: in-process GPU round trip (placement floors)
-#  4. xtq_bench_rtt --agent cuda: 2 ranks, XTQ vs HSA vs CPU, payload read
-#     in place and staged (XTQ_CUDA_COPY_MIN)
+#  1. build (Release, CUDA agent for sm_90, tests, benchmarks; TARGETS
+#     limits it to some targets), and the processor's SASS and resources
+#  2. gpu: ctest -L gpu, again with -j4, memcheck beside three test
+#     processes; san: compute-sanitizer memcheck (test_cuda) and synccheck
+#     (test_cuda_plain) on SAN_CASES, all at once
+#  3. xtq_gpu_rtt: in-process GPU round trip (every way of starting the
+#     task: inline or not, release or fence, processor or grid, host
+#     launches) and the processor's stages; GPURTT_DEVLAUNCH=1 adds the
+#     device-launch experiments without the agent (dynamic parallelism,
+#     device graphs)
+#  4. xtq_bench_rtt --agent cuda: 2 ranks, XTQ vs HSA vs CPU, in variants
+#     (GPU_VARIANTS: default, noinline, nogrid, inplace, blocks16), and
+#     the stage breakdown of the remote round trip (gpubd)
 #  5. CPU agent on 16 cores (issue 4): round trip x3, stage breakdown,
 #     message rate
 #  6. ctest unit + integration on 16 cores
@@ -36,7 +44,11 @@
 # 11. (stage "owner", not in the default list) who owns the endpoint,
 #     XTQ_ENDPOINT_OWNER=shared against progress: bench/ab_compare.sh,
 #     round trip, message rate and the target's process CPU alternating
-# STAGES (default "build gpu san gpurtt gpubench cpubench ctest") picks
+# 12. (stage "lone", not in the default list) the lone waiter,
+#     XTQ_LONE_WAITER=0 against 1, alternating, 3 rounds: the CUDA agent
+#     (hsa, xtq) and the CPU agent (raw, hsa, xtq) at 64 B and 4 KiB,
+#     ratios from each run (gpu/lone_cuda_*.txt, cpu/lone_cpu_*.txt)
+# STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
 # libfabric's headers are not on that machine: carry Debian's
@@ -47,7 +59,7 @@ mkdir -p "$OUT"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-/tmp/build-gpu}
 W=/tmp/res
-STAGES=${STAGES:-build gpu san gpurtt gpubench cpubench ctest}
+STAGES=${STAGES:-build gpu san gpurtt gpubench gpubd cpubench ctest}
 mkdir -p $W/gpu $W/cpu
 exec > >(tee -a "$OUT/log.txt") 2>&1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -87,27 +99,42 @@ if want build; then
     -DXTQ_ENABLE_ROCR=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DXTQ_BUILD_APPS=ON "${ZARG[@]}" \
     >$W/cmake.txt 2>&1
   echo "cmake rc=$?"
-  timeout 240 cmake --build $B -j16 >$W/build.txt 2>&1
+  if [ -n "${TARGETS:-}" ]; then
+    timeout 240 cmake --build $B -j16 --target $TARGETS >$W/build.txt 2>&1
+  else
+    timeout 240 cmake --build $B -j16 >$W/build.txt 2>&1
+  fi
   echo "build rc=$?"; grep -E "error|warning:" $W/build.txt | head -20
-  $B/tools/xtq_info --brief
+  [ -x $B/tools/xtq_info ] && $B/tools/xtq_info --brief
+  # The processor as compiled: resources, completion store and fences,
+  # and its whole SASS (gpu/sass_processor.txt) to read stages against.
+  O=$(find $B -name 'cuda_tasks.cu.o' -path '*plain*' | head -1)
+  [ -n "$O" ] || O=$(find $B -name 'cuda_tasks.cu.o' | head -1)
+  if [ -n "$O" ] && command -v cuobjdump >/dev/null; then
+    cuobjdump -res-usage "$O" 2>&1 | grep -A1 -E "processor|grid_kernel" >$W/gpu/sass.txt
+    cuobjdump -sass "$O" 2>/dev/null | awk '/Function :/ {f=$0} /MEMBAR|FENCE|STRONG\.SYS|ERRBAR|CCTL/ \
+      {if (f != "") {print f; f=""} print}' | head -200 >>$W/gpu/sass.txt
+    cuobjdump -sass -fun xtq_test_tasks_xtq_processor "$O" >$W/gpu/sass_processor.txt 2>&1
+    echo "sass: $(grep -c MEMBAR $W/gpu/sass.txt) MEMBAR lines (gpu/sass.txt)"
+  fi
 fi
 
 if want gpu; then
   stage "ctest -L gpu"
-  (cd $B && timeout 240 ctest -L gpu --output-on-failure --timeout 60) >$W/gpu/ctest.txt 2>&1
+  (cd $B && timeout 150 ctest -L gpu --output-on-failure --timeout 30) >$W/gpu/ctest.txt 2>&1
   echo "rc=$?"; grep -E "Test +#|tests passed|FAIL|error" $W/gpu/ctest.txt | head -40
   # Several processes sharing the GPU, each with its own processor.
-  (cd $B && timeout 120 ctest -L gpu -j4 --output-on-failure --timeout 60) >$W/gpu/ctest_j4.txt 2>&1
+  (cd $B && timeout 90 ctest -L gpu -j4 --output-on-failure --timeout 30) >$W/gpu/ctest_j4.txt 2>&1
   echo "parallel (-j4) rc=$?"; grep -E "tests passed|FAIL|run_sum|error" $W/gpu/ctest_j4.txt | head -20
   # memcheck on one case while three others share the GPU.
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   pids=()
-  for c in many_packets_small_queue_exactly_once payload_in_place_and_in_device_memory \
+  for c in many_packets_small_queue_exactly_once inline_many_packets_exactly_once \
            payload_staged_from_copy_min; do
-    timeout 60 $B/tests/unit/test_cuda $c >$W/gpu/par_$c.txt 2>&1 &
+    timeout 30 $B/tests/unit/test_cuda $c >$W/gpu/par_$c.txt 2>&1 &
     pids+=($!)
   done
-  timeout 90 $SAN --tool memcheck --error-exitcode 3 $B/tests/unit/test_cuda shutdown_and_reopen \
+  timeout 60 $SAN --tool memcheck --error-exitcode 3 $B/tests/unit/test_cuda shutdown_and_reopen \
     >$W/gpu/san_parallel.txt 2>&1
   echo "memcheck shutdown_and_reopen beside 3 others rc=$? $(grep -E 'ERROR SUMMARY' $W/gpu/san_parallel.txt | tail -1)"
   wait "${pids[@]}"; grep -h -E "FAIL|run_sum|passed|error" $W/gpu/par_*.txt | head; pack
@@ -116,38 +143,85 @@ fi
 if want san; then
   stage compute-sanitizer
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  # Every run at once (each process has its own processor; a run takes
+  # tens of seconds under the tool). synccheck does not support dynamic
+  # parallelism: it checks the tasks built without -rdc (test_cuda_plain).
+  # memcheck checks a kernel's accesses against the allocations made
+  # before its launch, and the processor is launched at the first queue:
+  # cases that allocate later (a second queue: two_queues_inline_and_plain)
+  # are reported out of bounds "inside the nearest allocation", and hang.
+  pids=()
   for t in memcheck synccheck; do
-    for c in dispatch_geometry_and_kernargs module_attach_rules; do
-      timeout 60 $SAN --tool $t --error-exitcode 3 $B/tests/unit/test_cuda $c >$W/gpu/san_${t}_$c.txt 2>&1
-      echo "$t $c rc=$? $(grep -E 'ERROR SUMMARY' $W/gpu/san_${t}_$c.txt | tail -1)"
+    exe=$B/tests/unit/test_cuda
+    [ $t = synccheck ] && exe=$B/tests/unit/test_cuda_plain
+    for c in ${SAN_CASES:-enqueue_op_short_and_long_kernargs repeated_shapes_checked_for_what_they_are result_buffer_reaches_task payload_len_reaches_task}; do
+      (s0=$(date +%s)
+       timeout ${SAN_T:-150} $SAN --tool $t --error-exitcode 3 $exe $c >$W/gpu/san_${t}_$c.txt 2>&1
+       rc=$?
+       echo "$t $(basename $exe) $c rc=$rc $(($(date +%s) - s0))s $(grep -E 'ERROR SUMMARY' \
+         $W/gpu/san_${t}_$c.txt | tail -1)") &
+      pids+=($!)
     done
   done
+  wait "${pids[@]}"
   pack
 fi
 
 if want gpurtt; then
   stage "xtq_gpu_rtt (in process)"
   HB=$(find $B -name xtq_gpu_rtt -type f | head -1)
-  timeout 60 $HB -n 2000 -c $COMMIT -o $W/gpu/gpu_rtt.csv >$W/gpu/gpu_rtt.txt 2>&1
+  timeout 90 $HB -n ${RTT_ITERS:-500} -c $COMMIT -t 80 -o $W/gpu/gpu_rtt.csv >$W/gpu/gpu_rtt.txt 2>&1
   echo "rc=$?"; cat $W/gpu/gpu_rtt.txt; pack
+  if [ -n "${GPURTT_DEVLAUNCH:-}" ]; then
+    # Starting the sum grid from the GPU without the agent: dynamic
+    # parallelism, device graph launch, host launch; no processor running.
+    timeout 40 $HB -n 300 -x -m cdp,dgraph,hsa_sync -t 30 -c $COMMIT -o $W/gpu/gpu_rtt_devlaunch.csv \
+      >$W/gpu/gpu_rtt_devlaunch.txt 2>&1
+    echo "device launches, no processor: rc=$?"; grep -E "median|watchdog|cannot|poller|device:" $W/gpu/gpu_rtt_devlaunch.txt
+    # A device graph while the processor runs (its setup may wait for an idle device).
+    timeout 20 $HB -n 100 -m dgraph -t 12 -c $COMMIT >$W/gpu/gpu_rtt_dgraph_processor.txt 2>&1
+    echo "device graph, processor running: rc=$?"; grep -E "median|watchdog|cannot|poller" $W/gpu/gpu_rtt_dgraph_processor.txt | head -4
+    pack
+  fi
 fi
 
 if want gpubench; then
-  # default: payloads >= XTQ_CUDA_COPY_MIN (64 KiB) staged in device
-  # memory; inplace: always read in place; blocks16: 16 processor blocks.
-  for v in default inplace blocks16; do
+  # default: the defaults; noinline: no payload in the inline copy;
+  # inl256: payloads up to 256 B inline; nogrid: no dispatch on a grid of
+# its own; grid4: a grid from 4 work-groups; inplace: never staged;
+  # blocks16: 16 processor blocks.
+  for v in ${GPU_VARIANTS:-default noinline nogrid}; do
     case $v in
       default) env=() ;;
+      noinline) env=(-x XTQ_CUDA_INLINE_MAX=0) ;;
+      inl256) env=(-x XTQ_CUDA_INLINE_MAX=256) ;;
+      nogrid) env=(-x XTQ_CUDA_GRID_MIN=0) ;;
+      grid4) env=(-x XTQ_CUDA_GRID_MIN=4) ;;
       inplace) env=(-x XTQ_CUDA_COPY_MIN=0) ;;
       blocks16) env=(-x XTQ_CUDA_BLOCKS=16) ;;
     esac
     stage "xtq_bench_rtt --agent cuda ($v)"
-    timeout 100 "${MPI[@]}" -np 2 "${env[@]}" -x CUDA_MODULE_LOADING=EAGER \
+    timeout 40 "${MPI[@]}" -np 2 "${env[@]}" -x CUDA_MODULE_LOADING=EAGER \
       $B/bench/xtq_bench_rtt --agent cuda --sizes ${GPU_SIZES:-64,1K,4K,16K,64K,256K,1M} \
       --iters ${GPU_ITERS:-2000} --warmup 200 --csv $W/gpu/rtt_cuda_$v.csv \
       >$W/gpu/rtt_cuda_$v.txt 2>&1
     echo "rc=$?"; grep -E "^ +[0-9]+[KM]?i?B +(hsa|xtq) |^ratios" $W/gpu/rtt_cuda_$v.txt; pack
   done
+fi
+
+if want gpubd; then
+  # Where a remote GPU task's time goes: the benchmark's own stages plus
+  # libxtq's trace (message sent, received, enqueued, doorbell, the retire
+  # thread seeing the GPU's completion as task_end), one task at a time.
+  stage "CUDA agent: stage breakdown"
+  rm -rf /tmp/gbd && mkdir -p /tmp/gbd
+  timeout 40 "${MPI[@]}" -np 2 -x CUDA_MODULE_LOADING=EAGER -x XTQ_TRACE=csv:/tmp/gbd/trace.%r.csv \
+    $B/bench/xtq_bench_rtt --agent cuda --sizes 64,4K --modes hsa,xtq --iters 2000 --warmup 200 \
+    --breakdown /tmp/gbd/stages.csv >$W/gpu/breakdown_rtt.txt 2>&1
+  echo "rc=$?"
+  $B/bench/xtq_bench_breakdown /tmp/gbd/stages.csv $W/gpu/breakdown.dat /tmp/gbd/trace.*.csv |
+    tee $W/gpu/breakdown.txt
+  pack
 fi
 
 if want cpubench; then
@@ -332,6 +406,26 @@ if want owner; then
     >$W/cpu/owner_run.txt 2>&1
   echo "rc=$?"; sed -n '/^# median per value/,$p' $W/cpu/owner_run.txt
   cp "$ROOT/bench/results/gpu-host/endpoint_owner.txt" $W/cpu/endpoint_owner.txt 2>/dev/null
+  pack
+fi
+if want lone; then
+  stage "lone waiter: XTQ_LONE_WAITER 0 against 1 (3 alternating rounds)"
+  # Look at the xtq medians and the xtq/hsa ratios of each pair: 1 below
+  # 0 is the hand-off the lone waiter removes (the waiter takes the ack
+  # off the transport itself, the progress thread parked).
+  for r in 1 2 3; do
+    for v in 0 1; do
+      timeout 40 "${MPI[@]}" -np 2 -x XTQ_LONE_WAITER=$v -x CUDA_MODULE_LOADING=EAGER \
+        $B/bench/xtq_bench_rtt --agent cuda --sizes 64,4K --modes hsa,xtq --iters 2000 \
+        --warmup 200 >$W/gpu/lone_cuda_$v.$r.txt 2>&1
+      echo "cuda lone=$v round $r rc=$?"
+      grep -E "^ +[0-9]+[KM]?i?B +(hsa|xtq) +median|^ratios" $W/gpu/lone_cuda_$v.$r.txt
+      timeout 40 "${MPI[@]}" -np 2 -x XTQ_LONE_WAITER=$v $B/bench/xtq_bench_rtt --sizes 64,4K \
+        --modes raw,hsa,xtq --iters 5000 >$W/cpu/lone_cpu_$v.$r.txt 2>&1
+      echo "cpu lone=$v round $r rc=$?"
+      grep -E "^ +[0-9]+[KM]?i?B +(raw|hsa|xtq) +median|^ratios" $W/cpu/lone_cpu_$v.$r.txt
+    done
+  done
   pack
 fi
 stage done

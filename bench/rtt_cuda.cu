@@ -100,6 +100,9 @@ __global__ void rtt_kernel(struct rtt_cuda_args a)
         d.workgroup_id[i] = d.local_id[i] = 0;
     }
     d.flat_local_id = threadIdx.x;
+    d.status = NULL;
+    d.result = NULL;
+    d.result_len = 0;
     rtt_task(&d, &a);
 }
 

@@ -20,21 +20,35 @@ target_compile_options(xtq_obj PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-warn-
 
 # Sanitizer flags from add_compile_options() reach every language; nvcc
 # rejects them, and device code has its own checker (compute-sanitizer).
-# Call on every target with .cu sources.
+# Those from add_link_options() reach the device link of -rdc targets,
+# where nvcc splits "-fsanitize=address,undefined" at the comma: host link
+# only. Call on every target with .cu sources.
 function(xtq_cuda_host_only_flags target)
   get_target_property(opts ${target} COMPILE_OPTIONS)
-  if(NOT opts)
-    return()
+  if(opts)
+    set(new)
+    foreach(o IN LISTS opts)
+      if(o MATCHES "^-f(no-)?(sanitize|omit-frame-pointer)")
+        list(APPEND new "$<$<NOT:$<COMPILE_LANGUAGE:CUDA>>:${o}>")
+      else()
+        list(APPEND new "${o}")
+      endif()
+    endforeach()
+    set_target_properties(${target} PROPERTIES COMPILE_OPTIONS "${new}")
   endif()
-  set(new)
-  foreach(o IN LISTS opts)
-    if(o MATCHES "^-f(no-)?(sanitize|omit-frame-pointer)")
-      list(APPEND new "$<$<NOT:$<COMPILE_LANGUAGE:CUDA>>:${o}>")
-    else()
-      list(APPEND new "${o}")
-    endif()
-  endforeach()
-  set_target_properties(${target} PROPERTIES COMPILE_OPTIONS "${new}")
+  get_target_property(lopts ${target} LINK_OPTIONS)
+  if(lopts)
+    set(new)
+    foreach(o IN LISTS lopts)
+      if(o MATCHES "^-fsanitize")
+        string(REPLACE "," "$<COMMA>" o "${o}")
+        list(APPEND new "$<HOST_LINK:${o}>")
+      else()
+        list(APPEND new "${o}")
+      endif()
+    endforeach()
+    set_target_properties(${target} PROPERTIES LINK_OPTIONS "${new}")
+  endif()
 endfunction()
 xtq_cuda_host_only_flags(xtq_obj)
 
@@ -47,7 +61,10 @@ if(XTQ_BUILD_APPS AND EXISTS ${PROJECT_SOURCE_DIR}/tools/gpu_rtt.c)
   add_executable(xtq_gpu_rtt ${PROJECT_SOURCE_DIR}/tools/gpu_rtt.c
                              ${PROJECT_SOURCE_DIR}/tools/gpu_rtt_kernels.cu)
   target_compile_options(xtq_gpu_rtt PRIVATE $<$<COMPILE_LANGUAGE:C>:${XTQ_WARNINGS}>)
-  set_target_properties(xtq_gpu_rtt PROPERTIES CUDA_STANDARD 17 LINKER_LANGUAGE CUDA)
+  # -rdc: the processor launches grids, and the benchmark's pollers
+  # launch kernels and device graphs (the device runtime, cudadevrt).
+  set_target_properties(xtq_gpu_rtt PROPERTIES CUDA_STANDARD 17 LINKER_LANGUAGE CUDA
+                                               CUDA_SEPARABLE_COMPILATION ON)
   target_link_libraries(xtq_gpu_rtt PRIVATE xtq_internal CUDA::cudart_static)
   xtq_cuda_host_only_flags(xtq_gpu_rtt)
 endif()

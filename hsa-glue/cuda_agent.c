@@ -59,8 +59,11 @@ struct cuda_queue {
     struct xtq_queue base;
     uint32_t slot;
     void *mem;
-    struct xtq__cuda_done *done;
-    struct xtq__cuda_qhost *qhost;
+    _Atomic uint64_t *done; /* completion words (cuda_abi.h) */
+    _Atomic uint64_t *inl;  /* inline areas: inl_lines lines (two words each) per slot */
+    uint32_t inl_lines;
+    uint32_t inl_data; /* data bytes an inline copy may hold */
+    uint32_t inline_max; /* payload bytes inlined at most */
     uint64_t retired; /* retire thread only */
     struct cuda_queue *next_dead;
 };
@@ -69,6 +72,10 @@ struct cuda_agent {
     struct xtq_agent base;
     int device;
     unsigned blocks;
+    bool host_atomics; /* the GPU decrements completion signals itself */
+    uint32_t caps;     /* XTQ__CUDA_CAP_* of the running processor */
+    uint32_t grid_min;
+    uint32_t inline_max;
     cudaStream_t run;
     cudaStream_t ctl_stream;
     struct xtq__cuda_dev *dev; /* device memory */
@@ -168,13 +175,15 @@ static void nap_ns(long ns)
     nanosleep(&ts, NULL);
 }
 
-/* Bump the queue-table version and wait until the processor uses it:
- * afterwards it no longer touches a queue removed before the bump. */
-static int cuda_publish_table(struct cuda_agent *a)
+/* Bump the queue-table version: the processor reloads its copy of the
+ * table and settings at its next poll. `wait`: until it has, after which
+ * it no longer touches a queue removed before the bump. (A new queue
+ * needs no wait: its packets wait for the reload.) */
+static int cuda_publish_table(struct cuda_agent *a, bool wait)
 {
     uint32_t v = ++a->version;
     int rc = cuda_put(a, (void *)&a->dev->version, &v, sizeof(v));
-    if (rc || !a->running)
+    if (rc || !a->running || !wait)
         return rc; /* a processor that starts later reads it first */
     for (long ns = 1000; a->ctl->version_seen != v; ns = ns < 1000000 ? ns * 2 : ns) {
         if (!processor_alive(a)) {
@@ -235,9 +244,14 @@ static int processor_start(struct cuda_agent *a, xtq_cuda_launch_fn launch, uint
     a->running = true;
     a->launch = launch;
     a->tag = tag;
+    a->caps = a->ctl->caps;
     snprintf(a->module_name, sizeof(a->module_name), "%s", name);
     xtq_dbg(CUDA, "packet processor of %s running (tag %u)", name, tag);
-    return cuda_publish_table(a);
+    if (a->grid_min && tag != CUDA_TAG_BUILTIN && !(a->caps & XTQ__CUDA_CAP_GRID))
+        xtq_info(CUDA, "task module %s was built without -rdc: dispatches of %u work-groups "
+                       "and more run in the processor's %u blocks, not on a grid of their own",
+                 name, a->grid_min, a->blocks);
+    return cuda_publish_table(a, true);
 }
 
 /* Make `launch` the agent's processor: now if one runs (stopped between
@@ -262,31 +276,52 @@ static int processor_switch(struct cuda_agent *a, xtq_cuda_launch_fn launch, uin
 
 /* ---- retire thread ----------------------------------------------------- */
 
-/* Consume one queue's completion entries. Caller holds the lock. */
-static bool cuda_drain_queue(struct cuda_queue *q)
+/*
+ * Consume one queue's completion words. The host, not the GPU, frees
+ * slots: the GPU writes one word per packet, this thread reads the cookie
+ * and the completion signal from the ring slot (still the producer's),
+ * clears the slot and publishes read_index (the consumer half of
+ * queue_int.h's protocol), then decrements the signal and calls retire.
+ * Caller holds the lock.
+ */
+static bool cuda_drain_queue(struct cuda_agent *a, struct cuda_queue *q)
 {
     uint64_t r = q->retired, start = r;
     for (;;) {
-        struct xtq__cuda_done *e = &q->done[r & q->base.mask];
-        if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != r + 1)
+        uint64_t w = atomic_load_explicit(&q->done[r & q->base.mask], memory_order_acquire);
+        if ((uint32_t)w != (uint32_t)(r + 1))
             break;
-        void *cookie = (void *)(uintptr_t)e->cookie;
-        /* The GPU could not decrement it without native host atomics. */
-        if (e->signal)
-            xtq_signal_add((xtq_signal_t *)(uintptr_t)e->signal, -1);
-        if (cookie != NULL && q->base.retire != NULL)
-            q->base.retire(cookie, e->status);
+        xtq_aql_packet_t *slot = &q->base.ring[r & q->base.mask];
+        /* The GPU can finish a packet from its inline copy before the
+         * producer's header store reaches this core: the header (and
+         * with it the cookie) is then not ours to read yet. */
+        if (xtq_aql_header_type(__atomic_load_n(&slot->header, __ATOMIC_ACQUIRE)) ==
+            XTQ_PACKET_TYPE_INVALID)
+            break;
+        /* Stage profile: the host saw the GPU's completion (matched
+         * to its task by time: one in flight in the benchmarks). */
+        XTQ_TRACE_POINT(XTQ_TRACE_TASK_END, 0);
+        int status = (int32_t)(w >> 32);
+        void *cookie = q->base.cookies[r & q->base.mask];
+        xtq_signal_t *sig = (xtq_signal_t *)(uintptr_t)slot->kernel.completion_signal.handle;
+        q->base.cookies[r & q->base.mask] = NULL;
+        __atomic_store_n(&slot->header, (uint16_t)XTQ_PACKET_TYPE_INVALID, __ATOMIC_RELEASE);
         r++;
+        atomic_store_explicit(q->base.read_index, r, memory_order_release);
+        /* The GPU could not decrement it without native host atomics. */
+        if (sig != NULL && !a->host_atomics)
+            xtq_signal_add(sig, -1);
+        if (cookie != NULL && q->base.retire != NULL)
+            q->base.retire(cookie, status);
     }
     if (r == start)
         return false;
     q->retired = r;
-    __atomic_store_n(&q->qhost->retired, r, __ATOMIC_RELEASE);
     xtq__queue_notify_space(&q->base);
     return true;
 }
 
-/* Consume completion entries; returns whether packets are still pending. */
+/* Consume completion words; returns whether packets are still pending. */
 static bool cuda_drain(struct cuda_agent *a, bool *progressed)
 {
     bool pending = false;
@@ -295,7 +330,7 @@ static bool cuda_drain(struct cuda_agent *a, bool *progressed)
         struct cuda_queue *q = a->queues[i];
         if (q == NULL)
             continue;
-        if (cuda_drain_queue(q))
+        if (cuda_drain_queue(a, q))
             *progressed = true;
         if (q->retired < atomic_load_explicit(q->base.write_index, memory_order_acquire))
             pending = true;
@@ -310,13 +345,13 @@ static bool cuda_drain(struct cuda_agent *a, bool *progressed)
  * with -XTQ_ECANCELED, as ROCr does, so the engine's initiators hear of
  * them. Completion signals are left alone (a failed task does not signal).
  * The processor takes packets in order and finishes one before it looks
- * at the queue table again, so everything below read_index has its
- * completion entry. Caller holds the lock.
+ * at the queue table again, so every packet it took has its completion
+ * word, which the drain turns into read_index. Caller holds the lock.
  */
-static void cuda_queue_cancel(struct cuda_queue *q)
+static void cuda_queue_cancel(struct cuda_agent *a, struct cuda_queue *q)
 {
     xtq_queue_t *b = &q->base;
-    (void)cuda_drain_queue(q);
+    (void)cuda_drain_queue(a, q);
     uint64_t r = atomic_load_explicit(b->read_index, memory_order_acquire);
     uint64_t w = atomic_load_explicit(b->write_index, memory_order_acquire);
     for (; r < w; r++) {
@@ -396,27 +431,129 @@ static void cuda_doorbell(xtq_queue_t *queue, uint64_t index)
         xtq__futex_wake(&a->bell, 1);
 }
 
-/* The generic enqueue, plus hints for the processor in fields HSA reserves
- * (the rewrite left them zero): the payload's length, to decide where the
- * task reads it (XTQ_CUDA_COPY_MIN), and the arguments' length, to fetch
- * them before the kernel object is looked up (checked against it there). */
+/*
+ * Fill slot `index`'s inline area (cuda_abi.h): the packet, the kernel
+ * arguments and, when it fits, the payload, each 4 bytes in an 8-byte
+ * word with the slot's flag, so the processor's poll is its only read of
+ * the task. Arguments too long for the area stay where they landed: the
+ * header says how long they are, so the processor fetches them while it
+ * checks the kernel. Line 0 (the header, with the line count) goes last,
+ * with release semantics; the processor checks every flag anyway.
+ */
+static void inline_fill(struct cuda_queue *q, uint64_t index, const struct xtq__enqueue *d)
+{
+    uint8_t data[XTQ__CUDA_INLINE_DATA_MAX] __attribute__((aligned(16)));
+    struct xtq__cuda_inline h;
+    size_t len = XTQ__CUDA_INLINE_KERNARG;
+    const uint32_t k16 = XTQ_ALIGN_UP(d->kernarg_len, 16u);
+
+    memset(&h, 0, sizeof(h));
+    memcpy(data + XTQ__CUDA_INLINE_PACKET, d->packet, sizeof(*d->packet));
+    if (d->kernarg != NULL && d->kernarg_len && d->kernarg_len <= XTQ_CUDA_MAX_KERNARG &&
+        len + k16 <= q->inl_data) {
+        memcpy(data + len, d->kernarg, d->kernarg_len);
+        memset(data + len + d->kernarg_len, 0, k16 - d->kernarg_len);
+        h.kernarg_len = (uint16_t)d->kernarg_len;
+        len += k16;
+        /* The payload travels with the packet when argument 1 can be
+         * pointed at the processor's copy of it. */
+        if (d->payload != NULL && d->payload_len && d->payload_len <= q->inline_max &&
+            d->kernarg_len >= 16 && len + d->payload_len <= q->inl_data) {
+            memcpy(data + len, d->payload, d->payload_len);
+            h.flags |= XTQ__CUDA_INLINE_PAYLOAD;
+            len += d->payload_len;
+        }
+    } else if (d->kernarg != NULL && d->kernarg_len <= XTQ_CUDA_MAX_KERNARG) {
+        h.kernarg_ext = d->kernarg_len;
+    }
+    h.payload_len = d->payload_len;
+    h.result = (uint64_t)(uintptr_t)d->result;
+    h.result_len = (uint32_t)d->result_len;
+    const uint32_t nlines = (uint32_t)((len + XTQ__CUDA_LINE_DATA - 1) / XTQ__CUDA_LINE_DATA);
+    memset(data + len, 0, (size_t)nlines * XTQ__CUDA_LINE_DATA - len);
+    h.nlines = (uint16_t)nlines;
+    memcpy(data, &h, sizeof(h));
+
+    _Atomic uint64_t *area = q->inl + (index & q->base.mask) * q->inl_lines * 2;
+    const uint64_t flag = (uint64_t)(uint32_t)(index + 1) << 32;
+    uint32_t w32[2];
+    for (uint32_t i = 2; i < 2 * nlines; i++) {
+        memcpy(&w32[0], data + 4 * i, 4);
+        atomic_store_explicit(&area[i], flag | w32[0], memory_order_relaxed);
+    }
+    memcpy(w32, data, 8);
+    atomic_store_explicit(&area[1], flag | w32[1], memory_order_relaxed);
+    /* Release: the processor acquires line 0, and then reads what was
+     * written before it (a payload read in place, too). */
+    atomic_store_explicit(&area[0], flag | w32[0], memory_order_release);
+}
+
+const _Atomic uint64_t *xtq__cuda_done_word(xtq_queue_t *queue, uint64_t index)
+{
+    struct cuda_queue *q = container_of(queue, struct cuda_queue, base);
+    return &q->done[index & queue->mask];
+}
+
+/*
+ * The producer protocol (queue_int.h) with the inline copy at step 4:
+ * ring body, cookie and retire, inline area, then the ring header. The
+ * ring slot stays a plain AQL packet: the retire thread reads the cookie
+ * and the completion signal there, and a processor that finds no current
+ * inline copy runs it as written. The result buffer reaches the GPU in
+ * the inline header (q->results stays empty: no host thread takes it).
+ */
+int xtq__cuda_enqueue(xtq_queue_t *queue, const struct xtq__enqueue *d, uint64_t *index)
+{
+    struct cuda_queue *q = container_of(queue, struct cuda_queue, base);
+    const xtq_aql_packet_t *pkt = d->packet;
+    uint64_t i;
+    uint32_t first;
+
+    if (d->result_len > UINT32_MAX || (d->result == NULL && d->result_len))
+        return -XTQ_EINVAL;
+    int rc = xtq_queue_reserve(queue, 1, &i);
+    if (rc)
+        return rc;
+    xtq_aql_packet_t *slot = xtq_queue_slot(queue, i);
+    memcpy(slot->bytes + 4, pkt->bytes + 4, XTQ_AQL_PACKET_SIZE - 4);
+    if (d->cookie != NULL && queue->retire != d->retire)
+        queue->retire = d->retire;
+    queue->cookies[i & queue->mask] = d->cookie;
+    inline_fill(q, i, d);
+    memcpy(&first, pkt->bytes, sizeof(first));
+    xtq_queue_publish(queue, i, (uint16_t)(first & 0xffffu), (uint16_t)(first >> 16));
+    XTQ_TRACE_POINT(XTQ_TRACE_ENQUEUED, d->trace_key);
+    xtq_queue_ring_doorbell(queue, i);
+    XTQ_TRACE_POINT(XTQ_TRACE_DOORBELL, d->trace_key);
+    if (index != NULL)
+        *index = i;
+    return 0;
+}
+
+/* The agent's enqueue operation (xtq__agent_ops). */
 static int cuda_enqueue(xtq_queue_t *queue, const struct xtq__enqueue *desc)
 {
-    if (xtq_aql_header_type(desc->packet->header) != XTQ_PACKET_TYPE_KERNEL_DISPATCH)
-        return xtq__queue_enqueue(queue, desc);
-    xtq_aql_packet_t pkt = *desc->packet;
-    struct xtq__enqueue hinted = *desc;
-    pkt.kernel.reserved2 = desc->payload_len;
-    pkt.kernel.reserved0 = (uint16_t)desc->kernarg_len;
-    hinted.packet = &pkt;
-    return xtq__queue_enqueue(queue, &hinted);
+    return xtq__cuda_enqueue(queue, desc, NULL);
+}
+
+/* Lines per slot for inline payloads of up to `inline_max` bytes beside
+ * the header, the packet and typical arguments: a power of two, one warp
+ * at least (the first poll reads 32 lines), 256 at most. */
+static uint32_t inline_lines(uint32_t inline_max)
+{
+    uint32_t want = (XTQ__CUDA_INLINE_KERNARG + 64u + inline_max + XTQ__CUDA_LINE_DATA - 1) /
+                    XTQ__CUDA_LINE_DATA;
+    uint32_t lines = 32;
+    while (lines < want && lines < 256)
+        lines *= 2;
+    return lines;
 }
 
 static int cuda_queue_create(xtq_agent_t *agent, uint32_t size, xtq_queue_t **queue)
 {
     struct cuda_agent *a = to_cuda(agent);
     struct cuda_queue *q;
-    size_t off_idx, off_db, off_qh, off_ck, off_done, total;
+    size_t off_idx, off_db, off_done, off_inl, total;
     struct xtq__cuda_qdesc qd;
     uint32_t slot, one = 1;
     int rc;
@@ -426,12 +563,18 @@ static int cuda_queue_create(xtq_agent_t *agent, uint32_t size, xtq_queue_t **qu
     q = calloc(1, sizeof(*q));
     if (q == NULL)
         return -XTQ_ENOMEM;
+    q->inl_lines = inline_lines(a->inline_max);
+    q->inl_data = (q->inl_lines < XTQ__CUDA_INLINE_LINES_MAX ? q->inl_lines
+                                                              : XTQ__CUDA_INLINE_LINES_MAX) *
+                  XTQ__CUDA_LINE_DATA;
+    q->inline_max = a->inline_max;
+    /* One pinned, mapped block: ring, indices, doorbell, completion
+     * words, inline areas. */
     off_idx = (size_t)size * XTQ_AQL_PACKET_SIZE;
     off_db = off_idx + sizeof(struct xtq__queue_indices);
-    off_qh = off_db + sizeof(struct xtq_signal);
-    off_ck = off_qh + sizeof(struct xtq__cuda_qhost);
-    off_done = XTQ_ALIGN_UP(off_ck + (size_t)size * sizeof(void *), (size_t)XTQ_CACHELINE);
-    total = off_done + (size_t)size * sizeof(struct xtq__cuda_done);
+    off_done = XTQ_ALIGN_UP(off_db + sizeof(struct xtq_signal), (size_t)XTQ_CACHELINE);
+    off_inl = XTQ_ALIGN_UP(off_done + (size_t)size * sizeof(uint64_t), (size_t)XTQ_CACHELINE);
+    total = off_inl + (size_t)size * q->inl_lines * XTQ__CUDA_LINE_BYTES;
 
     cudaSetDevice(a->device);
     rc = cuda_rc(cudaHostAlloc(&q->mem, total, cudaHostAllocMapped | cudaHostAllocPortable),
@@ -445,11 +588,8 @@ static int cuda_queue_create(xtq_agent_t *agent, uint32_t size, xtq_queue_t **qu
                          (struct xtq__queue_indices *)((char *)q->mem + off_idx), db);
     if (rc)
         goto err_host;
-    /* The GPU clears cookies as it takes packets: they must be mapped. */
-    free(q->base.cookies);
-    q->base.cookies = (void **)((char *)q->mem + off_ck);
-    q->qhost = (struct xtq__cuda_qhost *)((char *)q->mem + off_qh);
-    q->done = (struct xtq__cuda_done *)((char *)q->mem + off_done);
+    q->done = (_Atomic uint64_t *)((char *)q->mem + off_done);
+    q->inl = (_Atomic uint64_t *)((char *)q->mem + off_inl);
 
     pthread_mutex_lock(&a->lock);
     for (slot = 0; slot < XTQ__CUDA_MAX_QUEUES && a->queues[slot] != NULL; slot++)
@@ -458,25 +598,25 @@ static int cuda_queue_create(xtq_agent_t *agent, uint32_t size, xtq_queue_t **qu
         pthread_mutex_unlock(&a->lock);
         xtq_err(CUDA, "more than %d queues on one CUDA agent", XTQ__CUDA_MAX_QUEUES);
         rc = -XTQ_ENOSPC;
-        goto err_host;
+        goto err_init;
     }
     /* The processor reads the block through the GPU's mapping of it. */
     uint64_t dbase;
     rc = cuda_devptr(q->mem, &dbase);
     if (rc) {
         pthread_mutex_unlock(&a->lock);
-        goto err_host;
+        goto err_init;
     }
     memset(&qd, 0, sizeof(qd));
     qd.ring = dbase;
-    qd.idx = dbase + off_idx;
-    qd.cookies = dbase + off_ck;
+    qd.read_index = dbase + off_idx + offsetof(struct xtq__queue_indices, read_index);
+    qd.inl = dbase + off_inl;
     qd.done = dbase + off_done;
-    qd.qhost = dbase + off_qh;
     qd.mask = size - 1;
+    qd.inl_lines = q->inl_lines;
     q->slot = slot;
-    /* Descriptor first, then active, then the slot count: the processor
-     * never reads a half-written descriptor. */
+    /* Descriptor, active, slot count, then a new table version: the
+     * processor reloads its copy of the table and polls the queue. */
     rc = cuda_put(a, &a->dev->q[slot], &qd, sizeof(qd));
     if (rc == 0)
         rc = cuda_put(a, &a->dev->q[slot].active, &one, sizeof(one));
@@ -492,14 +632,18 @@ static int cuda_queue_create(xtq_agent_t *agent, uint32_t size, xtq_queue_t **qu
      * attaches. */
     if (rc == 0 && !a->running)
         rc = processor_start(a, a->launch, a->tag, a->module_name);
+    else if (rc == 0)
+        rc = cuda_publish_table(a, false);
     if (rc)
         a->queues[slot] = NULL;
     pthread_mutex_unlock(&a->lock);
     if (rc)
-        goto err_host;
+        goto err_init;
     *queue = &q->base;
     return 0;
 
+err_init:
+    xtq__queue_fini(&q->base);
 err_host:
     cudaFreeHost(q->mem);
 err_free:
@@ -517,12 +661,12 @@ static int cuda_queue_destroy(xtq_queue_t *queue)
     pthread_mutex_lock(&a->lock);
     rc = cuda_put(a, &a->dev->q[q->slot].active, &zero, sizeof(zero));
     if (rc == 0)
-        rc = cuda_publish_table(a);
+        rc = cuda_publish_table(a, true);
     a->queues[q->slot] = NULL;
     /* The processor has left the queue (or none runs): nothing of it
      * will complete any more. */
     if (rc == 0 || !processor_alive(a))
-        cuda_queue_cancel(q);
+        cuda_queue_cancel(a, q);
     /* Freeing pinned memory may synchronise the device, which never idles
      * while the processor runs: keep it until close. */
     q->next_dead = a->dead;
@@ -637,7 +781,7 @@ static void cuda_close(xtq_agent_t *agent)
     for (uint32_t i = 0; i < XTQ__CUDA_MAX_QUEUES; i++) {
         if (a->queues[i] != NULL) {
             /* The processor and the retire thread are gone. */
-            cuda_queue_cancel(a->queues[i]);
+            cuda_queue_cancel(a, a->queues[i]);
             a->queues[i]->next_dead = a->dead;
             a->dead = a->queues[i];
         }
@@ -645,6 +789,7 @@ static void cuda_close(xtq_agent_t *agent)
     while (a->dead != NULL) {
         struct cuda_queue *q = a->dead;
         a->dead = q->next_dead;
+        xtq__queue_fini(&q->base);
         cudaFreeHost(q->mem);
         free(q);
     }
@@ -806,12 +951,23 @@ static int cuda_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
         init->stage = (uint64_t)(uintptr_t)a->stage;
     }
     init->poll_ns_max = (uint32_t)xtq__param_int(XTQ__PARAM_XTQ_CUDA_POLL_NS);
+    /* Small payloads travel inline with the packet (one read); large
+     * dispatches run on a grid of their own (modules built with -rdc). */
+    uint64_t inl = xtq__param_size(XTQ__PARAM_XTQ_CUDA_INLINE_MAX);
+    a->inline_max = (uint32_t)(inl < XTQ__CUDA_INLINE_DATA_MAX ? inl : XTQ__CUDA_INLINE_DATA_MAX);
+    int64_t gmin = xtq__param_int(XTQ__PARAM_XTQ_CUDA_GRID_MIN);
+    a->grid_min = gmin > 0 ? (uint32_t)(gmin < 0x7fffffff ? gmin : 0x7fffffff) : 0;
+    init->grid_min = a->grid_min;
+    /* Eight blocks of 256 threads fill an SM; more groups loop. */
+    init->grid_blocks_max = (uint32_t)prop.multiProcessorCount * 8u;
+    init->complete_mode = XTQ__CUDA_COMPLETE_RELEASE;
     /* Without native host atomics (PCIe), a GPU atomic on host memory
      * loses the update: completion signals are then decremented with a
      * load and a store by the processor, their only device-side writer. */
     int native = 0;
     (void)cudaDeviceGetAttribute(&native, cudaDevAttrHostNativeAtomicSupported, a->device);
     init->host_atomics = native != 0;
+    a->host_atomics = native != 0;
     rc = cuda_check_identity(a->sigs);
     if (rc == 0)
         rc = cuda_devptr(a->ctl, &init->ctl);
@@ -1073,11 +1229,92 @@ int xtq__cuda_profile(xtq_agent_t *agent, uint64_t out[8])
     return cuda_rc(e, "cudaMemcpyAsync (profile)");
 }
 
+int xtq__cuda_tune(xtq_agent_t *agent, enum xtq__cuda_knob knob, uint32_t value)
+{
+    if (agent == NULL || agent->kind != XTQ_AGENT_CUDA)
+        return -XTQ_EINVAL;
+    struct cuda_agent *a = to_cuda(agent);
+    void *dst;
+    switch (knob) {
+    case XTQ__CUDA_KNOB_COMPLETE:
+        if (value != XTQ__CUDA_COMPLETE_RELEASE && value != XTQ__CUDA_COMPLETE_FENCE)
+            return -XTQ_EINVAL;
+        dst = (void *)&a->dev->complete_mode;
+        break;
+    case XTQ__CUDA_KNOB_GRID_MIN:
+        dst = (void *)&a->dev->grid_min;
+        break;
+    default:
+        return -XTQ_EINVAL;
+    }
+    pthread_mutex_lock(&a->lock);
+    cudaSetDevice(a->device);
+    /* The processor reads its settings with the queue table. */
+    int rc = cuda_put(a, dst, &value, sizeof(value));
+    if (rc == 0 && knob == XTQ__CUDA_KNOB_GRID_MIN)
+        a->grid_min = value;
+    if (rc == 0)
+        rc = cuda_publish_table(a, true);
+    pthread_mutex_unlock(&a->lock);
+    return rc;
+}
+
+uint32_t xtq__cuda_caps(xtq_agent_t *agent)
+{
+    if (agent == NULL || agent->kind != XTQ_AGENT_CUDA)
+        return 0;
+    struct cuda_agent *a = to_cuda(agent);
+    pthread_mutex_lock(&a->lock);
+    uint32_t caps = a->caps;
+    pthread_mutex_unlock(&a->lock);
+    return caps;
+}
+
+int xtq__cuda_grid_stats(xtq_agent_t *agent, uint64_t out[2])
+{
+    if (agent == NULL || agent->kind != XTQ_AGENT_CUDA)
+        return -XTQ_EINVAL;
+    struct cuda_agent *a = to_cuda(agent);
+    XTQ_STATIC_ASSERT(offsetof(struct xtq__cuda_dev, grid_failures) ==
+                          offsetof(struct xtq__cuda_dev, grid_launches) + 8,
+                      "one copy reads both counters");
+    cudaError_t e = cudaMemcpyAsync(out, &a->dev->grid_launches, 2 * sizeof(uint64_t),
+                                    cudaMemcpyDeviceToHost, a->ctl_stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(a->ctl_stream);
+    return cuda_rc(e, "cudaMemcpyAsync (grid counters)");
+}
+
 #else /* !XTQ_HAVE_CUDA_AGENT: the API exists, the agent does not. */
 
 int xtq__cuda_profile(xtq_agent_t *agent, uint64_t out[8])
 {
     return -XTQ_ENOAGENT;
+}
+
+int xtq__cuda_tune(xtq_agent_t *agent, enum xtq__cuda_knob knob, uint32_t value)
+{
+    return -XTQ_ENOAGENT;
+}
+
+uint32_t xtq__cuda_caps(xtq_agent_t *agent)
+{
+    return 0;
+}
+
+int xtq__cuda_grid_stats(xtq_agent_t *agent, uint64_t out[2])
+{
+    return -XTQ_ENOAGENT;
+}
+
+int xtq__cuda_enqueue(xtq_queue_t *queue, const struct xtq__enqueue *d, uint64_t *index)
+{
+    return -XTQ_ENOAGENT;
+}
+
+const _Atomic uint64_t *xtq__cuda_done_word(xtq_queue_t *queue, uint64_t index)
+{
+    return NULL;
 }
 
 int xtq_cuda_attach(xtq_agent_t *agent, xtq_cuda_launch_fn launch, const char *name)

@@ -1,38 +1,77 @@
 /*
  * GPU task round trip, in one process: a host thread plays the target's
- * engine and writes a kernel-dispatch packet into the CUDA agent's queue
- * (XTQ), or launches the same kernel with the CUDA runtime (HSA mode).
- * Each round trip ends when the host sees the completion (XTQ: the
- * completion signal at 0; HSA: a mapped counter written by the kernel, or
- * cudaStreamSynchronize). The task reads the payload and writes a result.
+ * engine and enqueues a kernel dispatch on the CUDA agent (XTQ), or starts
+ * the same computation another way. Each round trip runs from before the
+ * enqueue (or launch) until the host sees the completion; the task sums
+ * the payload's 4-byte words into device memory, checked after every
+ * round trip (the completion must order the sum before it).
  *
- *   xtq_gpu_rtt [-n iters] [-o results.csv] [-c commit]
+ *   xtq_gpu_rtt [-n iters] [-o results.csv] [-c commit] [-m mode,...] [-x] [-t seconds]
+ *
+ * -m picks modes (default: all but dgraph); -x runs without the agent's
+ * processor (no queue: the GPU runs nothing else; xtq modes are left
+ * out); -t ends the run after that many seconds with what it was doing
+ * (a device graph's setup waits for the device to idle, which it never
+ * does while a persistent processor runs).
  *
  * Modes (medians in microseconds):
- *   xtq       payload read in place from pinned host memory
- *   xtq_dev   payload already in device memory (placement lower bound)
- *   xtq_copy  host copies the payload to device memory, then enqueues
- *   hsa_flag  cudaLaunchKernel, wait for a mapped flag the kernel writes
- *   hsa_sync  cudaLaunchKernel + cudaStreamSynchronize
+ *   xtq        the engine's path: packet, arguments and a payload of up to
+ *              XTQ_CUDA_INLINE_MAX bytes inline (one read), completion by
+ *              st.release.sys; the host waits for the completion signal,
+ *              which the agent's retire thread decrements
+ *   xtq_word   the same, but the waiting thread reads the completion word
+ *              itself: the retire thread's hand-off left out
+ *   xtq_fence  xtq with the completion ordered by __threadfence_system()
+ *   xtq_plain  a plain AQL packet (no inline copy, as xtq_queue_submit
+ *              writes it): the processor reads the header, then the body,
+ *              then the arguments, then the task reads the payload in place
+ *              (never staged: nothing says how long it is)
+ *   xtq_proc   xtq with every work-group in the processor's blocks
+ *   xtq_grid   xtq with every multi-group dispatch on a launched grid
+ *   cdp        no agent: a poller kernel answers a host doorbell and
+ *              launches the sum grid (dynamic parallelism)
+ *   dgraph     the same with a device graph launch
+ *   hsa_flag   cudaLaunchKernel, wait for a mapped flag the kernel writes
+ *   hsa_sync   cudaLaunchKernel + cudaStreamSynchronize
+ * xtq_proc and xtq_grid run where a dispatch has more than one work-group.
+ * Uses internal entry points (the agent without a context); the two-rank
  * A tool, not a benchmark of the public API: it drives the agent without a
  * context through internal entry points (the provider's open, the
- * processor's stage profile), to find the floors of GPU task placement.
- * The public-API round trip is bench/rtt.c --agent cuda.
+ * processor's stage profile). The public-API round trip is
+ * xtq_bench_rtt --agent cuda.
  */
 #include "internal.h"
 
 #include <getopt.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
+#include <xtq/cuda_abi.h>
+
 #include "gpu_rtt.h"
 
-enum { M_XTQ, M_XTQ_DEV, M_XTQ_COPY, M_HSA_FLAG, M_HSA_SYNC, M_COUNT };
-static const char *mode_name[M_COUNT] = {"xtq", "xtq_dev", "xtq_copy", "hsa_flag", "hsa_sync"};
+enum {
+    M_XTQ,
+    M_XTQ_WORD,
+    M_XTQ_FENCE,
+    M_XTQ_PLAIN,
+    M_XTQ_PROC,
+    M_XTQ_GRID,
+    M_CDP,
+    M_DGRAPH,
+    M_HSA_FLAG,
+    M_HSA_SYNC,
+    M_COUNT
+};
+static const char *mode_name[M_COUNT] = {"xtq",      "xtq_word", "xtq_fence", "xtq_plain",
+                                         "xtq_proc", "xtq_grid", "cdp",       "dgraph",
+                                         "hsa_flag", "hsa_sync"};
 
 #define CK(call)                                                                          \
     do {                                                                                  \
-        cudaError_t e_ = (call);                                                          \
+        cudaError_t e_ = (cudaError_t)(call);                                             \
         if (e_ != cudaSuccess) {                                                          \
             fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_));                   \
             exit(1);                                                                      \
@@ -66,24 +105,149 @@ static uint64_t pct(const uint64_t *sorted, int n, double p)
 
 /* Processor stages (cuda_abi.h prof[]): the time from each to the next,
  * and, last, the host's round trip minus the GPU's span (the GPU seeing
- * the doorbell, and the host seeing the completion). */
+ * the packet after the host wrote it, and the host seeing the completion
+ * after the GPU stored it). */
 #define PROF_N 1000
-#define PROF_STAGES 7
-static const char *prof_name[PROF_STAGES] = {"body",  "args", "publish", "start",
-                                             "task",  "fence", "host+link"};
+#define PROF_STAGES 6
+static const char *prof_name[PROF_STAGES] = {"unpack", "check+args", "start",
+                                             "task",   "complete",   "host+link"};
 static uint64_t prof[PROF_STAGES][PROF_N];
+
+/* Launches from the GPU without the agent: a poller answers n bells. */
+#define POLLER_BATCH 100
+/* A round trip that takes this long is a failure, not a measurement. */
+#define STALL_NS 5000000000ull
+
+/* Spin until `cond` holds; false when it did not within STALL_NS. */
+#define SPIN_UNTIL(cond)                                                                  \
+    ({                                                                                    \
+        uint64_t s0_ = xtq__now_ns();                                                     \
+        bool ok_ = true;                                                                  \
+        for (unsigned n_ = 0; !(cond); n_++) {                                            \
+            xtq__cpu_relax();                                                             \
+            if ((n_ & 4095) == 0 && xtq__now_ns() - s0_ > STALL_NS) {                     \
+                ok_ = false;                                                              \
+                break;                                                                    \
+            }                                                                             \
+        }                                                                                 \
+        ok_;                                                                              \
+    })
+
+struct bench {
+    xtq_agent_t *agent;
+    xtq_queue_t *q;
+    xtq_kernel_t *k;
+    xtq_signal_t *sig;
+    struct rtt_args *ka; /* pinned host: the plain packets' arguments */
+    uint32_t *payload;
+    unsigned long long *dresult;
+    unsigned *done;
+    unsigned *bell;
+    cudaStream_t stream, poll_stream;
+    unsigned inline_max;
+};
+
+/* One XTQ round trip; returns when the host saw the completion (false:
+ * it did not come). */
+static bool xtq_once(struct bench *b, int m, size_t len, unsigned groups)
+{
+    xtq_aql_packet_t p;
+    uint64_t i;
+    memset(&p, 0, sizeof(p));
+    p.kernel.header = xtq_aql_header(XTQ_PACKET_TYPE_KERNEL_DISPATCH, 0, XTQ_FENCE_SCOPE_SYSTEM,
+                                     XTQ_FENCE_SCOPE_SYSTEM);
+    p.kernel.setup = 1;
+    p.kernel.workgroup_size_x = RTT_WG;
+    p.kernel.workgroup_size_y = p.kernel.workgroup_size_z = 1;
+    p.kernel.grid_size_x = groups * RTT_WG;
+    p.kernel.grid_size_y = p.kernel.grid_size_z = 1;
+    p.kernel.kernel_object = b->k->object;
+    p.kernel.kernarg_address = b->ka;
+    p.kernel.completion_signal = xtq_signal_handle(b->sig);
+    if (m == M_XTQ_PLAIN) {
+        /* As xtq_queue_submit writes it: no inline copy, no lengths. */
+        while (xtq_queue_reserve(b->q, 1, &i) != 0)
+            xtq__cpu_relax();
+        xtq_aql_packet_t *slot = xtq_queue_slot(b->q, i);
+        memcpy(slot->bytes + 4, p.bytes + 4, XTQ_AQL_PACKET_SIZE - 4);
+        b->q->cookies[i & b->q->mask] = NULL;
+        xtq_queue_publish(b->q, i, p.kernel.header, p.kernel.setup);
+        xtq_queue_ring_doorbell(b->q, i);
+    } else {
+        struct xtq__enqueue d = {.packet = &p,
+                                 .kernarg = b->ka,
+                                 .kernarg_len = sizeof(*b->ka),
+                                 .payload = b->payload,
+                                 .payload_len = len};
+        while (xtq__cuda_enqueue(b->q, &d, &i) != 0)
+            xtq__cpu_relax();
+    }
+    if (m == M_XTQ_WORD) {
+        /* The retire thread still decrements the signal: main waits for
+         * it outside the measured time. */
+        const _Atomic uint64_t *w = xtq__cuda_done_word(b->q, i);
+        return SPIN_UNTIL((uint32_t)atomic_load_explicit(w, memory_order_acquire) ==
+                          (uint32_t)(i + 1));
+    }
+    return SPIN_UNTIL(atomic_load_explicit(&b->sig->value, memory_order_acquire) == 0);
+}
+
+/* Modes that failed here (cdp, dgraph: device launches refused). */
+static bool failed[M_COUNT];
+static bool wanted[M_COUNT];
+
+/* -t: what the run was doing when the watchdog fired. */
+static char doing[160] = "starting";
+
+static void watchdog(int sig)
+{
+    char msg[256];
+    int n = snprintf(msg, sizeof(msg), "watchdog: no progress while %s\n", doing);
+    if (n > 0)
+        (void)!write(1, msg, (size_t)n);
+    _exit(3);
+}
+
+static bool mode_runs(int m, unsigned groups)
+{
+    if (failed[m] || !wanted[m])
+        return false;
+    if (m == M_XTQ_PROC || m == M_XTQ_GRID)
+        return groups > 1;
+    return true;
+}
 
 int main(int argc, char **argv)
 {
-    int iters = 2000, opt;
-    const char *csv = NULL, *commit = "unknown";
-    while ((opt = getopt(argc, argv, "n:o:c:")) != -1) {
+    int iters = 2000, opt, limit_s = 0;
+    bool no_processor = false;
+    const char *csv = NULL, *commit = "unknown", *modes = NULL;
+    while ((opt = getopt(argc, argv, "n:o:c:m:xt:")) != -1) {
         if (opt == 'n')
             iters = atoi(optarg);
         else if (opt == 'o')
             csv = optarg;
         else if (opt == 'c')
             commit = optarg;
+        else if (opt == 'm')
+            modes = optarg;
+        else if (opt == 'x')
+            no_processor = true;
+        else if (opt == 't')
+            limit_s = atoi(optarg);
+    }
+    for (int m = 0; m < M_COUNT; m++) {
+        char list[256];
+        snprintf(list, sizeof(list), ",%s,", modes ? modes : "");
+        char key[32];
+        snprintf(key, sizeof(key), ",%s,", mode_name[m]);
+        wanted[m] = modes ? strstr(list, key) != NULL : m != M_DGRAPH;
+        if (no_processor && m <= M_XTQ_GRID)
+            wanted[m] = false;
+    }
+    if (limit_s > 0) {
+        signal(SIGALRM, watchdog);
+        alarm((unsigned)limit_s);
     }
     char reason[192];
     unsigned ndev = 0;
@@ -91,122 +255,182 @@ int main(int argc, char **argv)
         printf("SKIP: %s\n", reason);
         return 77;
     }
-    xtq_agent_t *agent;
-    XK(xtq__cuda_agent_provider.open(NULL, 0, &agent));
-    XK(rtt_attach(agent));
+    struct bench b;
+    memset(&b, 0, sizeof(b));
+    XK(xtq__cuda_agent_provider.open(NULL, 0, &b.agent));
+    XK(rtt_attach(b.agent));
     struct cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
+    b.inline_max = (unsigned)xtq__param_size(XTQ__PARAM_XTQ_CUDA_INLINE_MAX);
+    const unsigned grid_min = (unsigned)xtq__param_int(XTQ__PARAM_XTQ_CUDA_GRID_MIN);
 
     const size_t max_len = 1 << 20;
-    uint32_t *payload, *dpayload;
-    unsigned long long *result;
-    struct rtt_args *ka;
-    unsigned *done;
-    CK(cudaHostAlloc((void **)&payload, max_len, cudaHostAllocMapped | cudaHostAllocPortable));
-    CK(cudaHostAlloc((void **)&result, 4096, cudaHostAllocMapped | cudaHostAllocPortable));
-    CK(cudaHostAlloc((void **)&ka, 4096, cudaHostAllocMapped | cudaHostAllocPortable));
-    CK(cudaHostAlloc((void **)&done, 4096, cudaHostAllocMapped | cudaHostAllocPortable));
-    CK(cudaMalloc((void **)&dpayload, max_len));
+    CK(cudaHostAlloc((void **)&b.payload, max_len, cudaHostAllocMapped | cudaHostAllocPortable));
+    CK(cudaHostAlloc((void **)&b.ka, 4096, cudaHostAllocMapped | cudaHostAllocPortable));
+    CK(cudaHostAlloc((void **)&b.done, 4096, cudaHostAllocMapped | cudaHostAllocPortable));
+    CK(cudaHostAlloc((void **)&b.bell, 4096, cudaHostAllocMapped | cudaHostAllocPortable));
+    CK(cudaMalloc((void **)&b.dresult, 64));
     srand(1);
     for (size_t i = 0; i < max_len / 4; i++)
-        payload[i] = (uint32_t)rand();
-    CK(cudaMemcpy(dpayload, payload, max_len, cudaMemcpyHostToDevice));
-    cudaStream_t stream;
-    CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        b.payload[i] = (uint32_t)rand();
+    CK(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&b.poll_stream, cudaStreamNonBlocking));
 
-    xtq_kernel_t *k;
     uint64_t fn = rtt_task_address();
     if (fn == 0) {
         fprintf(stderr, "task address lookup failed\n");
         return 1;
     }
-    XK(xtq_kernel_create_cuda(agent, fn, sizeof(struct rtt_args), &k));
-    xtq_queue_t *q;
-    XK(xtq_queue_create(agent, 64, &q));
-    xtq_signal_t *sig;
-    XK(xtq_cuda_signal_create(agent, 0, &sig));
+    XK(xtq_kernel_create_cuda(b.agent, fn, sizeof(struct rtt_args), &b.k));
+    /* The processor starts with the first queue. */
+    if (!no_processor)
+        XK(xtq_queue_create(b.agent, 64, &b.q));
+    XK(xtq_cuda_signal_create(b.agent, 0, &b.sig));
 
     static const size_t sizes[] = {64, 256, 1024, 4096, 16384, 65536, 262144, 1048576};
     enum { NS = sizeof(sizes) / sizeof(sizes[0]) };
-    uint64_t med[NS][M_COUNT], p99[NS][M_COUNT];
+    uint64_t med[NS][M_COUNT];
     int bad = 0;
     uint64_t *t = calloc((size_t)iters, sizeof(*t));
     FILE *out = csv ? fopen(csv, "w") : NULL;
     if (out)
-        fprintf(out, "# device=%s commit=%s processor_blocks=%u iters=%d\n"
-                     "size_bytes,mode,median_us,p10_us,p90_us,p99_us\n",
-                prop.name, commit, agent->info.workers, iters);
+        fprintf(out,
+                "# device=%s commit=%s processor_blocks=%u iters=%d inline_max=%u grid_min=%u\n"
+                "size_bytes,mode,median_us,p10_us,p90_us,p99_us\n",
+                prop.name, commit, b.agent->info.workers, iters, b.inline_max, grid_min);
 
     for (int si = 0; si < NS; si++) {
-        size_t len = sizes[si];
-        uint32_t words = (uint32_t)(len / 4);
-        unsigned groups = (unsigned)((len + 4 * 4 * RTT_WG - 1) / (4 * 4 * RTT_WG));
-        unsigned long long want = 0;
-        for (uint32_t i = 0; i < words; i++)
-            want += payload[i];
+        const size_t len = sizes[si];
+        const uint32_t words = (uint32_t)(len / 4);
+        const unsigned groups = (unsigned)((len + 4 * 4 * RTT_WG - 1) / (4 * 4 * RTT_WG));
+        unsigned long long base_sum = 0;
+        for (uint32_t i = 1; i < words; i++)
+            base_sum += b.payload[i];
         for (int m = 0; m < M_COUNT; m++) {
-            int n = m == M_XTQ_COPY || len >= 262144 ? iters / 4 : iters;
-            int warm = n / 10 + 10;
-            ka->result = result;
-            ka->payload = m == M_XTQ_DEV || m == M_XTQ_COPY ? dpayload : payload;
-            ka->words = words;
+            med[si][m] = 0;
+            if (!mode_runs(m, groups))
+                continue;
+            const int n = len >= 262144 ? iters / 4 : iters;
+            const int warm = n / 10 + 10;
+            b.ka->result = b.dresult;
+            b.ka->payload = b.payload;
+            b.ka->words = words;
+            snprintf(doing, sizeof(doing), "%s %zu B (%s)", mode_name[m], len,
+                     no_processor ? "no processor" : "processor running");
+            if (!no_processor) {
+                XK(xtq__cuda_tune(b.agent, XTQ__CUDA_KNOB_COMPLETE,
+                                  m == M_XTQ_FENCE ? XTQ__CUDA_COMPLETE_FENCE
+                                                   : XTQ__CUDA_COMPLETE_RELEASE));
+                XK(xtq__cuda_tune(b.agent, XTQ__CUDA_KNOB_GRID_MIN,
+                                  m == M_XTQ_PROC ? 0 : m == M_XTQ_GRID ? 2 : grid_min));
+            }
+            CK(cudaMemsetAsync(b.dresult, 0, 64, b.stream));
+            CK(cudaStreamSynchronize(b.stream));
+            unsigned long long want = 0;
+            unsigned launched = 0; /* device launches of the current poller */
             for (int it = -warm; it < n; it++) {
-                *(volatile unsigned long long *)result = 0;
-                *(volatile unsigned *)done = 0;
-                atomic_store_explicit(&sig->value, 1, memory_order_release);
-                uint64_t t0 = xtq__now_ns();
-                if (m <= M_XTQ_COPY) {
-                    if (m == M_XTQ_COPY) {
-                        CK(cudaMemcpyAsync(dpayload, payload, len, cudaMemcpyHostToDevice, stream));
-                        CK(cudaStreamSynchronize(stream));
+                /* A new first word every time: a stale copy gives a wrong sum. */
+                b.payload[0] = (uint32_t)(it + warm) * 2654435761u;
+                want += base_sum + (words ? b.payload[0] : 0);
+                atomic_store_explicit(&b.sig->value, 1, memory_order_release);
+                *(volatile unsigned *)b.done = 0;
+                if ((m == M_CDP || m == M_DGRAPH) && launched % POLLER_BATCH == 0) {
+                    if (launched)
+                        CK(rtt_poller_wait(b.poll_stream));
+                    *(volatile unsigned *)b.bell = 0;
+                    snprintf(doing, sizeof(doing), "%s %zu B: setting up and starting the poller (%s)",
+                             mode_name[m], len, no_processor ? "no processor" : "processor running");
+                    int e = rtt_poller_start(m == M_CDP ? RTT_LAUNCH_CDP : RTT_LAUNCH_GRAPH, b.ka,
+                                             groups, b.bell, b.done, POLLER_BATCH, b.poll_stream);
+                    if (e) {
+                        /* Not this machine's: the other modes still run. */
+                        printf("%s %zu B: cannot start the poller: %s\n", mode_name[m], len,
+                               cudaGetErrorString((cudaError_t)e));
+                        failed[m] = true;
+                        launched = POLLER_BATCH;
+                        break;
                     }
-                    uint64_t i;
-                    while (xtq_queue_reserve(q, 1, &i) != 0)
-                        xtq__cpu_relax();
-                    xtq_kernel_dispatch_packet_t *p = &xtq_queue_slot(q, i)->kernel;
-                    p->workgroup_size_x = RTT_WG;
-                    p->workgroup_size_y = p->workgroup_size_z = 1;
-                    p->reserved0 = 0;
-                    p->grid_size_x = groups * RTT_WG;
-                    p->grid_size_y = p->grid_size_z = 1;
-                    p->private_segment_size = p->group_segment_size = 0;
-                    p->kernel_object = k->object;
-                    p->kernarg_address = ka;
-                    p->reserved2 = 0;
-                    p->completion_signal = xtq_signal_handle(sig);
-                    q->cookies[i & q->mask] = NULL;
-                    xtq_queue_publish(q, i,
-                                      xtq_aql_header(XTQ_PACKET_TYPE_KERNEL_DISPATCH, 0,
-                                                     XTQ_FENCE_SCOPE_SYSTEM, XTQ_FENCE_SCOPE_SYSTEM),
-                                      1);
-                    xtq_queue_ring_doorbell(q, i);
-                    while (atomic_load_explicit(&sig->value, memory_order_acquire) != 0)
-                        xtq__cpu_relax();
+                    launched = 0;
+                    snprintf(doing, sizeof(doing), "%s %zu B (%s)", mode_name[m], len,
+                             no_processor ? "no processor" : "processor running");
+                }
+                bool ok = true;
+                uint64_t t0 = xtq__now_ns();
+                if (m <= M_XTQ_GRID) {
+                    ok = xtq_once(&b, m, len, groups);
+                } else if (m == M_CDP || m == M_DGRAPH) {
+                    launched++;
+                    atomic_store_explicit((_Atomic unsigned *)b.bell, launched,
+                                          memory_order_release);
+                    ok = SPIN_UNTIL(*(volatile unsigned *)b.done == launched);
                 } else {
-                    CK((cudaError_t)rtt_launch(ka, groups, m == M_HSA_FLAG ? done : NULL, stream));
+                    CK(rtt_launch(b.ka, groups, m == M_HSA_FLAG ? b.done : NULL, b.stream));
                     if (m == M_HSA_FLAG) {
-                        while (*(volatile unsigned *)done != groups)
+                        while (*(volatile unsigned *)b.done != groups)
                             xtq__cpu_relax();
                     } else {
-                        CK(cudaStreamSynchronize(stream));
+                        CK(cudaStreamSynchronize(b.stream));
                     }
                 }
                 uint64_t t1 = xtq__now_ns();
-                if (*(volatile unsigned long long *)result != want)
+                if (ok && m == M_XTQ_WORD) /* the signal, outside the measured time */
+                    ok = SPIN_UNTIL(atomic_load_explicit(&b.sig->value, memory_order_acquire) == 0);
+                if (!ok) {
+                    printf("%s %zu B iteration %d: no completion in %llu s\n", mode_name[m], len,
+                           it, STALL_NS / 1000000000ull);
+                    fflush(stdout);
+                    if (m <= M_XTQ_GRID)
+                        exit(2); /* the agent is stuck: nothing after this is worth timing */
+                    failed[m] = true;
+                    break;
+                }
+                /* The completion came after the sum: it must be there. */
+                unsigned long long got = 0;
+                CK(cudaMemcpyAsync(&got, b.dresult, sizeof(got), cudaMemcpyDeviceToHost,
+                                   b.stream));
+                CK(cudaStreamSynchronize(b.stream));
+                if (got != want) {
+                    if (bad < 5)
+                        fprintf(stderr, "%s %zu B iteration %d: sum %llu, expected %llu\n",
+                                mode_name[m], len, it, got, want);
                     bad++;
+                    want = got;
+                }
                 if (it >= 0)
                     t[it] = t1 - t0;
                 /* Where the time goes: the processor's own stage clock. */
                 if (m == M_XTQ && it >= 0 && it < PROF_N && len <= 4096) {
                     uint64_t pr[8];
-                    XK(xtq__cuda_profile(agent, pr));
-                    for (int st = 0; st < PROF_STAGES - 1; st++)
-                        prof[st][it] = pr[st + 1] - pr[st];
-                    prof[PROF_STAGES - 1][it] = (t1 - t0) - (pr[PROF_STAGES - 1] - pr[0]);
+                    XK(xtq__cuda_profile(b.agent, pr));
+                    /* seen, unpacked, args, (published), start, end, done */
+                    prof[0][it] = pr[1] - pr[0];
+                    prof[1][it] = pr[2] - pr[1];
+                    prof[2][it] = pr[4] - pr[2];
+                    prof[3][it] = pr[5] - pr[4];
+                    prof[4][it] = pr[6] - pr[5];
+                    prof[5][it] = (t1 - t0) - (pr[6] - pr[0]);
                 }
             }
             if (m == M_HSA_FLAG)
-                CK(cudaStreamSynchronize(stream));
+                CK(cudaStreamSynchronize(b.stream));
+            if (m == M_CDP || m == M_DGRAPH) {
+                /* Let the poller finish its batch, then collect it. */
+                while (launched < POLLER_BATCH) {
+                    launched++;
+                    atomic_store_explicit((_Atomic unsigned *)b.bell, launched,
+                                          memory_order_release);
+                    if (!failed[m])
+                        (void)SPIN_UNTIL(*(volatile unsigned *)b.done == launched);
+                }
+                int e = rtt_poller_wait(b.poll_stream);
+                if (e) {
+                    printf("%s %zu B: poller: %s\n", mode_name[m], len,
+                           cudaGetErrorString((cudaError_t)e));
+                    failed[m] = true;
+                }
+            }
+            if (failed[m])
+                continue;
             if (m == M_XTQ && len <= 4096) {
                 int np = n < PROF_N ? n : PROF_N;
                 printf("profile %zu B xtq (median us):", len);
@@ -215,34 +439,52 @@ int main(int argc, char **argv)
                 printf("\n");
             }
             med[si][m] = median(t, n);
-            p99[si][m] = pct(t, n, 0.99);
+            printf("%8zu %-9s median %8.2f us  p99 %8.2f us\n", len, mode_name[m],
+                   med[si][m] / 1e3, pct(t, n, 0.99) / 1e3);
+            fflush(stdout);
             if (out)
                 fprintf(out, "%zu,%s,%.2f,%.2f,%.2f,%.2f\n", len, mode_name[m], med[si][m] / 1e3,
-                        pct(t, n, 0.10) / 1e3, pct(t, n, 0.90) / 1e3, p99[si][m] / 1e3);
+                        pct(t, n, 0.10) / 1e3, pct(t, n, 0.90) / 1e3, pct(t, n, 0.99) / 1e3);
         }
     }
-    printf("device: %s (%d SMs); processor blocks: %u; commit %s; iters %d\n", prop.name,
-           prop.multiProcessorCount, agent->info.workers, commit, iters);
-    printf("%9s", "bytes");
+    uint64_t gs[2] = {0, 0};
+    XK(xtq__cuda_grid_stats(b.agent, gs));
+    alarm(0);
+    printf("device: %s (%d SMs); processor blocks: %u; commit %s; iters %d; inline_max %u; "
+           "grid_min %u; grid launches %llu (refused %llu)\n",
+           prop.name, prop.multiProcessorCount, b.agent->info.workers, commit, iters,
+           b.inline_max, grid_min, (unsigned long long)gs[0], (unsigned long long)gs[1]);
+    printf("%8s", "bytes");
     for (int m = 0; m < M_COUNT; m++)
-        printf(" %10s", mode_name[m]);
-    printf("   (median us; p99 in csv)\n");
+        printf(" %9s", mode_name[m]);
+    printf("   (median us; p99 in csv; - not run)\n");
     for (int si = 0; si < NS; si++) {
-        printf("%9zu", sizes[si]);
+        printf("%8zu", sizes[si]);
         for (int m = 0; m < M_COUNT; m++)
-            printf(" %10.2f", med[si][m] / 1e3);
+            if (med[si][m])
+                printf(" %9.2f", med[si][m] / 1e3);
+            else
+                printf(" %9s", "-");
         printf("\n");
     }
     printf("wrong results: %d\n", bad);
-    printf("ratios 64B: xtq/hsa=%.3f (hsa_sync %.2f us, xtq %.2f us), xtq/hsa_flag=%.3f, "
-           "hsa/xtq=%.2fx\n",
-           (double)med[0][M_XTQ] / med[0][M_HSA_SYNC], med[0][M_HSA_SYNC] / 1e3, med[0][M_XTQ] / 1e3,
-           (double)med[0][M_XTQ] / med[0][M_HSA_FLAG],
-           (double)med[0][M_HSA_SYNC] / med[0][M_XTQ]);
+    printf("ratios 64B: xtq/hsa_sync=%.3f (xtq %.2f us, hsa_sync %.2f us), xtq/hsa_flag=%.3f, "
+           "xtq_plain/xtq=%.2f, xtq_fence/xtq=%.3f, xtq/xtq_word=%.3f\n",
+           (double)med[0][M_XTQ] / med[0][M_HSA_SYNC], med[0][M_XTQ] / 1e3,
+           med[0][M_HSA_SYNC] / 1e3, (double)med[0][M_XTQ] / med[0][M_HSA_FLAG],
+           (double)med[0][M_XTQ_PLAIN] / med[0][M_XTQ], (double)med[0][M_XTQ_FENCE] / med[0][M_XTQ],
+           (double)med[0][M_XTQ] / med[0][M_XTQ_WORD]);
+    printf("ratios 1MiB: xtq/hsa_sync=%.3f, xtq_grid/xtq_proc=%.3f, cdp/hsa_sync=%.3f, "
+           "dgraph/hsa_sync=%.3f\n",
+           (double)med[NS - 1][M_XTQ] / med[NS - 1][M_HSA_SYNC],
+           (double)med[NS - 1][M_XTQ_GRID] / med[NS - 1][M_XTQ_PROC],
+           (double)med[NS - 1][M_CDP] / med[NS - 1][M_HSA_SYNC],
+           (double)med[NS - 1][M_DGRAPH] / med[NS - 1][M_HSA_SYNC]);
     if (out)
         fclose(out);
-    xtq_kernel_destroy(k);
-    xtq_queue_destroy(q);
-    agent->ops->close(agent);
+    xtq_kernel_destroy(b.k);
+    if (b.q)
+        xtq_queue_destroy(b.q);
+    b.agent->ops->close(b.agent);
     return bad ? 1 : 0;
 }

@@ -1,4 +1,4 @@
-/* Shared by bench/gpu_rtt.c and bench/gpu_rtt_kernels.cu. */
+/* Shared by tools/gpu_rtt.c and tools/gpu_rtt_kernels.cu. */
 #ifndef XTQ_BENCH_GPU_RTT_H
 #define XTQ_BENCH_GPU_RTT_H
 #include <stdint.h>
@@ -6,16 +6,33 @@
 extern "C" {
 #endif
 #define RTT_WG 256
+/* Kernel arguments (XTQ layout: argument 0 the target, 1 the payload). */
 struct rtt_args {
-    unsigned long long *result; /* argument 0: target buffer */
-    const uint32_t *payload;    /* argument 1: payload */
+    unsigned long long *result; /* device memory: the payload's word sum */
+    const uint32_t *payload;
     uint32_t words;
     uint32_t pad;
 };
 struct xtq_agent;
 int rtt_attach(struct xtq_agent *agent);
 uint64_t rtt_task_address(void);
+/* Host launch of the same body; `done` (mapped host, may be NULL): the
+ * last block stores the number of blocks there. */
 int rtt_launch(const struct rtt_args *a, unsigned groups, unsigned *done, void *stream);
+
+/*
+ * Device-side launch of the same body without the CUDA agent: a one-warp
+ * poller kernel waits for `bell` (mapped host) to reach 1, 2, ... `n` and
+ * launches the sum grid each time, with dynamic parallelism (cdp) or as a
+ * device graph (graph: the poller runs in a graph of its own, and a graph
+ * may device-launch at most 120 others per execution, so n <= 100). The
+ * grid's last block stores the launch's number in `done`. Start a poller,
+ * ring, wait, and collect it with rtt_poller_wait.
+ */
+enum { RTT_LAUNCH_CDP, RTT_LAUNCH_GRAPH };
+int rtt_poller_start(int how, const struct rtt_args *a, unsigned groups, volatile unsigned *bell,
+                     unsigned *done, unsigned n, void *stream);
+int rtt_poller_wait(void *stream);
 #ifdef __cplusplus
 }
 #endif

@@ -1,8 +1,10 @@
 /*
- * The benchmark's GPU work, in two forms: an XTQ task (run by the CUDA
- * agent's packet processor) and the same body as a __global__ kernel that
- * HSA mode launches from the host. Both read the payload (4-byte words,
- * 16 bytes per work-item) and add its sum into a result in host memory.
+ * The benchmark's GPU work, in every form it is started in: an XTQ task
+ * (run by the CUDA agent's packet processor, or on a grid the processor
+ * launches), the same body as a __global__ kernel launched from the host
+ * (HSA mode), and from the GPU by a poller kernel (dynamic parallelism or
+ * device graph launch). Each sums the payload's 4-byte words (16 bytes
+ * per work-item) into device memory. Built with -rdc (device launches).
  */
 #include <stdint.h>
 
@@ -16,13 +18,18 @@ __device__ __forceinline__ void sum_body(uint32_t item, const struct rtt_args *a
 {
     uint32_t base = item * 4;
     unsigned long long s = 0;
-    for (uint32_t i = 0; i < 4 && base + i < a->words; i++)
-        s += a->payload[base + i];
-    /* Warp-reduce first: one system atomic per warp. */
+    if (base + 4 <= a->words && !((uintptr_t)a->payload & 15)) {
+        uint4 v = *(const uint4 *)(a->payload + base);
+        s = (unsigned long long)v.x + v.y + v.z + v.w;
+    } else {
+        for (uint32_t i = 0; i < 4 && base + i < a->words; i++)
+            s += a->payload[base + i];
+    }
+    /* Warp-reduce first: one device-memory atomic per warp. */
     for (int o = 16; o > 0; o >>= 1)
         s += __shfl_down_sync(0xffffffffu, s, o);
     if ((threadIdx.x & 31) == 0 && s)
-        atomicAdd_system(a->result, s);
+        atomicAdd(a->result, s);
 }
 
 __device__ void rtt_task(const xtq_cuda_dispatch_t *d, void *kernarg)
@@ -33,21 +40,37 @@ __device__ void rtt_task(const xtq_cuda_dispatch_t *d, void *kernarg)
 XTQ_CUDA_TASK_EXPORT(rtt_task);
 
 __device__ unsigned int rtt_blocks_done;
+__device__ unsigned int rtt_launches;
 
-__global__ void rtt_kernel(struct rtt_args a, unsigned int *done)
+/* The last block of a grid stores `value` (0: the launch count) in done. */
+__device__ __forceinline__ void grid_done(unsigned *done, unsigned value)
 {
-    sum_body(blockIdx.x * blockDim.x + threadIdx.x, &a);
     __syncthreads();
     if (threadIdx.x == 0 && done) {
         /* Count blocks in device memory; the last one stores the flag
          * (GPU atomics on host memory lose updates without host atomics). */
-        __threadfence_system();
+        __threadfence();
         if (atomicAdd(&rtt_blocks_done, 1u) == gridDim.x - 1) {
             rtt_blocks_done = 0;
+            if (!value)
+                value = ++rtt_launches;
             __threadfence_system();
-            *(volatile unsigned int *)done = gridDim.x;
+            *(volatile unsigned int *)done = value;
         }
     }
+}
+
+__global__ void rtt_kernel(struct rtt_args a, unsigned int *done)
+{
+    sum_body(blockIdx.x * blockDim.x + threadIdx.x, &a);
+    grid_done(done, gridDim.x);
+}
+
+/* Launched from the GPU: the launch count into done. */
+__global__ void rtt_kernel_counted(struct rtt_args a, unsigned int *done)
+{
+    sum_body(blockIdx.x * blockDim.x + threadIdx.x, &a);
+    grid_done(done, 0);
 }
 
 XTQ_CUDA_MODULE(xtq_gpu_rtt)
@@ -67,4 +90,113 @@ extern "C" int rtt_launch(const struct rtt_args *a, unsigned groups, unsigned *d
 {
     rtt_kernel<<<groups, RTT_WG, 0, (cudaStream_t)stream>>>(*a, done);
     return (int)cudaGetLastError();
+}
+
+/* ---- device-side launch without the agent ---------------------------------- */
+
+__device__ __forceinline__ bool bell_wait(volatile unsigned *bell, unsigned k)
+{
+    for (unsigned long long spins = 0; *bell < k; spins++)
+        if (spins > (1ull << 32))
+            return false; /* the host went away */
+    return true;
+}
+
+__global__ void poller_cdp(struct rtt_args a, unsigned groups, volatile unsigned *bell,
+                           unsigned *done, unsigned n)
+{
+    if (threadIdx.x != 0)
+        return;
+    for (unsigned k = 1; k <= n; k++) {
+        if (!bell_wait(bell, k))
+            return;
+        rtt_kernel_counted<<<groups, RTT_WG, 0, cudaStreamFireAndForget>>>(a, done);
+    }
+}
+
+__global__ void poller_graph(cudaGraphExec_t g, volatile unsigned *bell, unsigned n)
+{
+    if (threadIdx.x != 0)
+        return;
+    for (unsigned k = 1; k <= n; k++) {
+        if (!bell_wait(bell, k))
+            return;
+        cudaGraphLaunch(g, cudaStreamGraphFireAndForget);
+    }
+}
+
+static cudaGraphExec_t child_exec, poller_exec;
+static cudaGraph_t child_graph, poller_graph_g;
+
+static void graphs_free(void)
+{
+    if (poller_exec)
+        cudaGraphExecDestroy(poller_exec);
+    if (poller_graph_g)
+        cudaGraphDestroy(poller_graph_g);
+    if (child_exec)
+        cudaGraphExecDestroy(child_exec);
+    if (child_graph)
+        cudaGraphDestroy(child_graph);
+    poller_exec = child_exec = NULL;
+    poller_graph_g = child_graph = NULL;
+}
+
+extern "C" int rtt_poller_start(int how, const struct rtt_args *a, unsigned groups,
+                                volatile unsigned *bell, unsigned *done, unsigned n, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    unsigned zero = 0;
+    cudaError_t e = cudaMemcpyToSymbolAsync(rtt_launches, &zero, sizeof(zero), 0,
+                                            cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess)
+        return (int)e;
+    if (how == RTT_LAUNCH_CDP) {
+        poller_cdp<<<1, 32, 0, s>>>(*a, groups, bell, done, n);
+        return (int)cudaGetLastError();
+    }
+    /* The child: one kernel node, device-launchable. */
+    graphs_free();
+    struct rtt_args args = *a;
+    unsigned *done_arg = done;
+    void *params[] = {&args, &done_arg};
+    cudaKernelNodeParams kp = {};
+    kp.func = (void *)rtt_kernel_counted;
+    kp.gridDim = dim3(groups);
+    kp.blockDim = dim3(RTT_WG);
+    kp.kernelParams = params;
+    cudaGraphNode_t node;
+    e = cudaGraphCreate(&child_graph, 0);
+    if (e == cudaSuccess)
+        e = cudaGraphAddKernelNode(&node, child_graph, NULL, 0, &kp);
+    if (e == cudaSuccess)
+        e = cudaGraphInstantiate(&child_exec, child_graph, cudaGraphInstantiateFlagDeviceLaunch);
+    if (e == cudaSuccess)
+        e = cudaGraphUpload(child_exec, s);
+    /* The parent: the poller, itself in a graph (a device graph is only
+     * launched from a kernel that runs in one). */
+    cudaGraphExec_t cexec = child_exec;
+    unsigned nn = n;
+    void *pparams[] = {&cexec, &bell, &nn};
+    cudaKernelNodeParams pp = {};
+    pp.func = (void *)poller_graph;
+    pp.gridDim = dim3(1);
+    pp.blockDim = dim3(32);
+    pp.kernelParams = pparams;
+    if (e == cudaSuccess)
+        e = cudaGraphCreate(&poller_graph_g, 0);
+    if (e == cudaSuccess)
+        e = cudaGraphAddKernelNode(&node, poller_graph_g, NULL, 0, &pp);
+    if (e == cudaSuccess)
+        e = cudaGraphInstantiate(&poller_exec, poller_graph_g, 0);
+    if (e == cudaSuccess)
+        e = cudaGraphLaunch(poller_exec, s);
+    return (int)e;
+}
+
+extern "C" int rtt_poller_wait(void *stream)
+{
+    return (int)cudaStreamSynchronize((cudaStream_t)stream);
 }

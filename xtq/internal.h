@@ -439,6 +439,20 @@ extern const struct xtq__agent_provider xtq__cuda_agent_provider;
 /* The GPU clock (ns) at each stage of the CUDA processor's last kernel
  * dispatch (cuda_abi.h, prof[]); for benchmarks. */
 int xtq__cuda_profile(xtq_agent_t *agent, uint64_t out[8]);
+/* The CUDA agent's enqueue operation, for tests and benchmarks that need
+ * the packet's index (to read its completion word): 0, -XTQ_EAGAIN
+ * (full), -XTQ_EINVAL (a result buffer over 4 GiB). */
+int xtq__cuda_enqueue(xtq_queue_t *queue, const struct xtq__enqueue *d, uint64_t *index);
+/* A CUDA queue's completion word for packet `index` (cuda_abi.h), for a
+ * benchmark that reads it without the retire thread. */
+const _Atomic uint64_t *xtq__cuda_done_word(xtq_queue_t *queue, uint64_t index);
+/* Benchmarks and tests: change a processor setting at run time. */
+enum xtq__cuda_knob { XTQ__CUDA_KNOB_COMPLETE, XTQ__CUDA_KNOB_GRID_MIN };
+int xtq__cuda_tune(xtq_agent_t *agent, enum xtq__cuda_knob knob, uint32_t value);
+/* XTQ__CUDA_CAP_* of the running processor (cuda_abi.h). */
+uint32_t xtq__cuda_caps(xtq_agent_t *agent);
+/* Dispatches run on a launched grid, and launches refused. */
+int xtq__cuda_grid_stats(xtq_agent_t *agent, uint64_t out[2]);
 extern const struct xtq__agent_provider xtq__rocr_agent_provider;
 
 /* hsa-glue/agent.c: open every available agent into the context. */

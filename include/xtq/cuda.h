@@ -52,16 +52,47 @@ typedef struct xtq_cuda_dispatch {
     uint32_t workgroup_count[3];                /**< groups per dimension */
     uint32_t local_id[3];                       /**< this work-item in its group */
     uint32_t flat_local_id;                     /**< 0 .. work-items per group - 1 */
+    /**
+     * The dispatch's status word, shared by all its work-items: 0 until a
+     * task fails the dispatch with xtq_cuda_task_fail(); the first failure
+     * is the packet's completion status, which reaches the initiator of
+     * an XTQ put (its completion) and the producer's retire callback.
+     */
+    int32_t *status;
+    /**
+     * A fetching put's reply buffer (xtq_put_param_t.result), zero-filled,
+     * shared by all work-groups: what it holds when the task finishes is
+     * sent back to the initiator. NULL for other dispatches. Device-
+     * visible host memory: write it with plain stores; the completion is
+     * ordered after them.
+     */
+    void *result;
+    uint32_t result_len; /**< bytes at `result` (0 when it is NULL) */
+    /**
+     * Bytes of the payload at argument 1, as the initiator sent them (an
+     * XTQ put's payload_len), wherever the agent placed it (inline copy,
+     * in place, or staged). 0 for a put without payload, and for a packet
+     * whose producer gives no length (a plain AQL packet written with
+     * xtq_queue_submit: argument 1 is then whatever it wrote).
+     */
+    uint64_t payload_len;
 } xtq_cuda_dispatch_t;
 
 /**
- * A GPU task. `kernarg` points to a device-memory copy of the packet's
- * kernel arguments (kernarg_size bytes, at most XTQ_CUDA_MAX_KERNARG); after
- * an XTQ rewrite, argument 0 is the registered target buffer and argument 1
- * the payload, which stays where it landed (pinned host memory registered
- * with the agent) and is read in place. Tasks run inside the agent's
- * persistent thread blocks: they may not use __syncthreads(), shared
- * memory of their own, or grid-wide synchronisation.
+ * A GPU task. `kernarg` points to the processor's copy of the packet's
+ * kernel arguments (kernarg_size bytes, at most XTQ_CUDA_MAX_KERNARG, in
+ * shared or device memory). After an XTQ rewrite, argument 0 is the
+ * registered target buffer and argument 1 the payload, wherever the agent
+ * placed it: a small payload arrives with the packet and argument 1 points
+ * at a copy in the processor's shared (one work-group) or device memory;
+ * a larger one is read in place (pinned host memory registered with the
+ * agent) or, from XTQ_CUDA_COPY_MIN bytes, copied into device memory
+ * first. Read it through argument 1, never through an address sent
+ * separately. Tasks run inside the agent's persistent thread blocks, or
+ * for dispatches of XTQ_CUDA_GRID_MIN work-groups and more (task modules
+ * built with -rdc) on a grid the processor launches: either way they may
+ * not use __syncthreads(), shared memory of their own, or grid-wide
+ * synchronisation.
  */
 typedef void (*xtq_cuda_task_fn)(const xtq_cuda_dispatch_t *dispatch, void *kernarg);
 
@@ -151,6 +182,18 @@ XTQ_EXTERN_C_END
 #ifdef __CUDACC__
 /** CUDA only: define `<fn>_xtq_task`, a __device__ variable holding the task's address. */
 #define XTQ_CUDA_TASK_EXPORT(fn) __device__ xtq_cuda_task_fn fn##_xtq_task = fn
+
+/**
+ * CUDA only, inside a task: fail the dispatch with `status` (a negative
+ * XTQ_E* code, such as -XTQ_ERANGE for arguments outside the task's
+ * bound). The first failure of any work-item wins; the task still
+ * completes (its signal is decremented) with that status.
+ */
+static __device__ __forceinline__ void xtq_cuda_task_fail(const xtq_cuda_dispatch_t *d, int status)
+{
+    if (d->status && status < 0)
+        atomicCAS((int *)d->status, 0, status);
+}
 
 /**
  * CUDA only: read a task's device address from its exported variable.

@@ -17,17 +17,24 @@
  *     xtq_cuda_module_attach(agent, my_tasks);
  *
  * One module per agent at a time (xtq_cuda_attach()). With separate
- * compilation (-rdc) the module is everything device-linked together, so
- * tasks may live in several .cu files; without it, in this one.
+ * compilation (-rdc, and the device runtime cudadevrt linked) the module is
+ * everything device-linked together, so tasks may live in several .cu
+ * files, and the processor can start large dispatches on a grid of their
+ * own (XTQ_CUDA_GRID_MIN); without it, tasks live in this file and every
+ * dispatch runs in the processor's blocks.
  *
  * How it runs: one launch of `blocks` x 256 threads for as long as the
- * module is attached. Thread 0 of block 0 polls the slot header at each
- * queue's read index in pinned host memory (one PCIe read per queue per
- * poll; naps with __nanosleep once idle), takes the packet, and publishes
- * kernel dispatches to every block through device memory. Blocks claim
- * work-groups and call the task once per work-item. The last block to
- * finish decrements the completion signal and writes a completion-ring
- * entry that a host thread turns into the retire callback.
+ * module is attached. Block 0 polls one queue slot at a time: thread t
+ * reads line t of the slot's inline area (cuda_abi.h), which the agent's
+ * enqueue filled with the packet, the kernel arguments and a small
+ * payload, each 8-byte word flagged with the packet's index; meanwhile
+ * other threads read the ring slot's header (packets of producers that
+ * wrote no inline copy), the kernel descriptor the queue used last, and
+ * the stop flag. When every line the packet needs carries the current
+ * flag, the task is in shared memory after one PCIe round trip. A
+ * dispatch of one work-group runs in block 0; a larger one is published
+ * to every block through device memory, or launched on a grid of its own.
+ * The completion is one release store of a word into host memory.
  *
  * Packets run one at a time, in queue order: the barrier bit is always
  * honoured. Tasks must not use __syncthreads() (threads beyond the
@@ -47,15 +54,8 @@
 namespace xtq_cuda_detail {
 namespace { /* internal linkage: one copy per module that includes this */
 
-
 /* Loads and stores of mapped host memory use generic addresses. (On the
  * H100, .global-qualified loads of it work too: tests/gpu/hostmem_probe.) */
-struct queue_indices {
-    uint64_t write_index;
-    uint8_t pad0_[56];
-    uint64_t read_index;
-    uint8_t pad1_[56];
-};
 
 __device__ __forceinline__ uint32_t ld_acquire_sys_u32(const void *p)
 {
@@ -88,9 +88,38 @@ __device__ __forceinline__ uint4 ld_volatile_v4(const void *p)
     return v;
 }
 
+/* One inline line: two 64-bit elements, each single-copy atomic (a flag
+ * read with its data), the two in one 16-byte load. Thread 0 reads line
+ * 0, which the host stores last with release semantics, with acquire
+ * semantics: the task's later loads (after the block's barrier) see what
+ * the host wrote before it, a payload read in place included, and the
+ * SM's L1 holds no line from before (the completion's st.release.sys,
+ * unlike __threadfence_system(), does not invalidate L1: a task read a
+ * payload at a reused address from L1, seen on the H100). */
+__device__ __forceinline__ ulonglong2 ld_line(const void *p)
+{
+    ulonglong2 v;
+    if (threadIdx.x == 0)
+        asm volatile("ld.acquire.sys.v2.u64 {%0, %1}, [%2];"
+                     : "=l"(v.x), "=l"(v.y)
+                     : "l"(p)
+                     : "memory");
+    else
+        asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];"
+                     : "=l"(v.x), "=l"(v.y)
+                     : "l"(p)
+                     : "memory");
+    return v;
+}
+
 __device__ __forceinline__ void st_release_gpu_u64(void *p, uint64_t v)
 {
     asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ void st_release_sys_u64(void *p, uint64_t v)
+{
+    asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
 __device__ __forceinline__ uint64_t gpu_clock_ns(void)
@@ -100,66 +129,123 @@ __device__ __forceinline__ uint64_t gpu_clock_ns(void)
     return t;
 }
 
-enum { PROF_HEADER, PROF_BODY, PROF_KARG, PROF_PUBLISHED, PROF_START, PROF_END, PROF_FENCED };
+enum { PROF_SEEN, PROF_UNPACKED, PROF_ARGS, PROF_PUBLISHED, PROF_START, PROF_END, PROF_DONE };
 
-__device__ __forceinline__ void nap(uint32_t *ns, uint32_t *idle, uint32_t max_ns)
+/* Block 0's copy of the queue table and of the settings the host changes
+ * only with a table version (shared memory: no device-memory read on the
+ * way to a packet). */
+struct qcache {
+    uint64_t ring[XTQ__CUDA_MAX_QUEUES];
+    uint64_t ridx[XTQ__CUDA_MAX_QUEUES];
+    uint64_t inl[XTQ__CUDA_MAX_QUEUES];
+    uint64_t done[XTQ__CUDA_MAX_QUEUES];
+    uint64_t rd[XTQ__CUDA_MAX_QUEUES];
+    uint64_t last_kobj[XTQ__CUDA_MAX_QUEUES];
+    /* The shape (geometry words, shape_key) of that dispatch and its
+     * work-group count: a packet of the same kernel and shape skips the
+     * geometry check. 0 groups: none. */
+    uint64_t shape[XTQ__CUDA_MAX_QUEUES][3];
+    uint32_t shape_groups[XTQ__CUDA_MAX_QUEUES];
+    uint32_t mask[XTQ__CUDA_MAX_QUEUES];
+    uint32_t lines[XTQ__CUDA_MAX_QUEUES];
+    uint32_t poll[XTQ__CUDA_MAX_QUEUES];
+    uint32_t list[XTQ__CUDA_MAX_QUEUES]; /* active queues */
+    uint32_t nlist;
+    uint32_t complete_mode;
+    uint32_t host_atomics;
+    uint32_t grid_min;
+    uint32_t grid_blocks_max;
+    uint32_t poll_ns_max;
+    uint64_t kdesc;
+    uint64_t copy_min;
+    uint64_t stage;
+    uint64_t stage_len;
+};
+
+/* Per-block shared state. `buf` holds the inline data: header, packet at
+ * XTQ__CUDA_INLINE_PACKET, arguments at XTQ__CUDA_INLINE_KERNARG, then an
+ * inline payload; packets without an inline copy are laid out the same. */
+struct pshared {
+    int cmd;
+    int rc;
+    uint32_t need;    /* lines the packet needs; 0: no inline packet */
+    uint32_t hdr;     /* the ring slot's first word, as polled */
+    uint32_t stopv[2]; /* stop flag and table version, as polled */
+    uint32_t kd_ok;
+    xtq__cuda_kdesc kd; /* prefetched descriptor of the queue's last kernel */
+    uint64_t fn;
+    uint32_t ks, total;
+    int32_t status;   /* a one-group dispatch's status word */
+    uint64_t gen, disp;
+    __align__(16) uint8_t buf[XTQ__CUDA_INLINE_KERNARG + XTQ_CUDA_MAX_KERNARG];
+};
+
+__device__ __forceinline__ const xtq__cuda_inline *inl_hdr(const pshared &S)
 {
-    /* Spin hot for a while after the last packet (latency under load),
-     * then back off to at most max_ns per poll (power when idle). */
-    if (*idle < 4096) {
-        ++*idle;
-        return;
-    }
-    *ns = *ns ? min(*ns * 2, max_ns) : 32;
-    __nanosleep(*ns);
+    return (const xtq__cuda_inline *)S.buf;
+}
+
+__device__ __forceinline__ xtq_aql_packet_t *buf_packet(pshared &S)
+{
+    return (xtq_aql_packet_t *)(S.buf + XTQ__CUDA_INLINE_PACKET);
+}
+
+__device__ __forceinline__ uint8_t *buf_kernarg(pshared &S)
+{
+    return S.buf + XTQ__CUDA_INLINE_KERNARG;
 }
 
 /*
- * Complete packet `index` of queue `q` (taken, run or refused): one system
- * fence per packet, and no read of host memory on the way (each costs a
- * PCIe round trip; the fences drain the writes before them). Before the
- * fence: the completion entry's fields and the slot's release (cookie
- * cleared, header INVALID; the slot was kept while the packet ran). After
- * it: the entry's seq and the published read index. The task's own writes
- * were ordered before by the caller. Without native host atomics the GPU
- * cannot decrement a host signal without losing updates, so the entry
- * names the signal and the host's retire thread decrements it.
+ * The completion: one word into host memory, ordered after the task's
+ * writes (the caller made the other threads' writes visible to this one
+ * with a barrier or a fence). st.release.sys or, for comparison,
+ * fence.sc.sys then a plain store (cuda_abi.h, XTQ__CUDA_COMPLETE_*).
+ * Where the GPU has native host atomics it decrements the signal itself;
+ * otherwise the host's retire thread does.
  */
-__device__ void complete(xtq__cuda_dev *dev, uint32_t q, uint64_t index, uint64_t cookie,
-                         uint64_t signal, int32_t status)
+__device__ void complete_word(uint64_t *word, uint64_t index, int32_t status, uint64_t signal,
+                              uint32_t mode, uint32_t host_atomics)
 {
-    xtq__cuda_qdesc *qd = &dev->q[q];
-    xtq__cuda_done *ring = (xtq__cuda_done *)qd->done;
-    const xtq__cuda_qhost *qh = (const xtq__cuda_qhost *)qd->qhost;
-    uint64_t size = (uint64_t)qd->mask + 1;
-    uint32_t ns = 0;
-    /* Flow control: the host must have consumed entry index - size. Reads
-     * host memory only when the cached count says the ring may be full. */
-    while (index - qd->retired_cache >= size) {
-        qd->retired_cache = ld_acquire_sys_u64((const void *)&qh->retired);
-        if (index - qd->retired_cache < size || dev->stop)
-            break;
-        ns = ns ? min(ns * 2, 4096u) : 64;
-        __nanosleep(ns);
-    }
-    xtq__cuda_done *e = &ring[index & qd->mask];
-    xtq_aql_packet_t *slot = (xtq_aql_packet_t *)qd->ring + (index & qd->mask);
-    *(volatile uint64_t *)&e->cookie = cookie;
-    *(volatile int32_t *)&e->status = status;
-    *(volatile uint64_t *)&e->signal = dev->host_atomics ? 0 : signal;
-    if (qd->cookies)
-        *((volatile uint64_t *)qd->cookies + (index & qd->mask)) = 0;
-    *(volatile uint16_t *)&slot->header = XTQ_PACKET_TYPE_INVALID;
-    __threadfence_system();
-    if (signal && dev->host_atomics)
+    const uint64_t w = XTQ__CUDA_DONE_WORD(index, status);
+    if (signal && host_atomics) {
+        __threadfence_system();
         atomicAdd_system((unsigned long long *)signal, ~0ull); /* value -= 1 */
-    *(volatile uint64_t *)&((queue_indices *)qd->idx)->read_index = index + 1;
-    *(volatile uint64_t *)&e->seq = index + 1;
-    dev->packets++;
+        *(volatile uint64_t *)word = w;
+    } else if (mode == XTQ__CUDA_COMPLETE_FENCE) {
+        __threadfence_system();
+        *(volatile uint64_t *)word = w;
+    } else {
+        st_release_sys_u64(word, w);
+    }
+}
+
+/* After the completion: the first error reaches the host's log. */
+__device__ void report_error(xtq__cuda_dev *dev, int32_t status)
+{
     if (status && !dev->error_seen) {
         dev->error_seen = 1;
         ((xtq__cuda_ctl *)dev->ctl)->error = status;
     }
+}
+
+/* Block 0, thread 0: complete packet `index` of cached queue `li`. */
+__device__ void complete_local(xtq__cuda_dev *dev, const qcache &C, uint32_t li, uint64_t index,
+                               int32_t status, uint64_t signal)
+{
+    uint64_t *word = (uint64_t *)C.done[li] + (index & C.mask[li]);
+    complete_word(word, index, status, signal, C.complete_mode, C.host_atomics);
+    report_error(dev, status);
+}
+
+/* The dispatch published in dev->cur (other blocks, or a launched grid). */
+__device__ void complete_published(xtq__cuda_dev *dev)
+{
+    const xtq__cuda_qdesc *qd = &dev->q[dev->cur_queue];
+    uint64_t *word = (uint64_t *)qd->done + (dev->cur_index & qd->mask);
+    int32_t status = dev->cur_status;
+    complete_word(word, dev->cur_index, status, dev->cur.completion_signal.handle,
+                  dev->complete_mode, dev->host_atomics);
+    report_error(dev, status);
 }
 
 __device__ bool barrier_ready(const xtq_barrier_packet_t *b, bool is_or)
@@ -177,10 +263,31 @@ __device__ bool barrier_ready(const xtq_barrier_packet_t *b, bool is_or)
     return none || (is_or ? any : all);
 }
 
-/* Validate a kernel dispatch; 0 or a negative XTQ code. Fills cur_fn,
- * cur_kernarg_size and cur_total, and *fn / *ks / *total for block 0. */
-__device__ int check_dispatch(xtq__cuda_dev *dev, const xtq_kernel_dispatch_packet_t *k,
-                              uint32_t tag, uint64_t *fn, uint32_t *ks, uint32_t *ngroups)
+/* The descriptor half of the check: a live task of this module, and
+ * arguments where it takes some. */
+__device__ __forceinline__ int check_kdesc(const xtq__cuda_kdesc &kd,
+                                           const xtq_kernel_dispatch_packet_t *k, uint32_t tag,
+                                           uint64_t *fn, uint32_t *ks)
+{
+    /* A task of another module: calling it would fault the whole GPU
+     * context. Its packet completes with the error instead. (Bitwise: the
+     * loads go out together, no branch between them.) */
+    const bool live = (kd.live != 0) & (kd.fn != 0) & (kd.module == tag);
+    const bool args = (kd.kernarg_size == 0) | (k->kernarg_address != NULL);
+    *fn = kd.fn;
+    *ks = kd.kernarg_size;
+    return !live ? -XTQ_ENOKERNEL : !args ? -XTQ_EKERNARG : 0;
+}
+
+/* Validate a kernel dispatch; 0 or a negative XTQ code. `pre`: the
+ * descriptor read during the poll, when it is this packet's. Geometry
+ * (three divisions), the object's range, the descriptor: about 250
+ * dependent instructions of one thread, 0.8 us on the H100 (the
+ * "check+args" stage of 22e275d); a repeated shape skips the first two
+ * (shape_key). */
+__device__ int check_dispatch(uint64_t kdesc_base, const xtq_kernel_dispatch_packet_t *k,
+                              uint32_t tag, const xtq__cuda_kdesc *pre, uint64_t *fn,
+                              uint32_t *ks, uint32_t *ngroups)
 {
     uint32_t dims = (k->setup >> XTQ_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS) & 3u;
     if (dims < 1 || dims > 3)
@@ -200,109 +307,39 @@ __device__ int check_dispatch(xtq__cuda_dev *dev, const xtq_kernel_dispatch_pack
     }
     if (items > XTQ__CUDA_THREADS || total > 0xffffffffull)
         return -XTQ_EPACKET;
-    uint64_t base = dev->kdesc, obj = k->kernel_object;
+    uint64_t base = kdesc_base, obj = k->kernel_object;
     if (obj < base || obj >= base + XTQ__CUDA_MAX_KERNELS * sizeof(xtq__cuda_kdesc) ||
         (obj - base) % sizeof(xtq__cuda_kdesc))
         return -XTQ_ENOKERNEL;
-    /* The descriptor in one load (one trip to device memory). */
-    uint4 w = ld_volatile_v4((const void *)obj);
     xtq__cuda_kdesc kd;
-    memcpy(&kd, &w, sizeof(kd));
-    /* A task of another module: calling it would fault the whole GPU
-     * context. Its packet completes with the error instead. */
-    if (!kd.live || !kd.fn || kd.module != tag)
-        return -XTQ_ENOKERNEL;
-    if (kd.kernarg_size && !k->kernarg_address)
-        return -XTQ_EKERNARG;
-    dev->cur_fn = kd.fn;
-    dev->cur_kernarg_size = kd.kernarg_size;
-    dev->cur_total = (uint32_t)total;
-    *fn = kd.fn;
-    *ks = kd.kernarg_size;
-    *ngroups = (uint32_t)total;
-    return 0;
+    if (pre) {
+        kd = *pre;
+    } else {
+        /* The descriptor in one load (one trip to device memory). */
+        uint4 w = ld_volatile_v4((const void *)obj);
+        memcpy(&kd, &w, sizeof(kd));
+    }
+    int rc = check_kdesc(kd, k, tag, fn, ks);
+    if (rc == 0)
+        *ngroups = (uint32_t)total;
+    return rc;
 }
 
-/* Block 0, thread 0: wait for a packet on any queue and take it. Barriers
- * and refused packets are completed here (0); a kernel dispatch is left
- * in *out (shared memory) for block 0 to check and run (1); -1: stop. */
-__device__ int take_packet(xtq__cuda_dev *dev, uint32_t *qnext, uint32_t *version,
-                           xtq_kernel_dispatch_packet_t *out)
+/* What the geometry check reads of a kernel dispatch (bytes 0..23 of the
+ * packet: setup, work-group and grid sizes), header and reserved0 masked
+ * out: equal keys and kernel objects give equal work-group counts. */
+__device__ __forceinline__ void shape_key(const xtq_kernel_dispatch_packet_t *k, uint64_t key[3])
 {
-    uint32_t ns = 0, idle = 0;
-    xtq__cuda_ctl *ctl = (xtq__cuda_ctl *)dev->ctl;
-    for (;;) {
-        if (dev->stop)
-            return -1;
-        uint32_t v = dev->version;
-        if (v != *version) {
-            /* The host waits for this before freeing a removed queue. */
-            __threadfence();
-            *version = v;
-            ctl->version_seen = v;
-        }
-        uint32_t nq = dev->nq;
-        for (uint32_t k = 0; k < nq; k++) {
-            uint32_t qi = (*qnext + k) % nq;
-            xtq__cuda_qdesc *qd = &dev->q[qi];
-            if (!*(volatile uint32_t *)&qd->active)
-                continue;
-            uint64_t rd = qd->rd;
-            const xtq_aql_packet_t *slot = (const xtq_aql_packet_t *)qd->ring + (rd & qd->mask);
-            uint32_t hw = ld_acquire_sys_u32(slot);
-            if ((hw & 0xffu) == XTQ_PACKET_TYPE_INVALID)
-                continue;
-            dev->prof[PROF_HEADER] = gpu_clock_ns();
-            /* Body and cookie: independent loads, in flight together. */
-            const uint4 *src = (const uint4 *)slot;
-            uint4 w0 = ld_volatile_v4(src), w1 = ld_volatile_v4(src + 1);
-            uint4 w2 = ld_volatile_v4(src + 2), w3 = ld_volatile_v4(src + 3);
-            uint64_t cookie = 0;
-            if (qd->cookies)
-                cookie = *((const volatile uint64_t *)qd->cookies + (rd & qd->mask));
-            xtq_aql_packet_t pkt;
-            uint4 *dst = (uint4 *)&pkt;
-            dst[0] = w0;
-            dst[1] = w1;
-            dst[2] = w2;
-            dst[3] = w3;
-            pkt.header = (uint16_t)hw;
-            dev->prof[PROF_BODY] = gpu_clock_ns();
-            /* The slot stays ours until complete() frees it with the
-             * completion: one fence for both. */
-            qd->rd = rd + 1;
-            *qnext = qi + 1;
-
-            uint32_t type = pkt.header & 0xffu;
-            uint64_t sig = pkt.kernel.completion_signal.handle; /* same offset in all */
-            if (type == XTQ_PACKET_TYPE_KERNEL_DISPATCH) {
-                *out = pkt.kernel;
-                dev->cur_cookie = cookie;
-                dev->cur_index = rd;
-                dev->cur_queue = qi;
-                return 1;
-            }
-            if (type == XTQ_PACKET_TYPE_BARRIER_AND || type == XTQ_PACKET_TYPE_BARRIER_OR) {
-                uint32_t bns = 0;
-                while (!barrier_ready(&pkt.barrier, type == XTQ_PACKET_TYPE_BARRIER_OR)) {
-                    if (dev->stop)
-                        return -1;
-                    bns = bns ? min(bns * 2, dev->poll_ns_max) : 32;
-                    __nanosleep(bns);
-                }
-                complete(dev, qi, rd, cookie, sig, 0);
-                return 0;
-            }
-            complete(dev, qi, rd, cookie, sig,
-                     type == XTQ_PACKET_TYPE_AGENT_DISPATCH ? -XTQ_EAGENTKIND : -XTQ_EPACKET);
-            return 0;
-        }
-        nap(&ns, &idle, dev->poll_ns_max);
-    }
+    const uint64_t *w = (const uint64_t *)k;
+    key[0] = w[0] & ~0xffffull;
+    key[1] = w[1] & ~0xffff0000ull;
+    key[2] = w[2];
 }
 
 /* Fill the work-item coordinates a task sees (group coordinates aside). */
-__device__ void dispatch_init(xtq_cuda_dispatch_t *d, const xtq_kernel_dispatch_packet_t *k)
+__device__ void dispatch_init(xtq_cuda_dispatch_t *d, const xtq_kernel_dispatch_packet_t *k,
+                              int32_t *status, uint64_t result, uint32_t result_len,
+                              uint64_t payload_len)
 {
     const uint32_t tid = threadIdx.x;
     d->packet = k;
@@ -319,6 +356,10 @@ __device__ void dispatch_init(xtq_cuda_dispatch_t *d, const xtq_kernel_dispatch_
     d->local_id[0] = tid % d->workgroup_size[0];
     d->local_id[1] = (tid / d->workgroup_size[0]) % d->workgroup_size[1];
     d->local_id[2] = tid / (d->workgroup_size[0] * d->workgroup_size[1]);
+    d->status = status;
+    d->result = (void *)(uintptr_t)result;
+    d->result_len = result_len;
+    d->payload_len = payload_len;
 }
 
 /* Run work-group `g` of the dispatch in this block. */
@@ -336,24 +377,16 @@ __device__ __forceinline__ void run_group(xtq_cuda_dispatch_t *d, uint32_t g, ui
         ((xtq_cuda_task_fn)fn_addr)(d, kernarg);
 }
 
-/* A dispatch of one work-group, run by block 0 alone. */
-__device__ void run_one_group(const xtq_kernel_dispatch_packet_t *k, uint64_t fn_addr,
-                              void *kernarg)
-{
-    xtq_cuda_dispatch_t d;
-    dispatch_init(&d, k);
-    run_group(&d, 0, fn_addr, kernarg);
-}
-
-/* Every block: claim work-groups of dispatch `tag` (of `total` groups)
- * and run them. */
+/* Every processor block: claim work-groups of dispatch `tag` (of `total`
+ * groups) and run them; the last block to finish completes it. */
 __device__ void run_groups(xtq__cuda_dev *dev, uint32_t tag, const xtq_kernel_dispatch_packet_t *k,
                            uint64_t fn_addr, void *kernarg, uint32_t total)
 {
     __shared__ uint32_t s_group;
     const uint32_t tid = threadIdx.x;
     xtq_cuda_dispatch_t d;
-    dispatch_init(&d, k);
+    dispatch_init(&d, k, (int32_t *)&dev->cur_status, dev->cur_result, dev->cur_result_len,
+                  dev->cur_payload_len);
     uint32_t ran = 0;
     for (;;) {
         if (tid == 0) {
@@ -384,14 +417,14 @@ __device__ void run_groups(xtq__cuda_dev *dev, uint32_t tag, const xtq_kernel_di
     __syncthreads();
     if (tid == 0 && ran) {
         /* The block's task writes, before the count the last block reads;
-         * its system fence in complete() carries them further. */
+         * the completion's release carries them further. */
         __threadfence();
         uint32_t prev = atomicAdd(&dev->groups_done, ran);
         if (prev + ran == total) {
+            __threadfence();
             dev->prof[PROF_END] = gpu_clock_ns();
-            complete(dev, dev->cur_queue, dev->cur_index, dev->cur_cookie,
-                     k->completion_signal.handle, 0);
-            dev->prof[PROF_FENCED] = gpu_clock_ns();
+            complete_published(dev);
+            dev->prof[PROF_DONE] = gpu_clock_ns();
             st_release_gpu_u64((void *)&dev->completed, tag);
         }
     }
@@ -408,7 +441,7 @@ __device__ void copy_kernarg(void *dst, const void *src, uint32_t size, karg_src
      * faults with cudaErrorInvalidAddressSpace. */
     if (threadIdx.x >= nthreads)
         return;
-    if (!(((uintptr_t)src | size) & 3)) {
+    if (!(((uintptr_t)src | (uintptr_t)dst | size) & 3)) {
         for (uint32_t i = threadIdx.x; i < size / 4; i += nthreads)
             ((uint32_t *)dst)[i] = from == KARG_DEVICE ? __ldcg((const unsigned int *)src + i)
                                                        : ((const volatile uint32_t *)src)[i];
@@ -421,14 +454,12 @@ __device__ void copy_kernarg(void *dst, const void *src, uint32_t size, karg_src
 /* Payload placement (block 0, every thread): copy argument 1's payload
  * into device memory when the dispatch asks for it, and point argument 1
  * there. 16-byte loads, four in flight per thread, where aligned. */
-__device__ void stage_payload(xtq__cuda_dev *dev, const xtq_kernel_dispatch_packet_t *k,
-                              uint8_t *karg, uint32_t ks)
+__device__ void stage_payload(const qcache &C, uint64_t len, uint8_t *karg, uint32_t ks)
 {
-    uint64_t len = k->reserved2;
-    if (!dev->copy_min || len < dev->copy_min || len > dev->stage_len || ks < 16)
+    if (!C.copy_min || len < C.copy_min || len > C.stage_len || ks < 16)
         return;
     const uint8_t *src = *(const uint8_t *const *)(karg + 8);
-    uint8_t *dst = (uint8_t *)dev->stage;
+    uint8_t *dst = (uint8_t *)C.stage;
     if (!src)
         return;
     const uint32_t tid = threadIdx.x, nt = blockDim.x;
@@ -458,16 +489,324 @@ __device__ void stage_payload(xtq__cuda_dev *dev, const xtq_kernel_dispatch_pack
         *(uint64_t *)(karg + 8) = (uint64_t)(uintptr_t)dst;
 }
 
-__device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
+/* Block 0, every thread: load the queue table and settings into shared
+ * memory (at start, and when the host bumps the table version). */
+__device__ void load_table(xtq__cuda_dev *dev, qcache &C, uint32_t version)
+{
+    const uint32_t tid = threadIdx.x;
+    const uint32_t nq = dev->nq;
+    if (tid < XTQ__CUDA_MAX_QUEUES) {
+        const xtq__cuda_qdesc *qd = &dev->q[tid];
+        C.ring[tid] = qd->ring;
+        C.ridx[tid] = qd->read_index;
+        C.inl[tid] = qd->inl;
+        C.done[tid] = qd->done;
+        C.rd[tid] = *(volatile uint64_t *)&qd->rd;
+        C.last_kobj[tid] = 0;
+        C.shape_groups[tid] = 0;
+        C.mask[tid] = qd->mask;
+        uint32_t lines = qd->inl_lines;
+        C.lines[tid] = lines;
+        uint32_t usable = min(lines, XTQ__CUDA_INLINE_LINES_MAX);
+        C.poll[tid] = min(usable, 32u);
+    }
+    __syncthreads();
+    if (tid == 0) {
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < nq && i < XTQ__CUDA_MAX_QUEUES; i++)
+            if (*(volatile uint32_t *)&dev->q[i].active && C.inl[i] && C.lines[i])
+                C.list[n++] = i;
+        C.nlist = n;
+        C.complete_mode = dev->complete_mode;
+        C.host_atomics = dev->host_atomics;
+        C.grid_min = dev->grid_min;
+        C.grid_blocks_max = dev->grid_blocks_max;
+        C.poll_ns_max = dev->poll_ns_max;
+        C.kdesc = dev->kdesc;
+        C.copy_min = dev->copy_min;
+        C.stage = dev->stage;
+        C.stage_len = dev->stage_len;
+        /* The host waits for this before it frees a removed queue. */
+        __threadfence();
+        ((xtq__cuda_ctl *)dev->ctl)->version_seen = version;
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ bool line_ok(ulonglong2 v, uint32_t expect)
+{
+    return (uint32_t)(v.x >> 32) == expect && (uint32_t)(v.y >> 32) == expect;
+}
+
+/* Each thread's copy: every thread updates it the same way. */
+struct pollstate {
+    uint32_t next;    /* round-robin position in C.list */
+    uint32_t idle;    /* empty polls since the last packet */
+    uint32_t ns;      /* current nap */
+    uint32_t version; /* table version in C */
+    uint64_t seen_ns; /* PROF_SEEN of the packet taken */
+    uint64_t unpacked_ns;
+};
+
+/* Lines an inline packet needs, from line 0 as read; 0: no current
+ * inline packet (or a line 0 no enqueue of ours wrote). */
+__device__ __forceinline__ uint32_t inline_need(ulonglong2 v, uint32_t expect, uint32_t lines)
+{
+    if (!line_ok(v, expect))
+        return 0;
+    uint32_t need = (uint32_t)v.x & 0xffffu;
+    /* Header and packet at least; never beyond the slot. */
+    if (need < XTQ__CUDA_INLINE_KERNARG / XTQ__CUDA_LINE_DATA ||
+        need > min(lines, XTQ__CUDA_INLINE_LINES_MAX))
+        return 0;
+    return need;
+}
+
+/*
+ * Block 0, every thread: wait for a packet and take it. Returns -1 (stop)
+ * or the cached queue index `li` with the packet in S.buf (from its inline
+ * copy, or from the ring with an inline header made up from the
+ * producer's hints). Every shared word is written before one barrier and
+ * read between it and the next.
+ */
+__device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate &ps)
+{
+    const uint32_t tid = threadIdx.x;
+    for (;;) {
+        const uint32_t li = C.nlist ? C.list[ps.next % C.nlist] : ~0u;
+        uint32_t nl = 0, expect = 0, lines = 0;
+        ulonglong2 v = make_ulonglong2(0, 0);
+        const uint8_t *area = NULL;
+        const uint32_t *slot = NULL;
+        uint64_t rd = 0;
+        /* One round: every load below is in flight at once. */
+        if (li != ~0u) {
+            rd = C.rd[li];
+            nl = C.poll[li];
+            lines = C.lines[li];
+            expect = (uint32_t)(rd + 1);
+            area = (const uint8_t *)C.inl[li] +
+                   (rd & C.mask[li]) * (uint64_t)lines * XTQ__CUDA_LINE_BYTES;
+            slot = (const uint32_t *)((const xtq_aql_packet_t *)C.ring[li] + (rd & C.mask[li]));
+            if (tid < nl) {
+                v = ld_line(area + tid * XTQ__CUDA_LINE_BYTES);
+            } else if (tid == XTQ__CUDA_THREADS - 1) {
+                S.hdr = *(const volatile uint32_t *)slot;
+            } else if (tid == XTQ__CUDA_THREADS - 2) {
+                uint64_t obj = C.last_kobj[li];
+                S.kd_ok = 0;
+                if (obj) {
+                    uint4 w = ld_volatile_v4((const void *)obj);
+                    memcpy(&S.kd, &w, sizeof(S.kd));
+                    S.kd_ok = 1;
+                }
+            }
+        }
+        if (tid == XTQ__CUDA_THREADS - 3) {
+            /* stop and version, adjacent: one load */
+            uint64_t sv = *(const volatile uint64_t *)&dev->stop;
+            S.stopv[0] = (uint32_t)sv;
+            S.stopv[1] = (uint32_t)(sv >> 32);
+        }
+        if (tid == 0)
+            S.need = li != ~0u ? inline_need(v, expect, lines) : 0;
+        __syncthreads();
+        const uint32_t stop = S.stopv[0], version = S.stopv[1], hdr = S.hdr;
+        uint32_t need = S.need;
+        __syncthreads();
+        if (stop)
+            return -1;
+        if (version != ps.version) {
+            ps.version = version;
+            load_table(dev, C, version);
+            continue;
+        }
+        if (li == ~0u) {
+            /* No queue: nap at the longest. */
+            __nanosleep(C.poll_ns_max ? C.poll_ns_max : 1000);
+            continue;
+        }
+        if (need == 0) {
+            if ((hdr & 0xffu) == XTQ_PACKET_TYPE_INVALID) {
+                /* Nothing in this queue: the next one, and after a while
+                 * of nothing, back off (power when idle). */
+                ps.next++;
+                if (ps.idle < 4096) {
+                    ps.idle++;
+                } else {
+                    ps.ns = ps.ns ? min(ps.ns * 2, C.poll_ns_max) : 32;
+                    __nanosleep(ps.ns);
+                }
+                continue;
+            }
+            /* A header with no current inline copy: a producer that
+             * writes none, a poll that read the header after the
+             * producer's last store but a line before it, or the header
+             * of this slot's previous packet, which the host has not
+             * freed yet (it frees slots after the completion, so the
+             * processor can be a whole queue ahead of it). Only a header
+             * read after read_index says the slot was freed is this
+             * packet's: the host stores INVALID, then read_index. Then
+             * read the lines and the body. */
+            if (tid == 0) {
+                uint32_t hw = XTQ_PACKET_TYPE_INVALID;
+                const uint64_t size = (uint64_t)C.mask[li] + 1;
+                if (ld_acquire_sys_u64((const void *)C.ridx[li]) + size > rd)
+                    hw = ld_acquire_sys_u32(slot);
+                S.hdr = hw;
+            }
+            __syncthreads();
+            const uint32_t hw = S.hdr;
+            if ((hw & 0xffu) == XTQ_PACKET_TYPE_INVALID) {
+                ps.next++;
+                __syncthreads(); /* everyone has read S.hdr */
+                continue;
+            }
+            if (tid < nl)
+                v = ld_line(area + tid * XTQ__CUDA_LINE_BYTES);
+            else if (tid >= XTQ__CUDA_THREADS - 4)
+                ((uint4 *)buf_packet(S))[tid - (XTQ__CUDA_THREADS - 4)] =
+                    ld_volatile_v4((const uint4 *)slot + (tid - (XTQ__CUDA_THREADS - 4)));
+            if (tid == 0)
+                S.need = inline_need(v, expect, lines);
+            __syncthreads();
+            need = S.need;
+            if (need == 0) {
+                if (tid == 0) {
+                    ps.seen_ns = ps.unpacked_ns = gpu_clock_ns();
+                    xtq_aql_packet_t *p = buf_packet(S);
+                    p->header = (uint16_t)hw;
+                    p->kernel.setup = (uint16_t)(hw >> 16);
+                    /* A plain packet says nothing beyond AQL: its
+                     * arguments are fetched after the check, its payload
+                     * read in place, and it has no result buffer. */
+                    xtq__cuda_inline *h = (xtq__cuda_inline *)S.buf;
+                    h->nlines = 0;
+                    h->kernarg_len = 0;
+                    h->flags = 0;
+                    h->payload_len = 0;
+                    h->result = 0;
+                    h->result_len = 0;
+                    h->kernarg_ext = 0;
+                    C.rd[li] = rd + 1;
+                    *(volatile uint64_t *)&dev->q[li].rd = rd + 1;
+                }
+                /* Every thread: the poll state is per thread. */
+                ps.next++;
+                ps.idle = 0;
+                ps.ns = 0;
+                __syncthreads();
+                return (int)li;
+            }
+        }
+        /* Inline: every line up to `need` must carry the current flag;
+         * lines read before the producer wrote them are read again. */
+        if (tid == 0)
+            ps.seen_ns = gpu_clock_ns();
+        for (;;) {
+            const bool ok = tid >= need || line_ok(v, expect);
+            if (__syncthreads_and(ok))
+                break;
+            if (!ok)
+                v = ld_line(area + tid * XTQ__CUDA_LINE_BYTES);
+            if (tid == 0)
+                S.stopv[0] = *(volatile uint32_t *)&dev->stop;
+            __syncthreads();
+            if (S.stopv[0])
+                return -1;
+        }
+        if (tid < need) {
+            uint2 d = make_uint2((uint32_t)v.x, (uint32_t)v.y);
+            *(uint2 *)(S.buf + tid * XTQ__CUDA_LINE_DATA) = d;
+        }
+        if (tid == 0) {
+            C.rd[li] = rd + 1;
+            *(volatile uint64_t *)&dev->q[li].rd = rd + 1;
+            /* The next poll of this queue reads as many lines as this
+             * packet had (a warp at least): same-sized tasks in one read. */
+            uint32_t usable = min(lines, XTQ__CUDA_INLINE_LINES_MAX);
+            C.poll[li] = min(usable, max(32u, (need + 31u) & ~31u));
+        }
+        ps.next++;
+        ps.idle = 0;
+        ps.ns = 0;
+        __syncthreads();
+        if (tid == 0)
+            ps.unpacked_ns = gpu_clock_ns();
+        return (int)li;
+    }
+}
+
+#if defined(__CUDACC_RDC__)
+/*
+ * A large dispatch on a grid of its own (launched by block 0 with dynamic
+ * parallelism, fire and forget): each block loops over work-groups; the
+ * last block to finish completes the packet and releases block 0.
+ */
+__global__ void __launch_bounds__(XTQ_CUDA_MAX_WORKGROUP)
+    grid_kernel(xtq__cuda_dev *dev, uint32_t tag)
 {
     __shared__ xtq_kernel_dispatch_packet_t s_pkt;
     __shared__ __align__(16) uint8_t s_karg[XTQ_CUDA_MAX_KERNARG];
-    __shared__ int s_cmd;
-    __shared__ uint64_t s_gen, s_disp, s_fn;
-    __shared__ uint32_t s_ks, s_total;
-    __shared__ int s_rc;
     const uint32_t tid = threadIdx.x;
-    uint32_t qnext = 0, version = ~0u;
+    if (tid < sizeof(s_pkt) / 4)
+        ((uint32_t *)&s_pkt)[tid] = __ldcg((const unsigned int *)&dev->cur + tid);
+    const uint32_t ks = dev->cur_kernarg_size, total = dev->cur_total;
+    const uint64_t fn = dev->cur_fn;
+    copy_kernarg(s_karg, dev->kernarg, ks, KARG_DEVICE);
+    __syncthreads();
+    if (blockIdx.x == 0 && tid == 0)
+        dev->prof[PROF_START] = gpu_clock_ns();
+    xtq_cuda_dispatch_t d;
+    dispatch_init(&d, &s_pkt, (int32_t *)&dev->cur_status, dev->cur_result, dev->cur_result_len,
+                  dev->cur_payload_len);
+    for (uint32_t g = blockIdx.x; g < total; g += gridDim.x)
+        run_group(&d, g, fn, s_karg);
+    __syncthreads();
+    if (tid == 0) {
+        __threadfence();
+        if (atomicAdd(&dev->grid_done, 1u) == gridDim.x - 1) {
+            __threadfence();
+            dev->prof[PROF_END] = gpu_clock_ns();
+            complete_published(dev);
+            dev->prof[PROF_DONE] = gpu_clock_ns();
+            st_release_gpu_u64((void *)&dev->completed, tag);
+        }
+    }
+}
+#endif
+
+/* Block 0: write the dispatch for other blocks or a grid (every thread). */
+__device__ void publish_dispatch(xtq__cuda_dev *dev, pshared &S, uint32_t li, uint64_t index,
+                                 uint32_t ks)
+{
+    const uint32_t tid = threadIdx.x;
+    const xtq__cuda_inline *h = inl_hdr(S);
+    copy_kernarg(dev->kernarg, buf_kernarg(S), ks, KARG_SHARED);
+    if (tid < sizeof(xtq_kernel_dispatch_packet_t) / 4)
+        ((uint32_t *)&dev->cur)[tid] = ((const uint32_t *)buf_packet(S))[tid];
+    if (tid == 0) {
+        dev->cur_index = index;
+        dev->cur_queue = li;
+        dev->cur_fn = S.fn;
+        dev->cur_kernarg_size = ks;
+        dev->cur_total = S.total;
+        dev->cur_status = 0;
+        dev->cur_result = h->result;
+        dev->cur_result_len = h->result_len;
+        dev->cur_payload_len = h->payload_len;
+    }
+    /* Written by many threads, released by thread 0: each writer fences,
+     * or another block may read an old word. */
+    __threadfence();
+    __syncthreads();
+}
+
+__device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
+{
+    __shared__ pshared S;
+    __shared__ qcache C;
+    const uint32_t tid = threadIdx.x;
     xtq__cuda_ctl *ctl = (xtq__cuda_ctl *)dev->ctl;
     if (dev->abi != XTQ_CUDA_ABI_VERSION) {
         /* Built against other headers: touch nothing but the report. */
@@ -480,79 +819,201 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
     }
     if (blockIdx.x == 0 && tid == 0) {
         ctl->abi_seen = XTQ_CUDA_ABI_VERSION;
+#if defined(__CUDACC_RDC__)
+        ctl->caps = XTQ__CUDA_CAP_GRID;
+#else
+        ctl->caps = 0;
+#endif
         ctl->running = tag;
     }
     uint64_t gen = ld_acquire_gpu_u64((const void *)&dev->gen);
+#if defined(__CUDACC_RDC__)
+    uint32_t grid_seq = 0;
+#endif
 
-    for (;;) {
-        if (blockIdx.x == 0) {
-            if (tid == 0)
-                s_cmd = take_packet(dev, &qnext, &version, &s_pkt);
-            __syncthreads();
-            int cmd = s_cmd;
-            if (cmd < 0)
+    if (blockIdx.x == 0) {
+        pollstate ps = {0, 0, 0, 0, 0, 0};
+        ps.version = *(volatile uint32_t *)&dev->version;
+        load_table(dev, C, ps.version);
+        for (;;) {
+            int li = take_packet(dev, C, S, ps);
+            if (li < 0)
                 break;
-            if (cmd == 0) {
+            const uint64_t index = C.rd[li] - 1;
+            const xtq__cuda_inline *h = inl_hdr(S);
+            xtq_aql_packet_t *pkt = buf_packet(S);
+            const uint32_t type = pkt->header & 0xffu;
+            const uint64_t sig = pkt->kernel.completion_signal.handle; /* same offset in all */
+            if (type != XTQ_PACKET_TYPE_KERNEL_DISPATCH) {
+                if (tid == 0) {
+                    int32_t st = type == XTQ_PACKET_TYPE_AGENT_DISPATCH ? -XTQ_EAGENTKIND
+                                                                        : -XTQ_EPACKET;
+                    if (type == XTQ_PACKET_TYPE_BARRIER_AND || type == XTQ_PACKET_TYPE_BARRIER_OR) {
+                        uint32_t bns = 0;
+                        st = 0;
+                        while (!barrier_ready(&pkt->barrier, type == XTQ_PACKET_TYPE_BARRIER_OR)) {
+                            if (dev->stop) {
+                                st = 1;
+                                break;
+                            }
+                            bns = bns ? min(bns * 2, C.poll_ns_max) : 32;
+                            __nanosleep(bns);
+                        }
+                    }
+                    S.cmd = st;
+                    if (st <= 0)
+                        complete_local(dev, C, li, index, st, sig);
+                    else
+                        C.rd[li] = index; /* stopping: the next processor waits again */
+                    if (st > 0)
+                        *(volatile uint64_t *)&dev->q[li].rd = index;
+                }
                 __syncthreads();
+                if (S.cmd > 0)
+                    break;
                 continue;
             }
-            /* The last thread checks the dispatch (a trip to device memory)
-             * while the others fetch the arguments from host memory (a
-             * trip over PCIe), when the engine said how long they are
-             * (reserved0; XTQ packets always, checked against the kernel). */
-            const uint32_t hint = s_pkt.reserved0;
-            const void *karg_src = s_pkt.kernarg_address;
-            const bool early = hint && hint <= XTQ_CUDA_MAX_KERNARG && karg_src;
+            /* The last thread checks the dispatch (device memory, unless
+             * the poll prefetched this kernel's descriptor) while the
+             * others fetch arguments that are not inline, when the
+             * inline header says how long they are (checked). */
+            const uint32_t inl_ks = h->kernarg_len;
+            const uint32_t hint = inl_ks ? 0 : h->kernarg_ext;
+            const void *karg_src = pkt->kernel.kernarg_address;
+            const bool early = !inl_ks && hint && hint <= XTQ_CUDA_MAX_KERNARG && karg_src;
             if (tid == XTQ__CUDA_THREADS - 1) {
-                s_rc = check_dispatch(dev, &s_pkt, tag, &s_fn, &s_ks, &s_total);
-                if (s_rc == 0 && early && hint != s_ks)
-                    s_rc = -XTQ_EKERNARG;
+                const bool pre =
+                    (S.kd_ok != 0) & (C.last_kobj[li] == pkt->kernel.kernel_object);
+                uint64_t key[3];
+                shape_key(&pkt->kernel, key);
+                const bool same = (C.shape_groups[li] != 0) & (key[0] == C.shape[li][0]) &
+                                  (key[1] == C.shape[li][1]) & (key[2] == C.shape[li][2]);
+                if (pre & same) {
+                    /* This queue's last kernel and shape: the geometry and
+                     * the object's range were checked then; the
+                     * descriptor, read in this poll, is checked again. */
+                    S.rc = check_kdesc(S.kd, &pkt->kernel, tag, &S.fn, &S.ks);
+                    S.total = C.shape_groups[li];
+                } else {
+                    S.rc = check_dispatch(C.kdesc, &pkt->kernel, tag, pre ? &S.kd : NULL,
+                                          &S.fn, &S.ks, &S.total);
+                    if (S.rc == 0) {
+                        C.last_kobj[li] = pkt->kernel.kernel_object;
+                        C.shape[li][0] = key[0];
+                        C.shape[li][1] = key[1];
+                        C.shape[li][2] = key[2];
+                        C.shape_groups[li] = S.total;
+                    }
+                }
+                if (S.rc == 0 && ((inl_ks && inl_ks != S.ks) || (early && hint != S.ks)))
+                    S.rc = -XTQ_EKERNARG;
+                /* The inline copy holds what its header says it holds. */
+                const uint64_t have = (uint64_t)h->nlines * XTQ__CUDA_LINE_DATA;
+                const uint64_t k16 = XTQ__CUDA_INLINE_KERNARG + ((inl_ks + 15u) & ~15u);
+                if (S.rc == 0 && inl_ks && k16 > have)
+                    S.rc = -XTQ_EKERNARG;
+                if (S.rc == 0 && (h->flags & XTQ__CUDA_INLINE_PAYLOAD) &&
+                    (!inl_ks || inl_ks < 16 || k16 + h->payload_len > have))
+                    S.rc = -XTQ_EPACKET;
+                S.status = 0;
             } else if (early) {
-                copy_kernarg(s_karg, karg_src, hint, KARG_HOST, XTQ__CUDA_THREADS - 1);
+                copy_kernarg(buf_kernarg(S), karg_src, hint, KARG_HOST, XTQ__CUDA_THREADS - 1);
             }
             __syncthreads();
-            if (s_rc) {
+            if (S.rc) {
                 if (tid == 0)
-                    complete(dev, dev->cur_queue, dev->cur_index, dev->cur_cookie,
-                             s_pkt.completion_signal.handle, s_rc);
+                    complete_local(dev, C, li, index, S.rc, sig);
                 __syncthreads();
                 continue;
             }
-            const uint32_t ks = s_ks, total = s_total;
-            const uint64_t fn = s_fn;
-            if (!early) {
-                copy_kernarg(s_karg, karg_src, ks, KARG_HOST);
+            const uint32_t ks = S.ks, total = S.total;
+            const uint64_t fn = S.fn;
+            if (!inl_ks && !early) {
+                copy_kernarg(buf_kernarg(S), karg_src, ks, KARG_HOST);
                 __syncthreads();
             }
+            uint64_t args_ns = 0;
             if (tid == 0)
-                dev->prof[PROF_KARG] = gpu_clock_ns();
-            stage_payload(dev, &s_pkt, s_karg, ks);
+                args_ns = gpu_clock_ns();
+            uint8_t *karg = buf_kernarg(S);
+            const bool grid = C.grid_min && total >= C.grid_min;
+            if (h->flags & XTQ__CUDA_INLINE_PAYLOAD) {
+                /* Argument 1 points at the processor's copy. */
+                uint8_t *inl = karg + ((ks + 15u) & ~15u);
+                if (total > 1) {
+                    copy_kernarg(dev->inl_payload, inl, (uint32_t)((h->payload_len + 3) & ~3ull),
+                                 KARG_SHARED);
+                    inl = dev->inl_payload;
+                }
+                __syncthreads();
+                if (tid == 0)
+                    *(uint64_t *)(karg + 8) = (uint64_t)(uintptr_t)inl;
+            } else if (!grid) {
+                /* A grid reads the payload in place, every SM at once. */
+                stage_payload(C, h->payload_len, karg, ks);
+            }
             __syncthreads();
             if (total == 1) {
                 /* One work-group: this block runs it alone, nothing to
                  * publish to the others. */
+                uint64_t start_ns = 0, end_ns = 0;
                 if (tid == 0)
-                    dev->prof[PROF_PUBLISHED] = dev->prof[PROF_START] = gpu_clock_ns();
-                run_one_group(&s_pkt, fn, s_karg);
+                    start_ns = gpu_clock_ns();
+                xtq_cuda_dispatch_t d;
+                dispatch_init(&d, &pkt->kernel, &S.status, h->result, h->result_len, h->payload_len);
+                run_group(&d, 0, fn, karg);
                 __syncthreads();
                 if (tid == 0) {
-                    dev->prof[PROF_END] = gpu_clock_ns();
-                    complete(dev, dev->cur_queue, dev->cur_index, dev->cur_cookie,
-                             s_pkt.completion_signal.handle, 0);
-                    dev->prof[PROF_FENCED] = gpu_clock_ns();
+                    end_ns = gpu_clock_ns();
+                    complete_local(dev, C, li, index, S.status, sig);
+                    uint64_t done_ns = gpu_clock_ns();
+                    /* After the completion: these stores cost it nothing. */
+                    dev->prof[PROF_SEEN] = ps.seen_ns;
+                    dev->prof[PROF_UNPACKED] = ps.unpacked_ns;
+                    dev->prof[PROF_ARGS] = args_ns;
+                    dev->prof[PROF_PUBLISHED] = start_ns;
+                    dev->prof[PROF_START] = start_ns;
+                    dev->prof[PROF_END] = end_ns;
+                    dev->prof[PROF_DONE] = done_ns;
                 }
                 __syncthreads();
                 continue;
             }
-            copy_kernarg(dev->kernarg, s_karg, ks, KARG_SHARED);
-            if (tid < sizeof(s_pkt) / 4)
-                ((uint32_t *)&dev->cur)[tid] = ((const uint32_t *)&s_pkt)[tid];
-            /* Written by many threads, released by thread 0 with gen: each
-             * writer fences, or another block may read an old word. */
-            __threadfence();
-            __syncthreads();
+            publish_dispatch(dev, S, (uint32_t)li, index, ks);
+            if (tid == 0) {
+                dev->prof[PROF_SEEN] = ps.seen_ns;
+                dev->prof[PROF_UNPACKED] = ps.unpacked_ns;
+                dev->prof[PROF_ARGS] = args_ns;
+            }
+#if defined(__CUDACC_RDC__)
+            if (grid) {
+                /* The whole GPU: a grid of its own, started from here. */
+                if (tid == 0) {
+                    const uint32_t tag_now = 0x80000000u | (++grid_seq & 0x7fffffffu);
+                    dev->grid_done = 0;
+                    uint32_t nb = min(total, max(C.grid_blocks_max, 1u));
+                    __threadfence();
+                    dev->prof[PROF_PUBLISHED] = gpu_clock_ns();
+                    grid_kernel<<<nb, XTQ__CUDA_THREADS, 0, cudaStreamFireAndForget>>>(dev, tag_now);
+                    S.rc = (int)cudaGetLastError();
+                    if (S.rc == 0) {
+                        dev->grid_launches++;
+                        /* In order: the next packet waits for this one. */
+                        while ((uint32_t)ld_acquire_gpu_u64((const void *)&dev->completed) !=
+                               tag_now)
+                            __nanosleep(64);
+                    } else {
+                        dev->grid_failures++;
+                    }
+                }
+                __syncthreads();
+                if (S.rc == 0)
+                    continue;
+                /* Refused (launch limits): the processor's blocks run it. */
+            }
+#endif
             gen++;
-            const uint32_t tag_now = (uint32_t)gen;
+            const uint32_t tag_now = (uint32_t)gen & 0x7fffffffu;
             if (tid == 0) {
                 dev->groups_done = 0;
                 dev->claim = (unsigned long long)tag_now << 32;
@@ -561,49 +1022,59 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
                 dev->prof[PROF_PUBLISHED] = gpu_clock_ns();
             }
             __syncthreads();
-            run_groups(dev, tag_now, &s_pkt, fn, s_karg, total);
+            run_groups(dev, tag_now, &pkt->kernel, fn, karg, total);
             if (tid == 0) {
                 /* In order: the next packet waits for this one. */
                 while ((uint32_t)ld_acquire_gpu_u64((const void *)&dev->completed) != tag_now)
                     __nanosleep(64);
             }
             __syncthreads();
-        } else {
-            if (tid == 0) {
-                uint32_t ns = 0, idle = 0;
-                uint64_t g;
-                int cmd = 1;
-                while ((g = ld_acquire_gpu_u64((const void *)&dev->gen)) == gen) {
-                    if (dev->stop) {
-                        cmd = -1;
-                        break;
-                    }
-                    nap(&ns, &idle, dev->poll_ns_max);
-                }
-                s_cmd = cmd;
-                s_gen = g;
-                if (cmd > 0)
-                    s_disp = ld_acquire_gpu_u64((const void *)&dev->dispatch);
-            }
-            __syncthreads();
-            if (s_cmd < 0)
-                break;
-            gen = s_gen;
-            /* Tag and group count from one word; the packet, function and
-             * arguments read after it belong to that dispatch or a later
-             * one. A stale view claims nothing: the claim word's tag has
-             * moved on, or every group of the tag is taken. */
-            const uint32_t tag_seen = (uint32_t)(s_disp >> 32), total = (uint32_t)s_disp;
-            if (tid < sizeof(s_pkt) / 4)
-                ((uint32_t *)&s_pkt)[tid] = __ldcg((const unsigned int *)&dev->cur + tid);
-            __syncthreads();
-            uint32_t ks = *(volatile uint32_t *)&dev->cur_kernarg_size;
-            uint64_t fn = *(volatile uint64_t *)&dev->cur_fn;
-            copy_kernarg(s_karg, dev->kernarg, ks, KARG_DEVICE);
-            __syncthreads();
-            run_groups(dev, tag_seen, &s_pkt, fn, s_karg, total);
-            __syncthreads();
         }
+        return;
+    }
+
+    /* Blocks 1..: run work-groups of dispatches block 0 publishes. */
+    xtq_kernel_dispatch_packet_t *pkt = &buf_packet(S)->kernel;
+    for (;;) {
+        if (tid == 0) {
+            uint32_t ns = 0, idle = 0;
+            uint64_t g;
+            int cmd = 1;
+            while ((g = ld_acquire_gpu_u64((const void *)&dev->gen)) == gen) {
+                if (dev->stop) {
+                    cmd = -1;
+                    break;
+                }
+                if (idle < 4096) {
+                    ++idle;
+                } else {
+                    ns = ns ? min(ns * 2, dev->poll_ns_max) : 32;
+                    __nanosleep(ns);
+                }
+            }
+            S.cmd = cmd;
+            S.gen = g;
+            if (cmd > 0)
+                S.disp = ld_acquire_gpu_u64((const void *)&dev->dispatch);
+        }
+        __syncthreads();
+        if (S.cmd < 0)
+            break;
+        gen = S.gen;
+        /* Tag and group count from one word; the packet, function and
+         * arguments read after it belong to that dispatch or a later
+         * one. A stale view claims nothing: the claim word's tag has
+         * moved on, or every group of the tag is taken. */
+        const uint32_t tag_seen = (uint32_t)(S.disp >> 32), total = (uint32_t)S.disp;
+        if (tid < sizeof(*pkt) / 4)
+            ((uint32_t *)pkt)[tid] = __ldcg((const unsigned int *)&dev->cur + tid);
+        __syncthreads();
+        uint32_t ks = *(volatile uint32_t *)&dev->cur_kernarg_size;
+        uint64_t fn = *(volatile uint64_t *)&dev->cur_fn;
+        copy_kernarg(buf_kernarg(S), dev->kernarg, ks, KARG_DEVICE);
+        __syncthreads();
+        run_groups(dev, tag_seen, pkt, fn, buf_kernarg(S), total);
+        __syncthreads();
     }
 }
 

@@ -1,6 +1,8 @@
 /*
  * Device tasks for the CUDA agent tests. Compiled into the test program:
  * a module of its own, as a user's tasks would be, with its processor.
+ * Built with -rdc (and cudadevrt): the processor can launch large
+ * dispatches on a grid of their own, which the tests exercise.
  */
 #include <stdint.h>
 
@@ -81,6 +83,46 @@ __device__ void task_heavy(const xtq_cuda_dispatch_t *d, void *kernarg)
 }
 XTQ_CUDA_TASK_EXPORT(task_heavy);
 
+/* Fails the dispatch from one work-item; every item still runs. */
+__device__ void task_fail(const xtq_cuda_dispatch_t *d, void *kernarg)
+{
+    const struct fail_args *a = (const struct fail_args *)kernarg;
+    uint32_t lin = d->workgroup_id[0] * d->workgroup_size[0] + d->local_id[0];
+    a->seen[lin] = 1;
+    if (d->workgroup_id[0] == a->fail_group && d->local_id[0] == 0)
+        xtq_cuda_task_fail(d, a->status);
+}
+XTQ_CUDA_TASK_EXPORT(task_fail);
+
+/* Fills a fetching put's reply buffer. */
+__device__ void task_result(const xtq_cuda_dispatch_t *d, void *kernarg)
+{
+    const struct result_args *a = (const struct result_args *)kernarg;
+    uint32_t lin = d->workgroup_id[0] * d->workgroup_size[0] + d->local_id[0];
+    if (d->result && lin < d->result_len / 4)
+        ((uint32_t *)d->result)[lin] = RESULT_WORD(lin);
+    if (lin == 0) {
+        a->info[0] = d->result_len;
+        a->info[1] = d->result != NULL;
+        a->info[2] = (uint32_t)d->payload_len;
+        a->info[3] = (uint32_t)(d->payload_len >> 32);
+    }
+    if (lin == d->grid_size[0] - 1) {
+        const uint8_t *p = (const uint8_t *)a->payload;
+        a->info[4] = d->payload_len ? p[0] | (uint32_t)p[d->payload_len - 1] << 8 : 0;
+    }
+}
+XTQ_CUDA_TASK_EXPORT(task_result);
+
+/* Copies its (long) arguments out, every work-item a stride of them. */
+__device__ void task_karg(const xtq_cuda_dispatch_t *d, void *kernarg)
+{
+    const struct karg_args *a = (const struct karg_args *)kernarg;
+    for (uint32_t i = d->flat_local_id; i < a->n && i < KARG_WORDS_MAX; i += d->workgroup_size[0])
+        a->out[i] = a->words[i];
+}
+XTQ_CUDA_TASK_EXPORT(task_karg);
+
 XTQ_CUDA_MODULE(xtq_test_tasks)
 /* A second processor, standing for another module in the attach rules. */
 XTQ_CUDA_MODULE(xtq_test_other)
@@ -110,6 +152,9 @@ extern "C" uint64_t cuda_task_address(int which)
     case TASK_READ_FLAG: rc = xtq_cuda_task_address(task_read_flag_xtq_task, &p); break;
     case TASK_SUM: rc = xtq_cuda_task_address(task_sum_xtq_task, &p); break;
     case TASK_HEAVY: rc = xtq_cuda_task_address(task_heavy_xtq_task, &p); break;
+    case TASK_FAIL: rc = xtq_cuda_task_address(task_fail_xtq_task, &p); break;
+    case TASK_RESULT: rc = xtq_cuda_task_address(task_result_xtq_task, &p); break;
+    case TASK_KARG: rc = xtq_cuda_task_address(task_karg_xtq_task, &p); break;
     }
     return rc == 0 ? p : 0;
 }

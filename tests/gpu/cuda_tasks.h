@@ -8,7 +8,16 @@
 extern "C" {
 #endif
 
-enum { TASK_GEOM, TASK_COUNT, TASK_READ_FLAG, TASK_SUM, TASK_HEAVY };
+enum {
+    TASK_GEOM,
+    TASK_COUNT,
+    TASK_READ_FLAG,
+    TASK_SUM,
+    TASK_HEAVY,
+    TASK_FAIL,
+    TASK_RESULT,
+    TASK_KARG
+};
 #define HEAVY_N 96
 
 /* Arguments 0 and 1 are the target buffer and the payload (XTQ layout). */
@@ -36,6 +45,35 @@ struct sum_args {
 struct heavy_args {
     float *out;
     const float *in;
+};
+/* Every work-item marks seen[its flat id]; work-item 0 of group
+ * `fail_group` fails the dispatch with `status`. */
+struct fail_args {
+    uint32_t *seen;
+    const void *payload;
+    int32_t status;
+    uint32_t fail_group;
+};
+/* Work-item i writes result word i (i < result_len / 4); work-item 0
+ * reports what it saw in info[0] (result_len), info[1] (non-NULL), and
+ * info[2], info[3] (payload_len, low and high word); the last work-item
+ * of the dispatch adds the payload's first and last bytes as it sees them
+ * in info[4] (first | last << 8), 0 without payload. */
+struct result_args {
+    uint32_t *info;
+    const void *payload;
+};
+#define RESULT_WORD(i) ((uint32_t)(i) * 2654435761u + 7u)
+/* Kernel arguments of any length up to XTQ_CUDA_MAX_KERNARG: the task
+ * copies words[0 .. n-1] (as many as the kernel's arguments hold) to
+ * out[0 .. n-1]. */
+#define KARG_WORDS_MAX 1018
+struct karg_args {
+    uint32_t *out;
+    const void *payload;
+    uint32_t n;
+    uint32_t pad;
+    uint32_t words[KARG_WORDS_MAX];
 };
 
 #ifdef __CUDACC__

@@ -13,6 +13,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <xtq/cuda_abi.h>
+
 #include "cuda_tasks.h"
 #include "xtq_test.h"
 
@@ -301,7 +303,7 @@ XTQ_TEST(bad_packets_complete_with_error)
     const uint32_t grid[3] = {1, 1, 1};
     const uint16_t wg[3] = {1, 1, 1};
     struct xtq_kernel bogus = {.agent = agent, .object = 0x1234, .kernarg_size = 0};
-    retired = calloc(3, sizeof(*retired));
+    retired = calloc(4, sizeof(*retired));
     CHECK_OK(xtq_queue_create(agent, 4, &q));
     q->retire = count_retire;
     CHECK_OK(xtq_cuda_signal_create(agent, 2, &sig));
@@ -322,63 +324,86 @@ XTQ_TEST(bad_packets_complete_with_error)
     for (int t = 0; atomic_load(&retired[1]) == 0 && t < 20000; t++)
         usleep(1000);
     CHECK_EQ(atomic_load(&last_status), -XTQ_EAGENTKIND);
-    /* An argument-length hint that does not match the kernel: refused
-     * before the task is called. */
+    /* A kernel that takes arguments, sent without any: refused before the
+     * task is called. */
     xtq_kernel_t *k = make_kernel(agent, TASK_COUNT, sizeof(struct count_args));
     struct count_args *ka = host_alloc(agent, 64);
     uint32_t *seen = host_alloc(agent, 64);
     ka->seen = seen;
     ka->seq = 0;
     xtq_signal_store(sig, 1);
-    kernel_packet(&p, k, ka, 1, grid, wg, sig);
-    p.kernel.reserved0 = sizeof(*ka) + 8;
+    kernel_packet(&p, k, NULL, 1, grid, wg, sig);
     submit(q, &p, (void *)(uintptr_t)3);
     CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
     for (int t = 0; atomic_load(&retired[2]) == 0 && t < 20000; t++)
         usleep(1000);
     CHECK_EQ(atomic_load(&last_status), -XTQ_EKERNARG);
     CHECK_EQ(*(volatile uint32_t *)seen, 0u);
+    /* HSA's reserved fields are nobody's hints: garbage there (a length
+     * far beyond the payload, a wrong argument length) changes nothing. */
+    atomic_store(&last_status, 0);
+    xtq_signal_store(sig, 1);
+    kernel_packet(&p, k, ka, 1, grid, wg, sig);
+    p.kernel.reserved0 = 0xffff;
+    p.kernel.reserved2 = ~0ull;
+    submit(q, &p, (void *)(uintptr_t)4);
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    for (int t = 0; atomic_load(&retired[3]) == 0 && t < 20000; t++)
+        usleep(1000);
+    CHECK_EQ(atomic_load(&last_status), 0);
+    CHECK_EQ(*(volatile uint32_t *)seen, 1u);
     CHECK_OK(xtq_queue_destroy(q));
     CHECK_OK(xtq_kernel_destroy(k));
     agent->ops->close(agent);
     free(retired);
 }
 
-/* Runs task_sum over `len` bytes at `payload`; reserved2 carries the
- * payload length, as the engine sets it. Returns the address the task saw. */
-static uint64_t run_sum(xtq_queue_t *q, xtq_kernel_t *k, struct sum_args *ka,
-                        unsigned long long *dresult, const void *payload, uint32_t len,
-                        xtq_signal_t *sig, unsigned long long want)
+/* The engine's path: the task goes through the agent's enqueue, which
+ * copies the packet, the arguments and a small payload into the slot's
+ * inline area. Returns the payload address the task saw. */
+static uint64_t enqueue_sum(xtq_queue_t *q, xtq_kernel_t *k, struct sum_args *ka,
+                            unsigned long long *dresult, const void *payload, uint32_t len,
+                            uint32_t groups, xtq_signal_t *sig, unsigned long long want)
 {
-    const uint32_t grid[3] = {4096, 1, 1};
+    const uint32_t grid[3] = {groups * 256, 1, 1};
     const uint16_t wg[3] = {256, 1, 1};
     unsigned long long res[2] = {0, 0};
     xtq_aql_packet_t p;
-    /* Not cudaMemcpy from pageable memory: it may return before its DMA
-     * lands, which then overwrote the task's sum (seen with four test
-     * processes on the GPU). A memset on our own stream, waited for. */
     cudaStream_t s;
     CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
     CHECK(cudaMemsetAsync(dresult, 0, sizeof(res), s) == cudaSuccess);
     CHECK(cudaStreamSynchronize(s) == cudaSuccess);
-    CHECK(cudaStreamDestroy(s) == cudaSuccess);
     ka->result = dresult;
     ka->payload = payload;
     ka->len = len;
     xtq_signal_store(sig, 1);
     kernel_packet(&p, k, ka, 1, grid, wg, sig);
-    /* As the engine sets them: payload and argument lengths. */
-    p.kernel.reserved2 = len;
-    p.kernel.reserved0 = sizeof(*ka);
-    submit(q, &p, NULL);
+    struct xtq__enqueue d = {.packet = &p,
+                             .kernarg = ka,
+                             .kernarg_len = sizeof(*ka),
+                             .payload = payload,
+                             .payload_len = len};
+    while (xtq__cuda_enqueue(q, &d, NULL) == -XTQ_EAGAIN)
+        xtq__cpu_relax();
     CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
-    CHECK(cudaMemcpy(res, dresult, sizeof(res), cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(cudaMemcpyAsync(res, dresult, sizeof(res), cudaMemcpyDeviceToHost, s) == cudaSuccess);
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    CHECK(cudaStreamDestroy(s) == cudaSuccess);
     if (res[0] != want)
-        fprintf(stderr, "run_sum: %u bytes at %p: sum %llu (want %llu), task saw payload %#llx, "
-                        "signal %lld\n",
-                len, payload, res[0], want, res[1], (long long)xtq_signal_load(sig));
+        fprintf(stderr,
+                "enqueue_sum: %u bytes, %u groups: sum %llu (want %llu), payload seen %#llx\n", len,
+                groups, res[0], want, res[1]);
     CHECK_EQ(res[0], want);
     return res[1];
+}
+
+/* A 16-group sum through the agent's enqueue (the engine's path; the
+ * payload is too long to travel inline). */
+static uint64_t run_sum(xtq_queue_t *q, xtq_kernel_t *k, struct sum_args *ka,
+                        unsigned long long *dresult, const void *payload, uint32_t len,
+                        xtq_signal_t *sig, unsigned long long want)
+{
+    return enqueue_sum(q, k, ka, dresult, payload, len, 16, sig, want);
 }
 
 XTQ_TEST(payload_in_place_and_in_device_memory)
@@ -423,6 +448,8 @@ XTQ_TEST(payload_in_place_and_in_device_memory)
 XTQ_TEST(payload_staged_from_copy_min)
 {
     setenv("XTQ_CUDA_COPY_MIN", "4096", 1);
+    /* In the processor's blocks: a launched grid reads in place. */
+    setenv("XTQ_CUDA_GRID_MIN", "0", 1);
     xtq_agent_t *agent = open_agent();
     xtq_queue_t *q;
     xtq_signal_t *sig;
@@ -434,14 +461,15 @@ XTQ_TEST(payload_staged_from_copy_min)
     for (uint32_t i = 0; i < len; i++) {
         host[i] = (uint8_t)rand();
         want += host[i];
-        if (i < 64)
+        if (i < 1024)
             want_small += host[i];
     }
     CHECK(cudaMalloc((void **)&dresult, 16) == cudaSuccess);
     xtq_kernel_t *k = make_kernel(agent, TASK_SUM, sizeof(*ka));
     CHECK_OK(xtq_queue_create(agent, 4, &q));
     CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
-    CHECK_EQ(run_sum(q, k, ka, dresult, host, 64, sig, want_small), (uint64_t)(uintptr_t)host);
+    /* Longer than an inline payload, shorter than the threshold: in place. */
+    CHECK_EQ(run_sum(q, k, ka, dresult, host, 1024, sig, want_small), (uint64_t)(uintptr_t)host);
     uint64_t seen = run_sum(q, k, ka, dresult, host, len, sig, want);
     CHECK(seen != (uint64_t)(uintptr_t)host);
     struct cudaPointerAttributes at;
@@ -453,6 +481,654 @@ XTQ_TEST(payload_staged_from_copy_min)
     CHECK_EQ(run_sum(q, k, ka, dresult, host, len, sig, want), seen);
     CHECK_OK(xtq_queue_destroy(q));
     CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    CHECK(cudaFree(dresult) == cudaSuccess);
+    unsetenv("XTQ_CUDA_COPY_MIN");
+    unsetenv("XTQ_CUDA_GRID_MIN");
+}
+
+/* Whether the attached module can launch grids (built with -rdc). */
+static bool module_grids(xtq_agent_t *agent)
+{
+    return (xtq__cuda_caps(agent) & XTQ__CUDA_CAP_GRID) != 0;
+}
+
+static enum cudaMemoryType mem_type(uint64_t addr)
+{
+    struct cudaPointerAttributes at;
+    CHECK(cudaPointerGetAttributes(&at, (void *)(uintptr_t)addr) == cudaSuccess);
+    return at.type;
+}
+
+/* Payload placement through the agent's enqueue: up to XTQ_CUDA_INLINE_MAX
+ * bytes the payload travels inline (a one-group task reads the
+ * processor's shared-memory copy, a larger one a device-memory copy);
+ * beyond it, in place. Every byte arrives: unaligned lengths, a changed
+ * payload at the same address, and a full queue lapping its slots. */
+XTQ_TEST(inline_payload_placement)
+{
+    setenv("XTQ_CUDA_INLINE_MAX", "1024", 1);
+    setenv("XTQ_CUDA_GRID_MIN", "0", 1); /* every group in the processor */
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t len = 4096;
+    uint8_t *host = host_alloc(agent, len);
+    struct sum_args *ka = host_alloc(agent, sizeof(*ka));
+    unsigned long long *dresult = NULL;
+    srand(5);
+    for (uint32_t i = 0; i < len; i++)
+        host[i] = (uint8_t)rand();
+    CHECK(cudaMalloc((void **)&dresult, 16) == cudaSuccess);
+    xtq_kernel_t *k = make_kernel(agent, TASK_SUM, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    static const uint32_t lens[] = {1, 7, 64, 333, 1000, 1024, 1025, 4096};
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < ARRAY_SIZE(lens); i++) {
+            unsigned long long want = 0;
+            for (uint32_t b = 0; b < lens[i]; b++)
+                want += host[b];
+            uint64_t seen1 = enqueue_sum(q, k, ka, dresult, host, lens[i], 1, sig, want);
+            uint64_t seen16 = enqueue_sum(q, k, ka, dresult, host, lens[i], 16, sig, want);
+            if (lens[i] <= 1024) {
+                CHECK(seen1 != (uint64_t)(uintptr_t)host);  /* shared memory */
+                CHECK_EQ((int)mem_type(seen16), (int)cudaMemoryTypeDevice);
+            } else {
+                CHECK_EQ(seen1, (uint64_t)(uintptr_t)host); /* in place */
+                CHECK_EQ(seen16, (uint64_t)(uintptr_t)host);
+            }
+        }
+        /* New contents at the same address: the inline copy is fresh. */
+        host[0] ^= 0x81;
+        host[1023] ^= 0x3c;
+    }
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    CHECK(cudaFree(dresult) == cudaSuccess);
+    unsetenv("XTQ_CUDA_INLINE_MAX");
+    unsetenv("XTQ_CUDA_GRID_MIN");
+}
+
+/* A one-group task reading its payload in place, at the same host
+ * address with new contents every time: each run sees this run's bytes
+ * (the processor's acquire of the packet invalidates the SM's L1; the
+ * release completion alone does not: 1109 of 1110 sums were stale on the
+ * H100 before), in both completion orderings. */
+XTQ_TEST(in_place_payload_fresh_every_time)
+{
+    setenv("XTQ_CUDA_INLINE_MAX", "0", 1); /* never inline */
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t len = 4096;
+    uint8_t *host = host_alloc(agent, len);
+    struct sum_args *ka = host_alloc(agent, sizeof(*ka));
+    unsigned long long *dresult = NULL, want = 0;
+    srand(9);
+    for (uint32_t i = 0; i < len; i++) {
+        host[i] = (uint8_t)rand();
+        want += host[i];
+    }
+    CHECK(cudaMalloc((void **)&dresult, 16) == cudaSuccess);
+    xtq_kernel_t *k = make_kernel(agent, TASK_SUM, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 8, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    for (int mode = 0; mode < 2; mode++) {
+        CHECK_OK(xtq__cuda_tune(agent, XTQ__CUDA_KNOB_COMPLETE,
+                                mode ? XTQ__CUDA_COMPLETE_FENCE : XTQ__CUDA_COMPLETE_RELEASE));
+        for (int it = 0; it < 200; it++) {
+            want -= host[it % len];
+            host[it % len] = (uint8_t)(host[it % len] + 1 + it);
+            want += host[it % len];
+            CHECK_EQ(enqueue_sum(q, k, ka, dresult, host, len, 1, sig, want),
+                     (uint64_t)(uintptr_t)host);
+        }
+    }
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    CHECK(cudaFree(dresult) == cudaSuccess);
+    unsetenv("XTQ_CUDA_INLINE_MAX");
+}
+
+/* Inline packets through a small queue, from two producer threads, with
+ * cookies: each runs once, each cookie retires once, in both completion
+ * orderings (release store and fence). */
+struct inline_producer {
+    xtq_queue_t *q;
+    xtq_kernel_t *k;
+    xtq_signal_t *sig;
+    struct count_args *ka;
+    uint32_t first, count;
+};
+
+static void *inline_produce(void *arg)
+{
+    struct inline_producer *pr = arg;
+    const uint32_t grid[3] = {1, 1, 1};
+    const uint16_t wg[3] = {1, 1, 1};
+    for (uint32_t i = pr->first; i < pr->first + pr->count; i++) {
+        xtq_aql_packet_t p;
+        kernel_packet(&p, pr->k, &pr->ka[i], 1, grid, wg, pr->sig);
+        struct xtq__enqueue d = {.packet = &p,
+                                 .kernarg = &pr->ka[i],
+                                 .kernarg_len = sizeof(pr->ka[i]),
+                                 .retire = count_retire,
+                                 .cookie = i % 3 == 2 ? NULL : (void *)(uintptr_t)(i + 1)};
+        while (xtq__cuda_enqueue(pr->q, &d, NULL) == -XTQ_EAGAIN)
+            xtq__cpu_relax();
+    }
+    return NULL;
+}
+
+XTQ_TEST(inline_many_packets_exactly_once)
+{
+    enum { N = 60000 };
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    uint32_t *seen = host_alloc(agent, N * 4);
+    struct count_args *ka = host_alloc(agent, N * sizeof(*ka));
+    retired = calloc(N, sizeof(*retired));
+    atomic_store(&last_status, 0);
+    xtq_kernel_t *k = make_kernel(agent, TASK_COUNT, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 16, &q));
+    q->retire = count_retire;
+    CHECK_OK(xtq_cuda_signal_create(agent, N, &sig));
+    for (uint32_t i = 0; i < N; i++) {
+        ka[i].seen = seen;
+        ka[i].seq = i;
+    }
+    for (uint32_t mode = 0; mode < 2; mode++) {
+        const uint32_t half = N / 2, base = mode * half;
+        /* Second half: completions ordered by a fence, not a release. */
+        CHECK_OK(xtq__cuda_tune(agent, XTQ__CUDA_KNOB_COMPLETE,
+                                mode ? XTQ__CUDA_COMPLETE_FENCE : XTQ__CUDA_COMPLETE_RELEASE));
+        struct inline_producer pr[2] = {{q, k, sig, ka, base, half / 2},
+                                        {q, k, sig, ka, base + half / 2, half - half / 2}};
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, inline_produce, &pr[1]) == 0);
+        inline_produce(&pr[0]);
+        CHECK(pthread_join(th, NULL) == 0);
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, (int64_t)(N - base - half), WAIT_NS, NULL));
+    }
+    for (uint32_t i = 0; i < N; i++)
+        CHECK_EQ(seen[i], 1);
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t want = i % 3 == 2 ? 0 : 1;
+        for (int tries = 0; atomic_load(&retired[i]) != want && tries < 20000; tries++)
+            usleep(1000);
+        CHECK_EQ(atomic_load(&retired[i]), want);
+    }
+    CHECK_EQ(atomic_load(&last_status), 0);
+    CHECK(xtq_queue_load_read_index(q) == N);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    free(retired);
+}
+
+/* Two small queues, one fed through the agent's enqueue (inline), one
+ * with plain packets, interleaved and kept full: the processor serves
+ * both in turn, and never takes a slot's previous packet (whose header
+ * the host has not freed yet) for a new one. */
+XTQ_TEST(two_queues_inline_and_plain)
+{
+    enum { N = 20000 };
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q[2];
+    xtq_signal_t *sig;
+    const uint32_t grid[3] = {1, 1, 1};
+    const uint16_t wg[3] = {1, 1, 1};
+    uint32_t *seen = host_alloc(agent, N * 4);
+    struct count_args *ka = host_alloc(agent, N * sizeof(*ka));
+    xtq_kernel_t *k = make_kernel(agent, TASK_COUNT, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 4, &q[0]));
+    CHECK_OK(xtq_queue_create(agent, 4, &q[1]));
+    CHECK_OK(xtq_cuda_signal_create(agent, N, &sig));
+    for (uint32_t i = 0; i < N; i++) {
+        xtq_aql_packet_t p;
+        ka[i].seen = seen;
+        ka[i].seq = i;
+        kernel_packet(&p, k, &ka[i], 1, grid, wg, sig);
+        if (i & 1) {
+            submit(q[1], &p, NULL);
+        } else {
+            struct xtq__enqueue d = {.packet = &p, .kernarg = &ka[i], .kernarg_len = sizeof(ka[i])};
+            while (xtq__cuda_enqueue(q[0], &d, NULL) == -XTQ_EAGAIN)
+                xtq__cpu_relax();
+        }
+    }
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    for (uint32_t i = 0; i < N; i++)
+        CHECK_EQ(seen[i], 1);
+    CHECK(xtq_queue_load_read_index(q[0]) == N / 2);
+    CHECK(xtq_queue_load_read_index(q[1]) == N / 2);
+    CHECK_OK(xtq_queue_destroy(q[0]));
+    CHECK_OK(xtq_queue_destroy(q[1]));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+}
+
+/* A task fails its dispatch: the status reaches the retire callback, the
+ * signal is still decremented, every work-item still ran; in one group
+ * (block 0), across the processor's blocks and on a launched grid. */
+XTQ_TEST(task_fail_status_reaches_retire)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t groups_max = 64, items = groups_max * 32;
+    uint32_t *seen = host_alloc(agent, items * 4);
+    struct fail_args *ka = host_alloc(agent, sizeof(*ka));
+    retired = calloc(8, sizeof(*retired));
+    xtq_kernel_t *k = make_kernel(agent, TASK_FAIL, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    q->retire = count_retire;
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    struct {
+        uint32_t groups, grid_min, fail_group;
+        int32_t status;
+    } cases[] = {{1, 0, 0, -XTQ_ERANGE},
+                 {8, 0, 5, -XTQ_EKERNARG},
+                 {groups_max, 4, 63, -XTQ_ERANGE},
+                 {groups_max, 4, ~0u, 0}};
+    for (uint32_t c = 0; c < ARRAY_SIZE(cases); c++) {
+        const uint32_t grid[3] = {cases[c].groups * 32, 1, 1};
+        const uint16_t wg[3] = {32, 1, 1};
+        CHECK_OK(xtq__cuda_tune(agent, XTQ__CUDA_KNOB_GRID_MIN, cases[c].grid_min));
+        memset(seen, 0, items * 4);
+        ka->seen = seen;
+        ka->status = cases[c].status;
+        ka->fail_group = cases[c].fail_group;
+        atomic_store(&last_status, 0);
+        xtq_signal_store(sig, 1);
+        xtq_aql_packet_t p;
+        kernel_packet(&p, k, ka, 1, grid, wg, sig);
+        struct xtq__enqueue d = {.packet = &p,
+                                 .kernarg = ka,
+                                 .kernarg_len = sizeof(*ka),
+                                 .retire = count_retire,
+                                 .cookie = (void *)(uintptr_t)(c + 1)};
+        CHECK_OK(xtq__cuda_enqueue(q, &d, NULL));
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+        for (int t = 0; atomic_load(&retired[c]) == 0 && t < 20000; t++)
+            usleep(1000);
+        CHECK_EQ(atomic_load(&retired[c]), 1);
+        CHECK_EQ(atomic_load(&last_status), cases[c].status);
+        for (uint32_t i = 0; i < cases[c].groups * 32; i++)
+            CHECK_EQ(seen[i], 1);
+    }
+    uint64_t gs[2];
+    CHECK_OK(xtq__cuda_grid_stats(agent, gs));
+    /* The two 64-group dispatches ran on a grid, where the module can
+     * launch one (built with -rdc); in the processor's blocks otherwise. */
+    CHECK_EQ(gs[0], module_grids(agent) ? 2 : 0);
+    CHECK_EQ(gs[1], 0);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    free(retired);
+}
+
+/* A fetching put's reply buffer reaches the task (d->result, result_len)
+ * and what it writes there is in host memory when the packet completes. */
+XTQ_TEST(result_buffer_reaches_task)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t rlen = 1000; /* 250 words, from work-items of 4 groups */
+    uint32_t *result = host_alloc(agent, 4096);
+    uint32_t *info = host_alloc(agent, 64);
+    struct result_args *ka = host_alloc(agent, sizeof(*ka));
+    xtq_kernel_t *k = make_kernel(agent, TASK_RESULT, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    ka->info = info;
+    for (uint32_t groups = 1; groups <= 4; groups += 3) {
+        const uint32_t grid[3] = {groups * 64, 1, 1};
+        const uint16_t wg[3] = {64, 1, 1};
+        memset(result, 0, 4096);
+        memset(info, 0, 64);
+        xtq_signal_store(sig, 1);
+        xtq_aql_packet_t p;
+        kernel_packet(&p, k, ka, 1, grid, wg, sig);
+        struct xtq__enqueue d = {.packet = &p,
+                                 .kernarg = ka,
+                                 .kernarg_len = sizeof(*ka),
+                                 .result = result,
+                                 .result_len = rlen};
+        CHECK_OK(xtq__cuda_enqueue(q, &d, NULL));
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+        CHECK_EQ(info[0], rlen);
+        CHECK_EQ(info[1], 1);
+        const uint32_t words = groups == 1 ? 64 : rlen / 4;
+        for (uint32_t i = 0; i < words; i++)
+            CHECK_EQ(result[i], RESULT_WORD(i));
+        for (uint32_t i = words; i < 1024; i++)
+            CHECK_EQ(result[i], 0);
+    }
+    /* Without one: NULL and 0. */
+    memset(info, 0xff, 64);
+    xtq_signal_store(sig, 1);
+    const uint32_t grid1[3] = {64, 1, 1};
+    const uint16_t wg1[3] = {64, 1, 1};
+    xtq_aql_packet_t p;
+    kernel_packet(&p, k, ka, 1, grid1, wg1, sig);
+    submit(q, &p, NULL);
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    CHECK_EQ(info[0], 0);
+    CHECK_EQ(info[1], 0);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+}
+
+/* payload_len reaches the task wherever the payload went: inline with the
+ * packet (64 B), read in place (4 KiB), staged in device memory (from
+ * XTQ_CUDA_COPY_MIN, 64 KiB), for one work-group, several in the
+ * processor's blocks and (modules built with -rdc) a launched grid; the
+ * task reads the payload's last byte at that length through argument 1. A
+ * plain packet (xtq_queue_submit) says 0. */
+XTQ_TEST(payload_len_reaches_task)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint64_t lens[] = {64, 4096, 65536};
+    const uint32_t groups[] = {1, 4, 16};
+    uint8_t *payload = host_alloc(agent, 65536);
+    uint32_t *info = host_alloc(agent, 64);
+    struct result_args *ka = host_alloc(agent, sizeof(*ka));
+    xtq_kernel_t *k = make_kernel(agent, TASK_RESULT, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    ka->info = info;
+    ka->payload = payload;
+    for (uint32_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        for (uint32_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
+            const uint32_t grid[3] = {groups[g] * 64, 1, 1};
+            const uint16_t wg[3] = {64, 1, 1};
+            const uint8_t first = (uint8_t)(17 + i * 3 + g), last = (uint8_t)(101 + i * 3 + g);
+            memset(payload, 0, 65536);
+            payload[0] = first;
+            payload[lens[i] - 1] = last;
+            memset(info, 0xff, 64);
+            xtq_signal_store(sig, 1);
+            xtq_aql_packet_t p;
+            kernel_packet(&p, k, ka, 1, grid, wg, sig);
+            struct xtq__enqueue d = {.packet = &p,
+                                     .kernarg = ka,
+                                     .kernarg_len = sizeof(*ka),
+                                     .payload = payload,
+                                     .payload_len = lens[i]};
+            CHECK_OK(xtq__cuda_enqueue(q, &d, NULL));
+            CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+            CHECK_EQ(info[2], (uint32_t)lens[i]);
+            CHECK_EQ(info[3], 0);
+            CHECK_EQ(info[4], first | (uint32_t)last << 8);
+            CHECK_EQ(info[1], 0); /* no result buffer */
+        }
+    }
+    /* A plain packet gives no length. */
+    memset(info, 0xff, 64);
+    xtq_signal_store(sig, 1);
+    const uint32_t grid1[3] = {64, 1, 1};
+    const uint16_t wg1[3] = {64, 1, 1};
+    xtq_aql_packet_t p;
+    kernel_packet(&p, k, ka, 1, grid1, wg1, sig);
+    submit(q, &p, NULL);
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    CHECK_EQ(info[2], 0);
+    CHECK_EQ(info[3], 0);
+    CHECK_EQ(info[4], 0);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+}
+
+/* Through the agent's enqueue operation, arguments short enough to travel
+ * inline and too long for the inline area (the header gives their length,
+ * the processor fetches them while it checks the kernel) reach the task
+ * whole; a length that disagrees with the kernel's fails the packet with
+ * -XTQ_EKERNARG instead of running it on a partial copy. */
+XTQ_TEST(enqueue_op_short_and_long_kernargs)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    /* Words: inline, just too long for the default inline area, the most. */
+    const uint32_t lens[] = {24, 100, KARG_WORDS_MAX};
+    const uint32_t ncases = 2 * (uint32_t)(sizeof(lens) / sizeof(lens[0]));
+    uint32_t *out = host_alloc(agent, 4096);
+    struct karg_args *ka = host_alloc(agent, sizeof(*ka));
+    const uint32_t grid[3] = {256, 1, 1};
+    const uint16_t wg[3] = {256, 1, 1};
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    retired = calloc(ncases, sizeof(*retired));
+    ka->out = out;
+    for (uint32_t c = 0; c < ncases; c++) {
+        const uint32_t n = lens[c / 2];
+        const bool wrong = c & 1; /* the enqueue says 16 bytes fewer */
+        const uint32_t size = (uint32_t)offsetof(struct karg_args, words) + 4 * n;
+        xtq_kernel_t *k = make_kernel(agent, TASK_KARG, size);
+        ka->n = n;
+        for (uint32_t i = 0; i < n; i++)
+            ka->words[i] = RESULT_WORD(i + 1000 * c);
+        memset(out, 0, 4096);
+        atomic_store(&last_status, 0);
+        xtq_signal_store(sig, 1);
+        xtq_aql_packet_t p;
+        kernel_packet(&p, k, ka, 1, grid, wg, sig);
+        struct xtq__enqueue d = {.packet = &p,
+                                 .kernarg = ka,
+                                 .kernarg_len = wrong ? size - 16 : size,
+                                 .retire = count_retire,
+                                 .cookie = (void *)(uintptr_t)(c + 1)};
+        CHECK_OK(agent->ops->enqueue(q, &d));
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+        for (int t = 0; atomic_load(&retired[c]) == 0 && t < 20000; t++)
+            usleep(1000);
+        CHECK_EQ(atomic_load(&retired[c]), 1);
+        CHECK_EQ(atomic_load(&last_status), wrong ? -XTQ_EKERNARG : 0);
+        for (uint32_t i = 0; i < n; i++)
+            CHECK_EQ(out[i], wrong ? 0 : RESULT_WORD(i + 1000 * c));
+        CHECK_OK(xtq_kernel_destroy(k));
+    }
+    CHECK_OK(xtq_cuda_signal_destroy(agent, sig));
+    CHECK_OK(xtq_queue_destroy(q));
+    host_free(agent, out, 4096);
+    host_free(agent, ka, sizeof(*ka));
+    agent->ops->close(agent);
+    free(retired);
+}
+
+/* One geometry packet through the agent's enqueue; checks every cell of
+ * the grid and that none beyond it was written. Returns the status. */
+static int run_geom(xtq_queue_t *q, xtq_kernel_t *k, struct geom_args *ka, uint32_t *out, int dims,
+                    const uint32_t grid[3], const uint16_t wg[3], xtq_signal_t *sig,
+                    uint32_t cookie)
+{
+    const uint32_t cells = grid[0] * grid[1] * grid[2], guard = 256;
+    memset(out, 0, (cells + guard) * 4);
+    atomic_store(&last_status, 0);
+    xtq_signal_store(sig, 1);
+    xtq_aql_packet_t p;
+    kernel_packet(&p, k, ka, dims, grid, wg, sig);
+    struct xtq__enqueue d = {.packet = &p,
+                             .kernarg = ka,
+                             .kernarg_len = sizeof(*ka),
+                             .retire = count_retire,
+                             .cookie = (void *)(uintptr_t)cookie};
+    CHECK_OK(xtq__cuda_enqueue(q, &d, NULL));
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    for (int t = 0; atomic_load(&retired[cookie - 1]) == 0 && t < 20000; t++)
+        usleep(1000);
+    CHECK_EQ(atomic_load(&retired[cookie - 1]), 1);
+    int status = atomic_load(&last_status);
+    for (uint32_t z = 0; z < grid[2]; z++)
+        for (uint32_t y = 0; y < grid[1]; y++)
+            for (uint32_t x = 0; x < grid[0]; x++) {
+                uint32_t lin = x + y * grid[0] + z * grid[0] * grid[1];
+                CHECK_EQ(out[lin], status ? 0 : geom_value(x, y, z, ka->tag) + 7);
+            }
+    for (uint32_t i = cells; i < cells + guard; i++)
+        CHECK_EQ(out[i], 0);
+    return status;
+}
+
+/* The processor skips the geometry check for a packet of the same kernel
+ * and shape as its queue's last one: a new shape of the same kernel, the
+ * same shape of another kernel, and a kernel destroyed (and its slot
+ * reused by another task) after its shape was cached are each checked
+ * and run for what they are. */
+XTQ_TEST(repeated_shapes_checked_for_what_they_are)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t ga[3] = {37, 5, 3}, gb[3] = {64, 1, 1}, gc[3] = {64, 2, 1};
+    const uint16_t wa[3] = {8, 4, 2}, wb[3] = {16, 1, 1};
+    const size_t out_len = (37 * 5 * 3 + 256) * 4;
+    uint32_t *out = host_alloc(agent, out_len);
+    uint32_t *payload = host_alloc(agent, 64);
+    struct geom_args *ka = host_alloc(agent, sizeof(*ka));
+    payload[0] = 7;
+    ka->out = out;
+    ka->payload = payload;
+    ka->tag = 0x3c3c3;
+    /* Every buffer the tasks use exists before the processor starts (the
+     * first queue): compute-sanitizer's memcheck checks a kernel's
+     * accesses against the allocations made before its launch. */
+    struct result_args *kr = host_alloc(agent, sizeof(*kr));
+    uint32_t *info = host_alloc(agent, 64), *result = host_alloc(agent, 64);
+    retired = calloc(16, sizeof(*retired));
+    xtq_kernel_t *k1 = make_kernel(agent, TASK_GEOM, sizeof(*ka));
+    xtq_kernel_t *k2 = make_kernel(agent, TASK_GEOM, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    uint32_t c = 0;
+    CHECK_EQ(run_geom(q, k1, ka, out, 3, ga, wa, sig, ++c), 0);
+    CHECK_EQ(run_geom(q, k1, ka, out, 3, ga, wa, sig, ++c), 0); /* cached */
+    CHECK_EQ(run_geom(q, k1, ka, out, 1, gb, wb, sig, ++c), 0); /* new shape */
+    CHECK_EQ(run_geom(q, k1, ka, out, 1, gb, wb, sig, ++c), 0);
+    CHECK_EQ(run_geom(q, k1, ka, out, 2, gc, wb, sig, ++c), 0); /* 2-D, same sizes */
+    CHECK_EQ(run_geom(q, k2, ka, out, 2, gc, wb, sig, ++c), 0); /* another kernel */
+    CHECK_EQ(run_geom(q, k2, ka, out, 2, gc, wb, sig, ++c), 0);
+    /* Destroyed after its shape was cached: refused, nothing written. */
+    uint64_t obj2 = k2->object;
+    CHECK_OK(xtq_kernel_destroy(k2));
+    struct xtq_kernel gone = {.agent = agent, .object = obj2, .kernarg_size = sizeof(*ka)};
+    CHECK_EQ(run_geom(q, &gone, ka, out, 2, gc, wb, sig, ++c), -XTQ_ENOKERNEL);
+    /* Its slot, reused, names the new task (other function, other
+     * argument length), even in the cached shape: the new task runs. */
+    xtq_kernel_t *k3 = make_kernel(agent, TASK_RESULT, sizeof(struct result_args));
+    if (k3->object != obj2)
+        fprintf(stderr, "note: the new kernel took another descriptor slot\n");
+    kr->info = info;
+    for (int round = 0; round < 2; round++) {
+        memset(info, 0, 64);
+        memset(result, 0, 64);
+        atomic_store(&last_status, 0);
+        xtq_signal_store(sig, 1);
+        xtq_aql_packet_t p;
+        kernel_packet(&p, k3, kr, 2, gc, wb, sig);
+        struct xtq__enqueue d = {.packet = &p,
+                                 .kernarg = kr,
+                                 .kernarg_len = sizeof(*kr),
+                                 .result = result,
+                                 .result_len = 64,
+                                 .retire = count_retire,
+                                 .cookie = (void *)(uintptr_t)++c};
+        CHECK_OK(xtq__cuda_enqueue(q, &d, NULL));
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+        for (int t = 0; atomic_load(&retired[c - 1]) == 0 && t < 20000; t++)
+            usleep(1000);
+        CHECK_EQ(atomic_load(&last_status), 0);
+        CHECK_EQ(info[0], 64);
+        CHECK_EQ(info[1], 1);
+        for (uint32_t i = 0; i < 16; i++)
+            CHECK_EQ(result[i], RESULT_WORD(i));
+    }
+    CHECK_OK(xtq_cuda_signal_destroy(agent, sig));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k1));
+    CHECK_OK(xtq_kernel_destroy(k3));
+    host_free(agent, out, out_len);
+    host_free(agent, payload, 64);
+    host_free(agent, ka, sizeof(*ka));
+    host_free(agent, kr, sizeof(*kr));
+    host_free(agent, info, 64);
+    host_free(agent, result, 64);
+    agent->ops->close(agent);
+    free(retired);
+}
+
+/* Large dispatches on a grid of their own: the same task, the same
+ * coordinates and sums as in the processor's blocks (XTQ_CUDA_GRID_MIN). */
+XTQ_TEST(grid_launch_matches_processor)
+{
+    setenv("XTQ_CUDA_COPY_MIN", "0", 1); /* both read the payload in place */
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t grid[3] = {37, 5, 3};
+    const uint16_t wg[3] = {8, 4, 2}; /* 5 x 2 x 2 = 20 groups */
+    const size_t cells = 37 * 5 * 3, guard = 64;
+    uint32_t *out = host_alloc(agent, (cells + guard) * 4);
+    uint32_t *payload = host_alloc(agent, 4096);
+    struct geom_args *ka = host_alloc(agent, sizeof(*ka));
+    const uint32_t len = 1 << 20;
+    uint8_t *big = host_alloc(agent, len);
+    struct sum_args *sa = host_alloc(agent, sizeof(*sa));
+    unsigned long long *dresult = NULL, want = 0;
+    CHECK(cudaMalloc((void **)&dresult, 16) == cudaSuccess);
+    srand(3);
+    for (uint32_t i = 0; i < len; i++) {
+        big[i] = (uint8_t)rand();
+        want += big[i];
+    }
+    payload[0] = 77;
+    ka->out = out;
+    ka->payload = payload;
+    ka->tag = 0x3c3c3;
+    xtq_kernel_t *k = make_kernel(agent, TASK_GEOM, sizeof(*ka));
+    xtq_kernel_t *ks = make_kernel(agent, TASK_SUM, sizeof(*sa));
+    CHECK_OK(xtq_queue_create(agent, 8, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    uint64_t before[2], after[2];
+    CHECK_OK(xtq__cuda_grid_stats(agent, before));
+    for (uint32_t grid_min = 0; grid_min <= 20; grid_min += 20) {
+        CHECK_OK(xtq__cuda_tune(agent, XTQ__CUDA_KNOB_GRID_MIN, grid_min));
+        memset(out, 0, (cells + guard) * 4);
+        xtq_signal_store(sig, 1);
+        xtq_aql_packet_t p;
+        kernel_packet(&p, k, ka, 3, grid, wg, sig);
+        submit(q, &p, NULL);
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+        for (uint32_t z = 0; z < 3; z++)
+            for (uint32_t y = 0; y < 5; y++)
+                for (uint32_t x = 0; x < 37; x++) {
+                    uint32_t lin = x + y * 37 + z * 37 * 5;
+                    CHECK_EQ(out[lin], geom_value(x, y, z, 0x3c3c3) + 77);
+                }
+        for (size_t i = cells; i < cells + guard; i++)
+            CHECK_EQ(out[i], 0);
+        /* 1 MiB in place over 256 groups, through the engine's path. */
+        CHECK_EQ(enqueue_sum(q, ks, sa, dresult, big, len, 256, sig, want),
+                 (uint64_t)(uintptr_t)big);
+    }
+    CHECK_OK(xtq__cuda_grid_stats(agent, after));
+    /* geometry and sum with grid_min 20, where the module launches grids */
+    CHECK_EQ(after[0] - before[0], module_grids(agent) ? 2 : 0);
+    CHECK_EQ(after[1], before[1]);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_kernel_destroy(ks));
     agent->ops->close(agent);
     CHECK(cudaFree(dresult) == cudaSuccess);
     unsetenv("XTQ_CUDA_COPY_MIN");

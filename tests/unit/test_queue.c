@@ -88,8 +88,10 @@ static void tq_free(struct tq *t)
     free(t);
 }
 
-/* Consumer: take the head packet if it is published. */
-static bool take(xtq_queue_t *q, xtq_aql_packet_t *out, void **cookie)
+/* Consumer: take the head packet if it is published (and its result
+ * buffer, when `res` is not NULL). */
+static bool take_res(xtq_queue_t *q, xtq_aql_packet_t *out, void **cookie,
+                     struct xtq__result_buf *res)
 {
     uint64_t r = atomic_load_explicit(q->read_index, memory_order_relaxed);
     xtq_aql_packet_t *slot = &q->ring[r & q->mask];
@@ -101,11 +103,19 @@ static bool take(xtq_queue_t *q, xtq_aql_packet_t *out, void **cookie)
     if (cookie != NULL)
         *cookie = q->cookies[r & q->mask];
     q->cookies[r & q->mask] = NULL;
+    if (res != NULL)
+        *res = q->results[r & q->mask];
+    q->results[r & q->mask] = (struct xtq__result_buf){NULL, 0, NULL, 0};
     atomic_store_explicit((_Atomic uint32_t *)(void *)slot, XTQ_PACKET_TYPE_INVALID,
                           memory_order_release);
     atomic_store_explicit(q->read_index, r + 1, memory_order_release);
     xtq__queue_notify_space(q);
     return true;
+}
+
+static bool take(xtq_queue_t *q, xtq_aql_packet_t *out, void **cookie)
+{
+    return take_res(q, out, cookie, NULL);
 }
 
 static void agent_packet(xtq_aql_packet_t *p, uint64_t a0, uint64_t a1)
@@ -389,6 +399,51 @@ XTQ_TEST(enqueue_op_generic)
     CHECK_OK(t->agent.ops->enqueue(&t->q, &d));
     CHECK(take(&t->q, &got, NULL));
     CHECK_EQ(got.agent.arg[0], 11);
+    tq_free(t);
+}
+
+/* A fetching put's result buffer rides beside the cookie: the consumer
+ * takes what the enqueue attached, {NULL, 0} for a task without one, and
+ * a submitted packet never inherits the previous lap's buffer. */
+XTQ_TEST(enqueue_op_result_beside_cookie)
+{
+    struct tq *t = tq_new(2);
+    xtq_aql_packet_t p, got;
+    struct xtq__result_buf res;
+    uint64_t buf[4] = {0};
+    int cookie_a;
+    void *cookie;
+
+    agent_packet(&p, 1, 2);
+    struct xtq__enqueue d = {.packet = &p,
+                             .result = buf,
+                             .result_len = sizeof(buf),
+                             .retire = t_retire,
+                             .cookie = &cookie_a};
+    CHECK_OK(t->agent.ops->enqueue(&t->q, &d));
+    d.result = NULL;
+    d.result_len = 0;
+    CHECK_OK(t->agent.ops->enqueue(&t->q, &d));
+    CHECK(take_res(&t->q, &got, &cookie, &res));
+    CHECK(cookie == &cookie_a);
+    CHECK(res.buf == buf);
+    CHECK_EQ(res.len, sizeof(buf));
+    CHECK(take_res(&t->q, &got, &cookie, &res));
+    CHECK(res.buf == NULL);
+    CHECK_EQ(res.len, 0);
+
+    /* Slot 0 again, through xtq_queue_submit, after a result lap. */
+    d.result = buf;
+    d.result_len = sizeof(buf);
+    CHECK_OK(t->agent.ops->enqueue(&t->q, &d));
+    CHECK(take_res(&t->q, &got, &cookie, &res));
+    CHECK(res.buf == buf);
+    t->q.results[1] = (struct xtq__result_buf){buf, 8, NULL, 0}; /* a consumer that left it */
+    CHECK_OK(xtq_queue_submit(&t->q, &p, 0, NULL));
+    CHECK(take_res(&t->q, &got, &cookie, &res));
+    CHECK(cookie == NULL);
+    CHECK(res.buf == NULL);
+    CHECK_EQ(res.len, 0);
     tq_free(t);
 }
 

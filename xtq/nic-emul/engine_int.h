@@ -308,13 +308,21 @@ struct xtq__engine {
     bool thread_started;
     bool ofi_open;
     _Atomic bool stop;
-    _Atomic bool sleeping;
+    _Atomic uint32_t sleeping; /* threads in xtq__progress_block */
     _Atomic uint32_t kick; /* a turn is wanted before the thread sleeps */
     int wake_fd;
     int progress_cpu;
     struct doorbell **bells;            /* by rank; NULL unless doorbells are in use */
     bool bell_fence;                    /* doorbells wanted: every rank takes the fence */
     char bell_name[XTQ__BELL_NAME_MAX]; /* until every peer mapped it */
+
+    /* initiator.c, progress.c (XTQ_LONE_WAITER): a thread alone in
+     * xtq_completion_wait takes the progress turns and sleeps on the
+     * transport; the progress thread parks until it leaves. lone_waiter
+     * is 1 while one does (a futex word), parked counts the parked. */
+    bool lone_waiter_on;
+    _Atomic uint32_t lone_waiter;
+    _Atomic uint32_t parked;
 
     uint64_t wait_spin_ns;     /* XTQ_WAIT_SPIN_US, resolved */
     uint64_t progress_spin_ns; /* XTQ_PROGRESS_SPIN_US, resolved */

@@ -1062,7 +1062,12 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
         }
         slot_sent(e, s, src, l.how == SEND_INJECT);
         XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(ctx->rank, seq));
-        xtq__engine_wake(e);
+        /* A gathered send completes in the CQ, which the progress thread
+         * must read. An injected put is local already, and its ack rings
+         * this rank's doorbell: a wake-up here would only cost a system
+         * call on every small put while the thread sleeps. */
+        if (l.how != SEND_INJECT || !e->bells)
+            xtq__engine_wake(e);
     }
 
     if (wait_local) {
@@ -1079,6 +1084,48 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
         return local_comp.status;
     }
     return 0;
+}
+
+/*
+ * A lone waiter (XTQ_LONE_WAITER): a thread that would sleep on its
+ * completion word, the progress thread waking it when the ack comes,
+ * takes the progress turns and sleeps on the transport itself instead, so
+ * the ack wakes it directly (one hand-off less on every round trip whose
+ * waiter sleeps). The progress thread parks meanwhile (progress.c); every
+ * turn is a whole one, so this rank's target side and other threads'
+ * completions keep moving. Called with the claim held; releases it.
+ */
+static int lone_wait(struct xtq__engine *e, struct comp_wait *c, uint64_t deadline)
+{
+    int rc;
+
+    /* A turn of the progress thread in flight ends before ours begin;
+     * later ones see the claim under this lock and leave. */
+    pthread_mutex_lock(&e->progress_lock);
+    pthread_mutex_unlock(&e->progress_lock);
+    for (;;) {
+        if (comp_ready(c)) {
+            rc = 0;
+            break;
+        }
+        if (xtq__now_ns() >= deadline) {
+            rc = -XTQ_ETIMEDOUT;
+            break;
+        }
+        if (xtq__engine_progress(e) > 0)
+            continue;
+        if (comp_ready(c)) {
+            rc = 0;
+            break;
+        }
+        /* The CQ's fd or this rank's doorbell (an ack rings it), a kick,
+         * or a short nap while puts are in flight. */
+        xtq__progress_block(e);
+    }
+    atomic_store_explicit(&e->lone_waiter, 0, memory_order_seq_cst);
+    if (atomic_load_explicit(&e->parked, memory_order_seq_cst))
+        xtq__futex_wake(&e->lone_waiter, -1);
+    return rc;
 }
 
 int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t timeout_ns)
@@ -1108,6 +1155,14 @@ int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t time
             spin = e->wait_spin_ns;
         if (xtq__spin_until(comp_ready_progress, &c, spin))
             return comp->status;
+    }
+    /* Not within the spin (none on a small host): sleep on the transport
+     * as a lone waiter, or on the completion word. */
+    uint32_t free_claim = 0;
+    if (e->lone_waiter_on && e->thread_started && !comp_ready(&c) &&
+        atomic_compare_exchange_strong(&e->lone_waiter, &free_claim, 1)) {
+        int rc = lone_wait(e, &c, deadline);
+        return rc < 0 ? rc : comp->status;
     }
     int rc = comp_sleep(&c, 100000000, deadline);
     return rc < 0 ? rc : comp->status;

@@ -84,6 +84,7 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     xtq__mutex_init(&e->ack_lock);
     xtq__mutex_init(&e->live_lock);
     e->owner_only = strcmp(xtq__param_string(XTQ__PARAM_XTQ_ENDPOINT_OWNER), "progress") == 0;
+    e->lone_waiter_on = !e->owner_only && xtq__param_int(XTQ__PARAM_XTQ_LONE_WAITER) != 0;
     atomic_init(&e->txq.head, &e->txq.stub);
     atomic_init(&e->txq.stub.next, NULL);
     e->txq.tail = &e->txq.stub;
@@ -177,6 +178,7 @@ void xtq__engine_stop(struct xtq__engine *e)
     atomic_store(&e->stop, true);
     if (e->thread_started) {
         xtq__wakeup_interrupt(e);
+        xtq__futex_wake(&e->lone_waiter, -1); /* parked beside a waiter */
         pthread_join(e->thread, NULL);
     }
     /* Fail what never completed, and forget the sends still queued;

@@ -143,6 +143,12 @@ static int engine_turn(struct xtq__engine *e, bool polite)
     /* Another thread is progressing: that is progress too. */
     if (pthread_mutex_trylock(&e->progress_lock) != 0)
         return 0;
+    /* A lone waiter has the turns (initiator.c): checked under the lock,
+     * which the waiter takes once after it claims them. */
+    if (progress_thread_of == e && atomic_load_explicit(&e->lone_waiter, memory_order_acquire)) {
+        pthread_mutex_unlock(&e->progress_lock);
+        return 0;
+    }
     turn_of = e;
     n = progress_locked(e, polite);
     turn_of = NULL;
@@ -191,6 +197,33 @@ static void place_thread(struct xtq__engine *e)
     hwloc_topology_destroy(topo);
 }
 
+static bool lone_waiter_gone(void *arg)
+{
+    struct xtq__engine *e = arg;
+    return !atomic_load_explicit(&e->lone_waiter, memory_order_acquire) ||
+           atomic_load_explicit(&e->stop, memory_order_acquire);
+}
+
+/* While a lone waiter takes the turns and sleeps on the transport, the
+ * progress thread stands aside: it polls the claim as long as it would
+ * poll the CQ, then sleeps on it (the waiter wakes it when it leaves),
+ * in naps of 10 ms. Whether it parked. */
+static bool progress_park(struct xtq__engine *e)
+{
+    if (!atomic_load_explicit(&e->lone_waiter, memory_order_acquire))
+        return false;
+    struct xtq__spin_wait w = {
+        .ready = lone_waiter_gone,
+        .arg = e,
+        .word = &e->lone_waiter,
+        .waiters = &e->parked,
+        .spin_ns = e->progress_spin_ns,
+        .nap_ns = 10000000,
+    };
+    (void)xtq__spin_wait(&w, xtq__deadline_ns(10000000));
+    return true;
+}
+
 /*
  * Spin, then block, like every wait in libxtq, but not through
  * xtq__spin_wait: each poll here is a whole turn of the transport (the
@@ -208,6 +241,10 @@ static void *progress_main(void *arg)
     progress_thread_of = e;
     place_thread(e);
     while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
+        if (e->lone_waiter_on && progress_park(e)) {
+            last = xtq__now_ns();
+            continue;
+        }
         int n = engine_turn(e, true);
         uint64_t now = xtq__now_ns();
         if (n > 0) {

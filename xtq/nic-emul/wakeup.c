@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -38,7 +39,9 @@ void xtq__bell_ring(struct xtq__engine *e, int dest)
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&b->sleeping, memory_order_relaxed)) {
         atomic_fetch_add(&b->seq, 1);
-        shared_futex(&b->seq, FUTEX_WAKE, 1, NULL);
+        /* Every sleeper: the progress thread, and a lone waiter
+         * (initiator.c) that sleeps on the transport beside it. */
+        shared_futex(&b->seq, FUTEX_WAKE, INT_MAX, NULL);
     }
 }
 
@@ -191,13 +194,15 @@ void xtq__engine_wake(struct xtq__engine *e)
 void xtq__wakeup_interrupt(struct xtq__engine *e)
 {
     uint64_t one = 1;
-    atomic_store(&e->sleeping, true);
+    atomic_fetch_add(&e->sleeping, 1); /* for good: every later kick writes */
     ssize_t w = write(e->wake_fd, &one, sizeof(one));
     (void)w;
     xtq__engine_wake(e);
 }
 
-/* Block until the CQ has something, a wake-up arrives, or a timeout. */
+/* Block until the CQ has something, a wake-up arrives, or a timeout. Two
+ * threads may sleep here at once (the progress thread and a lone waiter,
+ * initiator.c): `sleeping` counts them, and a wake-up wakes both. */
 void xtq__progress_block(struct xtq__engine *e)
 {
     struct pollfd fds[2];
@@ -206,13 +211,13 @@ void xtq__progress_block(struct xtq__engine *e)
 
     if (e->bells) {
         struct doorbell *b = e->bells[e->ctx->rank];
-        atomic_store(&b->sleeping, 1);
+        atomic_fetch_add(&b->sleeping, 1);
         uint32_t v = atomic_load(&b->seq);
         /* Anything that arrived before `sleeping` was visible is seen here;
          * anything after rings the bell. */
         if (atomic_exchange(&e->kick, 0) || atomic_load(&e->acks_pending) ||
             atomic_load(&e->stop) || xtq__engine_progress(e) > 0) {
-            atomic_store(&b->sleeping, 0);
+            atomic_fetch_sub(&b->sleeping, 1);
             return;
         }
         /* Transfers the provider finishes on its own (large shm sends) ring
@@ -220,14 +225,14 @@ void xtq__progress_block(struct xtq__engine *e)
         long ns = atomic_load(&e->puts_outstanding) ? 1000000L : 100000000L;
         struct timespec ts = {0, ns};
         shared_futex(&b->seq, FUTEX_WAIT, v, &ts);
-        atomic_store(&b->sleeping, 0);
+        atomic_fetch_sub(&b->sleeping, 1);
         return;
     }
     fds[nfds].fd = e->wake_fd;
     fds[nfds++].events = POLLIN;
-    atomic_store(&e->sleeping, true);
+    atomic_fetch_add(&e->sleeping, 1);
     if (atomic_exchange(&e->kick, 0) || atomic_load(&e->acks_pending) || atomic_load(&e->stop)) {
-        atomic_store(&e->sleeping, false);
+        atomic_fetch_sub(&e->sleeping, 1);
         return;
     }
     if (xtq__ofi_trywait(&e->ofi) == 0) {
@@ -240,7 +245,7 @@ void xtq__progress_block(struct xtq__engine *e)
         timeout_ms = 1;
     }
     int rc = poll(fds, nfds, timeout_ms);
-    atomic_store_explicit(&e->sleeping, false, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&e->sleeping, 1, memory_order_relaxed);
     if (rc > 0 && (fds[0].revents & POLLIN)) {
         uint64_t v;
         ssize_t r = read(e->wake_fd, &v, sizeof(v));
