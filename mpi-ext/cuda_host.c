@@ -60,4 +60,10 @@ int xtq__mpi_cuda_kernel(xtq_agent_t *agent, xtq_kernel_t **kernel)
 {
     return -XTQ_ENOSYS;
 }
+
+int xtq__mpi_cuda_coll_task(uint64_t *fn)
+{
+    *fn = 0;
+    return -XTQ_ENOSYS;
+}
 #endif

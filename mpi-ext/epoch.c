@@ -104,6 +104,13 @@ static int lock_take(struct xtq__mpi_win *w, int target, int type)
             return rc;
         if (granted)
             return 0;
+        /* The holder may be waiting on the MPI's own put/get to us (they
+         * go to the MPI's one-sided layer), and MPICH moves those only
+         * when the target enters MPI: let it progress while we wait. */
+        if (!w->shell) {
+            int flag = 0;
+            PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, w->comm, &flag, MPI_STATUS_IGNORE);
+        }
         pause_ns(backoff);
         backoff = backoff < 1000000 ? backoff * 2 : backoff;
     }

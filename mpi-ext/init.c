@@ -107,16 +107,6 @@ static int oob_free(void *req)
 
 /* ---- libxtq up and down ---------------------------------------------------------------- */
 
-static const char *missing_api(void)
-{
-#define XTQ__MPI_CHECK_(fn)                                                                        \
-    if (!(fn))                                                                                     \
-        return #fn;
-    XTQ__MPI_WEAK_API(XTQ__MPI_CHECK_)
-#undef XTQ__MPI_CHECK_
-    return NULL;
-}
-
 static void off(enum xtq__mpi_reason why, const char *detail)
 {
     xtq__mpi.on = false;
@@ -212,7 +202,7 @@ static bool everyone(bool mine)
 
 static void layer_init(int provided)
 {
-    const char *missing, *mode = xtq__mpi_param("XTQ_MPI");
+    const char *mode = xtq__mpi_param("XTQ_MPI");
     xtq_init_attr_t attr;
     int rc;
 
@@ -231,21 +221,11 @@ static void layer_init(int provided)
     pthread_mutex_init(&xtq__mpi.index_lock, NULL);
 
     PMPI_Comm_dup(MPI_COMM_WORLD, &xtq__mpi.world);
+    PMPI_Comm_group(MPI_COMM_WORLD, &xtq__mpi.world_group);
     PMPI_Comm_rank(xtq__mpi.world, &xtq__mpi.xrank);
     PMPI_Comm_size(xtq__mpi.world, &xtq__mpi.xsize);
     if (xtq__mpi_window_init() != MPI_SUCCESS || xtq__mpi_datatype_init() != MPI_SUCCESS) {
         off(XTQ__MPI_R_INIT_FAILED, "MPI keyvals");
-        return;
-    }
-
-    missing = missing_api();
-    if (missing) {
-        char detail[96];
-        snprintf(detail, sizeof(detail), "libxtq lacks %s (API contract not implemented yet)",
-                 missing);
-        off(XTQ__MPI_R_API_MISSING, detail);
-        if (xtq__mpi.xrank == 0)
-            xmpi_log(INFO, "%s: every window is left to the MPI", detail);
         return;
     }
 
@@ -277,6 +257,9 @@ static void layer_init(int provided)
         off(XTQ__MPI_R_INIT_FAILED, rc ? xtq_errname(rc) : "on another rank");
         return;
     }
+    /* libxtq is up: windows can be accelerated and reductions routed. */
+    if (xtq__mpi_coll_init() != MPI_SUCCESS)
+        xmpi_log(WARN, "MPI keyval for collectives: every collective passes through");
     xtq__mpi.on = true;
     if (xtq__mpi.xrank == 0)
         xmpi_log(INFO, "on: %d ranks, provider %s, %s agent, largest put %zu B", xtq__mpi.xsize,
@@ -360,9 +343,13 @@ static void print_stats(void)
 
 XMPI_EXPORT int MPI_Finalize(void)
 {
-    if (xtq__mpi.stats)
+    if (xtq__mpi.stats) {
         print_stats();
+        xtq__mpi_coll_stats();
+    }
     if (xtq__mpi.world != MPI_COMM_NULL) {
+        /* Teams go first: destroying one is collective over libxtq. */
+        xtq__mpi_coll_fini();
         /* Every process is done with its epochs (MPI's rule before
          * MPI_Finalize): nothing is in flight to anyone's queues. */
         PMPI_Barrier(xtq__mpi.world);
@@ -376,6 +363,7 @@ XMPI_EXPORT int MPI_Finalize(void)
         xtq__mpi.type_keyval = MPI_KEYVAL_INVALID;
         xtq__mpi_datatype_fini();
         PMPI_Comm_free(&xtq__mpi.world);
+        PMPI_Group_free(&xtq__mpi.world_group);
     }
     return PMPI_Finalize();
 }

@@ -26,6 +26,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <xtq/coll_cuda.cuh>
 #include <xtq/cuda_processor.cuh>
 #include <xtq/reduce.h>
 
@@ -403,6 +404,10 @@ __device__ void xtq_mpi_gpu_task(const xtq_cuda_dispatch_t *d, void *kernarg)
     }
 }
 XTQ_CUDA_TASK_EXPORT(xtq_mpi_gpu_task);
+/* libxtq_coll's task, in this module too: the layer's module is the one
+ * attached to the agent, so CUDA teams (MPI_Allreduce on device memory)
+ * run it from here (xtq_coll_team_attr_t.cuda_task). */
+XTQ_CUDA_TASK_EXPORT(xtq_coll_cuda_task);
 XTQ_CUDA_MODULE(xtq_mpi_tasks);
 
 /* ---- host side ------------------------------------------------------------------------- */
@@ -412,6 +417,7 @@ extern "C" {
 int xtq__mpi_cuda_attach(xtq_agent_t *agent);
 void xtq__mpi_cuda_detach(xtq_agent_t *agent);
 int xtq__mpi_cuda_kernel(xtq_agent_t *agent, xtq_kernel_t **kernel);
+int xtq__mpi_cuda_coll_task(uint64_t *fn);
 
 int xtq__mpi_cuda_attach(xtq_agent_t *agent)
 {
@@ -429,6 +435,11 @@ int xtq__mpi_cuda_kernel(xtq_agent_t *agent, xtq_kernel_t **kernel)
     if (xtq_cuda_task_address(xtq_mpi_gpu_task_xtq_task, &fn) != 0)
         return -XTQ_EIO;
     return xtq_kernel_create_cuda(agent, fn, XTQ__MPI_KERNARG_SIZE, kernel);
+}
+
+int xtq__mpi_cuda_coll_task(uint64_t *fn)
+{
+    return xtq_cuda_task_address(xtq_coll_cuda_task_xtq_task, fn) != 0 ? -XTQ_EIO : 0;
 }
 
 } // extern "C"

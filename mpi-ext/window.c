@@ -186,18 +186,20 @@ static int shell_window(MPI_Comm comm, MPI_Win *win)
 
 /* ---- registration ----------------------------------------------------------------------- */
 
-static void release_index(uint32_t index)
+void xtq__mpi_release_index(uint32_t index)
 {
     pthread_mutex_lock(&xtq__mpi.index_lock);
     xtq__mpi.index_used[index] = 0;
     pthread_mutex_unlock(&xtq__mpi.index_lock);
 }
 
-/* A kernel index free on every rank of the window (index 0 is the sync
- * task's). Collective. The lock is not held across the allreduce (windows
- * created by several threads at once would deadlock): an index another
- * thread took meanwhile makes every rank try again. */
-static int choose_index(MPI_Comm comm, uint32_t *index)
+/* An index free on every rank of `comm` (index 0 is the sync task's).
+ * Collective. Windows take the lowest (kernel table); collective teams
+ * the highest above the layer's queues (function, kernel and queue
+ * tables). The lock is not held across the allreduce (windows created by
+ * several threads at once would deadlock): an index another thread took
+ * meanwhile makes every rank try again. */
+int xtq__mpi_choose_index(MPI_Comm comm, bool top, uint32_t *index)
 {
     uint32_t n = xtq__mpi.table_size;
     uint8_t *mine = malloc(n), *all = malloc(n);
@@ -215,9 +217,15 @@ static int choose_index(MPI_Comm comm, uint32_t *index)
         memcpy(mine, xtq__mpi.index_used, n);
         pthread_mutex_unlock(&xtq__mpi.index_lock);
         PMPI_Allreduce(mine, all, (int)n, MPI_BYTE, MPI_BOR, comm);
-        for (uint32_t i = 1; i < n && !pick; i++)
-            if (!all[i])
-                pick = i;
+        if (top) {
+            for (uint32_t i = n - 1; i > xtq__mpi.nq && !pick; i--)
+                if (!all[i])
+                    pick = i;
+        } else {
+            for (uint32_t i = 1; i < n && !pick; i++)
+                if (!all[i])
+                    pick = i;
+        }
         if (!pick)
             break; /* the same answer on every rank */
         pthread_mutex_lock(&xtq__mpi.index_lock);
@@ -232,7 +240,7 @@ static int choose_index(MPI_Comm comm, uint32_t *index)
             break;
         }
         if (got)
-            release_index(pick);
+            xtq__mpi_release_index(pick);
     }
     free(mine);
     free(all);
@@ -306,7 +314,7 @@ static int setup_accelerated(struct xtq__mpi_win *w, MPI_Comm comm)
     if (!w->peer || !all)
         rc = -XTQ_ENOMEM;
 
-    if (choose_index(w->comm, &w->kindex) != 0) {
+    if (xtq__mpi_choose_index(w->comm, false, &w->kindex) != 0) {
         w->reason = XTQ__MPI_R_NO_INDEX;
         rc = -XTQ_ENOSPC;
     }
@@ -349,7 +357,7 @@ static void teardown(struct xtq__mpi_win *w)
 {
     unregister_window(w);
     if (w->kindex)
-        release_index(w->kindex);
+        xtq__mpi_release_index(w->kindex);
     w->kindex = 0;
     if (w->counter)
         xtq_counter_destroy(w->counter);

@@ -32,29 +32,6 @@
 
 #define XMPI_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-/*
- * Until libxtq implements the API contract (include/xtq/{put,counter,
- * registry,kernel}.h, commit c192133), the calls below may be missing
- * from the libxtq this layer runs with. They are weak references: the
- * layer checks them at MPI_Init and, where one is missing, leaves every
- * window to the MPI (reason "libxtq lacks ..."), instead of failing to
- * load. Remove once the contract has landed on main.
- */
-#define XTQ__MPI_WEAK_API(X)                                                                       \
-    X(xtq_putv)                                                                                    \
-    X(xtq_flush)                                                                                   \
-    X(xtq_counter_create)                                                                          \
-    X(xtq_counter_destroy)                                                                         \
-    X(xtq_counter_read)                                                                            \
-    X(xtq_counter_read_err)                                                                        \
-    X(xtq_counter_error)                                                                           \
-    X(xtq_register_kernel_attr)                                                                    \
-    X(xtq_task_result)                                                                             \
-    X(xtq_task_fail)
-#define XTQ__MPI_WEAK_DECL_(fn) extern __typeof__(fn) fn __attribute__((weak));
-XTQ__MPI_WEAK_API(XTQ__MPI_WEAK_DECL_)
-#undef XTQ__MPI_WEAK_DECL_
-
 /* Waitall / Testall without statuses. GCC 12 reads MPI_STATUSES_IGNORE,
  * a null pointer, as a zero-sized array the call writes into. */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -104,7 +81,6 @@ void xtq__mpi_log(int level, const char *fmt, ...) __attribute__((format(printf,
 #define XTQ__MPI_REASONS(X)                                                                        \
     X(ACCELERATED, "accelerated")                                                                  \
     X(OFF, "XTQ_MPI=off")                                                                          \
-    X(API_MISSING, "libxtq lacks the API the layer needs")                                         \
     X(INIT_FAILED, "libxtq failed to initialise")                                                  \
     X(INFO_OFF, "info xtq_accelerate=false")                                                       \
     X(DYNAMIC, "dynamic window")                                                                   \
@@ -314,6 +290,19 @@ struct xtq__mpi_win {
 
 int xtq__mpi_window_init(void);
 
+/* A table index free on every rank of `comm` (collective; windows: the
+ * lowest, top: the highest above the layer's queues), and its release. */
+int xtq__mpi_choose_index(MPI_Comm comm, bool top, uint32_t *index);
+void xtq__mpi_release_index(uint32_t index);
+
+/* ---- collectives routed to libxtq_coll (coll.c) ------------------------------- */
+
+int xtq__mpi_coll_init(void);
+/* Collective over MPI_COMM_WORLD, before libxtq goes down. */
+void xtq__mpi_coll_fini(void);
+/* XTQ_MPI_STATS lines (collective over MPI_COMM_WORLD). */
+void xtq__mpi_coll_stats(void);
+
 /* The layer's record of a window, or NULL (layer off, unknown handle). */
 struct xtq__mpi_win *xtq__mpi_win_get(MPI_Win win);
 
@@ -366,6 +355,8 @@ void xtq__mpi_sync_task(const xtq_dispatch_t *d, void *kernarg);
 int xtq__mpi_is_device_ptr(const void *ptr);
 /* Attach the layer's CUDA task module to `agent`; 0 or -XTQ_E*. */
 int xtq__mpi_cuda_attach(xtq_agent_t *agent);
+/* The device address of libxtq_coll's task in the layer's module. */
+int xtq__mpi_cuda_coll_task(uint64_t *fn);
 void xtq__mpi_cuda_detach(xtq_agent_t *agent);
 /* The accumulate task's kernel object on the CUDA agent. */
 int xtq__mpi_cuda_kernel(xtq_agent_t *agent, xtq_kernel_t **kernel);

@@ -10,7 +10,8 @@ PKGS=(build-essential cmake pkg-config git
       libhsa-runtime-dev
       clang libclang-rt-14-dev
       gnuplot-nox
-      zlib1g-dev dataset-fashion-mnist python3-torch)
+      zlib1g-dev dataset-fashion-mnist python3-torch
+      iproute2)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -14,6 +14,7 @@
 #include "bootstrap.h"
 
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <pmix.h>
@@ -41,13 +42,31 @@ static uint64_t fnv1a(const void *data, size_t len, uint64_t h)
 /*
  * What identifies this process's host: ranks with equal identities share
  * memory (the shm provider, doorbells). One function, so that what counts
- * as "one host" (a hostname; a container's network namespace) is decided
- * in one place.
+ * as "one host" is decided in one place: the hostname, the network
+ * namespace and the boot. The hostname alone is not enough: network
+ * namespaces and containers share it while their networks (and usually
+ * /dev/shm) are their own (tests/multihost); the boot id tells apart a
+ * hostname reused by another machine image.
  */
 static void host_identity(char out[XTQ__HOST_ID_MAX])
 {
+    char host[XTQ__HOST_ID_MAX - 64] = {0};
+    char boot[40] = ""; /* a UUID and its newline */
+    unsigned long long netns = 0;
+    struct stat st;
+    FILE *f;
+
+    gethostname(host, sizeof(host) - 1);
+    if (stat("/proc/self/ns/net", &st) == 0)
+        netns = (unsigned long long)st.st_ino;
+    if ((f = fopen("/proc/sys/kernel/random/boot_id", "r"))) {
+        if (!fgets(boot, sizeof(boot), f))
+            boot[0] = '\0';
+        fclose(f);
+        boot[strcspn(boot, "\n")] = '\0';
+    }
     memset(out, 0, XTQ__HOST_ID_MAX);
-    gethostname(out, XTQ__HOST_ID_MAX - 1);
+    snprintf(out, XTQ__HOST_ID_MAX, "%s|%llu|%s", host, netns, boot);
 }
 
 static uint64_t random64(void)

@@ -58,6 +58,23 @@ int xtq_flush(xtq_ctx_t *ctx, int target, int64_t timeout_ns)
     return xtq__engine_flush(ctx->engine, target, timeout_ns);
 }
 
+int xtq_put_cancel(xtq_ctx_t *ctx, xtq_completion_t *comp)
+{
+    if (!ctx || !comp)
+        return -XTQ_EINVAL;
+    return xtq__engine_put_cancel(ctx->engine, comp);
+}
+
+int xtq_put_cancel_trigger(xtq_ctx_t *ctx, const xtq_signal_t *trigger, size_t *count)
+{
+    if (!ctx || !trigger)
+        return -XTQ_EINVAL;
+    size_t n = xtq__engine_put_cancel_trigger(ctx->engine, trigger);
+    if (count)
+        *count = n;
+    return 0;
+}
+
 size_t xtq_put_max_size(const xtq_ctx_t *ctx)
 {
     return ctx ? xtq__engine_max_put(ctx->engine) : 0;

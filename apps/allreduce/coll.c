@@ -766,7 +766,7 @@ static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *
     struct xtq_coll_req *req = e->user;
     struct xtq_coll_team *t = req->team;
     struct coll_slot *slot = &t->slots[req->slot];
-    struct coll_gpu_args a;
+    struct xtq_coll_cuda_args a;
     uint8_t *m = gpu_mirror(t, slot, op->buf);
 
     memset(&a, 0, sizeof(a));
@@ -779,14 +779,14 @@ static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *
     a.esize = (uint32_t)e->esize;
     switch (op->type) {
     case COLL_OP_RECV_REDUCE:
-        a.mode = COLL_GPU_REDUCE;
+        a.mode = XTQ_COLL_CUDA_REDUCE;
         break;
     case COLL_OP_RECV_REDUCE_TO:
-        a.mode = op->in_first ? COLL_GPU_REDUCE_IN_A : COLL_GPU_REDUCE_A_IN;
+        a.mode = op->in_first ? XTQ_COLL_CUDA_REDUCE_IN_A : XTQ_COLL_CUDA_REDUCE_A_IN;
         a.a = (uint64_t)(uintptr_t)((uint8_t *)e->buf[op->abuf] + op->aoff * e->esize);
         break;
     default:
-        a.mode = COLL_GPU_COPY;
+        a.mode = XTQ_COLL_CUDA_COPY;
         break;
     }
     return coll_gpu_apply(t->gpu, &a, t->timeout_ns ? t->timeout_ns : XTQ_TIMEOUT_INFINITE);
@@ -1600,7 +1600,8 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
     t->mem = (mask & XTQ_COLL_TEAM_ATTR_FIELD_MEM) ? attr->mem : XTQ_COLL_MEM_HOST;
     if (t->mem == XTQ_COLL_MEM_CUDA) {
         char why[256] = "";
-        rc = coll_gpu_open(ctx, &t->gpu, why, sizeof(why));
+        uint64_t task = (mask & XTQ_COLL_TEAM_ATTR_FIELD_CUDA_TASK) ? attr->cuda_task : 0;
+        rc = coll_gpu_open(ctx, task, &t->gpu, why, sizeof(why));
         if (rc) {
             coll_err("rank %d: no CUDA team: %s\n", me, why);
             t->gpu = NULL;

@@ -2,8 +2,8 @@
  * CUDA teams (coll_cuda.h): libxtq_coll's task module for the CUDA agent
  * and the host calls around it.
  *
- * The module holds one task, coll_apply_task: one work-item per element of
- * a piece, with the reductions of <xtq/coll_cuda.cuh>; it writes the
+ * The module holds one task, xtq_coll_cuda_task (<xtq/coll_cuda.cuh>): one
+ * work-item per element of a piece, with the reductions of that header; it writes the
  * result to device memory and, for the next step's put, to a pinned host
  * mirror (a push across PCIe: the GPU writes, nobody reads back). The
  * collective's control (which step runs when) stays in the CPU agent's
@@ -11,9 +11,10 @@
  * which the persistent processor runs with no launch, and waits for it
  * (the piece stays in the receive region until then).
  *
- * One module per agent at a time (xtq_cuda_attach): an application that
- * attaches its own module cannot have CUDA teams unless it compiles this
- * task into it (docs/allreduce.md, "Sharing the CUDA module").
+ * One module per agent at a time (xtq_cuda_attach): an application (or
+ * mpi-ext) that attaches its own module compiles the task into it and
+ * passes its address (xtq_coll_team_attr_t.cuda_task); this module is then
+ * not attached (docs/allreduce.md, "Sharing the CUDA module").
  *
  * All copies and allocations go on this library's own non-blocking stream
  * and the stream-ordered allocator: the legacy default stream, and plain
@@ -32,43 +33,7 @@
 
 #include "coll_cuda.h"
 
-__device__ void coll_apply_task(const xtq_cuda_dispatch_t *d, void *kernarg)
-{
-    const struct coll_gpu_args *a = (const struct coll_gpu_args *)kernarg;
-    uint64_t i = (uint64_t)d->workgroup_id[0] * d->workgroup_size[0] + d->local_id[0];
-    uint8_t *dst = (uint8_t *)(uintptr_t)a->dst;
-    const uint8_t *in = (const uint8_t *)(uintptr_t)a->in;
-    const uint8_t *av = (const uint8_t *)(uintptr_t)a->a;
-    uint32_t es = a->esize;
-
-    if (i >= a->count)
-        return;
-    switch (a->mode) {
-    case COLL_GPU_REDUCE:
-        xtq_cuda_reduce_elem((int)a->op, (int)a->type, dst, in, i);
-        break;
-    case COLL_GPU_REDUCE_IN_A:
-        for (uint32_t b = 0; b < es; b++)
-            dst[i * es + b] = in[i * es + b];
-        xtq_cuda_reduce_elem((int)a->op, (int)a->type, dst, av, i);
-        break;
-    case COLL_GPU_REDUCE_A_IN:
-        for (uint32_t b = 0; b < es; b++)
-            dst[i * es + b] = av[i * es + b];
-        xtq_cuda_reduce_elem((int)a->op, (int)a->type, dst, in, i);
-        break;
-    default:
-        for (uint32_t b = 0; b < es; b++)
-            dst[i * es + b] = in[i * es + b];
-        break;
-    }
-    if (a->mirror) {
-        volatile uint8_t *m = (volatile uint8_t *)(uintptr_t)a->mirror;
-        for (uint32_t b = 0; b < es; b++)
-            m[i * es + b] = dst[i * es + b];
-    }
-}
-XTQ_CUDA_TASK_EXPORT(coll_apply_task);
+XTQ_CUDA_TASK_EXPORT(xtq_coll_cuda_task);
 XTQ_CUDA_MODULE(xtq_coll_tasks);
 
 /* ---- host -------------------------------------------------------------------------- */
@@ -77,8 +42,8 @@ XTQ_CUDA_MODULE(xtq_coll_tasks);
 
 struct coll_gpu_slot {
     xtq_signal_t *sig;
-    struct coll_gpu_args *args; /* pinned: the processor reads it */
-    int next;                   /* free list */
+    struct xtq_coll_cuda_args *args; /* pinned: the processor reads it */
+    int next;                        /* free list */
 };
 
 struct coll_gpu {
@@ -121,10 +86,11 @@ extern "C" void coll_gpu_close(struct coll_gpu *g)
     free(g);
 }
 
-extern "C" int coll_gpu_open(xtq_ctx_t *ctx, struct coll_gpu **out, char *why, size_t len)
+extern "C" int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, struct coll_gpu **out, char *why,
+                             size_t len)
 {
     struct coll_gpu *g = (struct coll_gpu *)calloc(1, sizeof(*g));
-    uint64_t fn = 0;
+    uint64_t fn = task;
     int rc;
 
     if (!g)
@@ -141,23 +107,26 @@ extern "C" int coll_gpu_open(xtq_ctx_t *ctx, struct coll_gpu **out, char *why, s
         rc = -XTQ_EIO;
         goto fail;
     }
-    rc = xtq_cuda_module_attach(g->agent, xtq_coll_tasks);
-    if (rc) {
-        snprintf(why, len,
-                 rc == -XTQ_EBUSY
-                     ? "another CUDA task module is attached (one per agent): compile "
-                       "libxtq_coll's task into it (docs/allreduce.md)"
-                     : "xtq_cuda_attach: %s",
-                 xtq_strerror(rc));
-        goto fail;
+    if (!fn) {
+        rc = xtq_cuda_module_attach(g->agent, xtq_coll_tasks);
+        if (rc) {
+            snprintf(why, len,
+                     rc == -XTQ_EBUSY
+                         ? "another CUDA task module is attached (one per agent): compile "
+                           "xtq_coll_cuda_task into it and pass its address as the team's "
+                           "cuda_task (docs/allreduce.md)"
+                         : "xtq_cuda_attach: %s",
+                     xtq_strerror(rc));
+            goto fail;
+        }
+        g->attached = 1;
+        if (xtq_cuda_task_address(xtq_coll_cuda_task_xtq_task, &fn) != 0) {
+            snprintf(why, len, "the task's address: %s", cudaGetErrorString(cudaGetLastError()));
+            rc = -XTQ_EIO;
+            goto fail;
+        }
     }
-    g->attached = 1;
-    if (xtq_cuda_task_address(coll_apply_task_xtq_task, &fn) != 0) {
-        snprintf(why, len, "the task's address: %s", cudaGetErrorString(cudaGetLastError()));
-        rc = -XTQ_EIO;
-        goto fail;
-    }
-    rc = xtq_kernel_create_cuda(g->agent, fn, sizeof(struct coll_gpu_args), &g->kernel);
+    rc = xtq_kernel_create_cuda(g->agent, fn, sizeof(struct xtq_coll_cuda_args), &g->kernel);
     if (rc == 0)
         rc = xtq_queue_create(g->agent, 256, &g->queue);
     if (rc) {
@@ -168,14 +137,14 @@ extern "C" int coll_gpu_open(xtq_ctx_t *ctx, struct coll_gpu **out, char *why, s
     for (int i = 0; i < COLL_GPU_SLOTS; i++) {
         void *p = NULL;
         rc = xtq_cuda_signal_create(g->agent, 1, &g->slot[i].sig);
-        if (rc == 0 && cudaHostAlloc(&p, sizeof(struct coll_gpu_args), cudaHostAllocMapped) !=
+        if (rc == 0 && cudaHostAlloc(&p, sizeof(struct xtq_coll_cuda_args), cudaHostAllocMapped) !=
                            cudaSuccess)
             rc = -XTQ_ENOMEM;
         if (rc) {
             snprintf(why, len, "CUDA signals and arguments: %s", xtq_strerror(rc));
             goto fail;
         }
-        g->slot[i].args = (struct coll_gpu_args *)p;
+        g->slot[i].args = (struct xtq_coll_cuda_args *)p;
         g->slot[i].next = i + 1 < COLL_GPU_SLOTS ? i + 1 : -1;
     }
     *out = g;
@@ -239,7 +208,8 @@ extern "C" int coll_gpu_copy(struct coll_gpu *g, void *dst, const void *src, siz
     return 0;
 }
 
-extern "C" int coll_gpu_apply(struct coll_gpu *g, const struct coll_gpu_args *a, int64_t timeout_ns)
+extern "C" int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a,
+                              int64_t timeout_ns)
 {
     struct coll_gpu_slot *s;
     xtq_aql_packet_t pkt;

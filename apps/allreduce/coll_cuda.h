@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include <xtq/xtq.h>
+#include <xtq/coll_cuda_task.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,25 +21,10 @@ extern "C" {
 
 struct coll_gpu;
 
-enum coll_gpu_mode {
-    COLL_GPU_REDUCE = 0,      /* dst = dst op in */
-    COLL_GPU_REDUCE_IN_A = 1, /* dst = in op a */
-    COLL_GPU_REDUCE_A_IN = 2, /* dst = a op in */
-    COLL_GPU_COPY = 3,        /* dst = in */
-};
-
-/* What one task of the module does; its kernel arguments. */
-struct coll_gpu_args {
-    uint64_t dst;    /* device */
-    uint64_t in;     /* the piece: pinned host (where it landed) or device */
-    uint64_t a;      /* device (REDUCE_IN_A, REDUCE_A_IN) */
-    uint64_t mirror; /* pinned host copy of dst, or 0 */
-    uint64_t count;
-    uint32_t mode, type, op, esize;
-};
-
-/* Attach the module to the context's CUDA agent and get ready. */
-int coll_gpu_open(xtq_ctx_t *ctx, struct coll_gpu **g, char *why, size_t len);
+/* Get ready on the context's CUDA agent. `task`: the address of
+ * xtq_coll_cuda_task in a module the caller attached (0: attach
+ * libxtq_coll's own module). */
+int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, struct coll_gpu **g, char *why, size_t len);
 void coll_gpu_close(struct coll_gpu *g);
 int coll_gpu_supported(int op, int type);
 
@@ -51,7 +37,7 @@ void coll_gpu_deregister(struct coll_gpu *g, void *p, size_t bytes);
 /* A copy in any direction, waited for (the caller's thread). */
 int coll_gpu_copy(struct coll_gpu *g, void *dst, const void *src, size_t bytes);
 /* Run one piece's reduction on the agent and wait (an agent worker). */
-int coll_gpu_apply(struct coll_gpu *g, const struct coll_gpu_args *a, int64_t timeout_ns);
+int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, int64_t timeout_ns);
 
 #ifdef __cplusplus
 }

@@ -3,9 +3,9 @@
 
 #include "coll_cuda.h"
 
-int coll_gpu_open(xtq_ctx_t *ctx, struct coll_gpu **g, char *why, size_t len)
+int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, struct coll_gpu **g, char *why, size_t len)
 {
-    (void)ctx, (void)g;
+    (void)ctx, (void)task, (void)g;
     snprintf(why, len, "libxtq_coll was built without CUDA (configure with nvcc installed)");
     return -XTQ_ENOAGENT;
 }
@@ -50,7 +50,7 @@ int coll_gpu_copy(struct coll_gpu *g, void *dst, const void *src, size_t bytes)
     (void)g, (void)dst, (void)src, (void)bytes;
     return -XTQ_ENOAGENT;
 }
-int coll_gpu_apply(struct coll_gpu *g, const struct coll_gpu_args *a, int64_t timeout_ns)
+int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, int64_t timeout_ns)
 {
     (void)g, (void)a, (void)timeout_ns;
     return -XTQ_ENOAGENT;

@@ -12,7 +12,7 @@ set grid
 set key bottom left
 set xlabel "epoch"
 data(f) = sprintf("< grep -v '^#' %s | tail -n +2", f)
-name(f) = system(sprintf("basename %s .csv", f))
+name(f) = system(sprintf("basename %s .csv | sed s/_r1$//", f))
 set ylabel "training loss"
 set key top right
 plot for [f in files] data(f) using 4:6 with linespoints title name(f)

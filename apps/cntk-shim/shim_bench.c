@@ -195,7 +195,7 @@ int main(int argc, char **argv)
         bh_table_print(&table, stdout);
         if (o.csv_path) {
             char comment[512];
-            snprintf(comment, sizeof(comment), "# xtq_shim_bench, %zu ranks, %s buffers", size,
+            snprintf(comment, sizeof(comment), "# xtq_shim_bench, %zu ranks, %s buffers\n", size,
                      x.cuda ? "device" : "host");
             bh_table_write_csv(&table, o.csv_path, comment);
         }

@@ -80,6 +80,15 @@ int MPIX_Xtq_win_counts(MPI_Win win, MPIX_Xtq_counts *counts);
  */
 int MPIX_Xtq_enabled(int *flag, char *reason, int reason_len);
 
+/**
+ * This process's reductions (MPI_Allreduce, MPI_Reduce, MPI_Iallreduce,
+ * MPI_Ireduce) so far: how many were routed to libxtq_coll, how many
+ * passed through to the MPI (whatever the reason: XTQ_MPI_STATS=1 prints
+ * them by reason), how many failed (ranks disagreed on their arguments).
+ * Any pointer may be NULL. @return MPI_SUCCESS.
+ */
+int MPIX_Xtq_coll_counts(uint64_t *routed, uint64_t *passed, uint64_t *failed);
+
 #ifdef __cplusplus
 }
 #endif

@@ -48,8 +48,12 @@ enum xtq_completion_state {
 };
 
 /**
- * Completion object, owned by the caller, valid until DONE. The library
- * fills it; read it with xtq_completion_test() / xtq_completion_wait().
+ * Completion object, owned by the caller, valid until DONE and LOCAL. The
+ * library fills it; read it with xtq_completion_test() / xtq_completion_wait().
+ * DONE normally comes with or after LOCAL; a put failed with -XTQ_EHOSTDOWN
+ * while the transport still held its message is DONE first (within the
+ * peer timeout) and LOCAL once the transport lets go of its buffers (the
+ * link came back and the message left, or xtq_finalize()).
  * Errors travel with the completion: `status` names the first error
  * (e.g. -XTQ_ENOKERNEL reported by the target), `prov_errno` the
  * transport's own code when the error came from libfabric.
@@ -80,14 +84,16 @@ XTQ_API int xtq_completion_test(const xtq_completion_t *comp);
 XTQ_API int xtq_completion_wait(xtq_ctx_t *ctx, xtq_completion_t *comp, int64_t timeout_ns);
 
 /**
- * Send a command and a payload to `target`. The two buffers are gathered by
- * the transport into one message; the library does not copy them.
+ * Send a command and a payload to `target`. The command is copied at the
+ * call (its buffer may be reused when xtq_put() returns); the payload is
+ * gathered by the transport into the same message without a copy, except
+ * for small puts (see xtq_putv()).
  *
  * @param cmd         AQL packet followed by the kernel arguments (built with
  *                    xtq_cmd_kernel() / xtq_cmd_function()).
  * @param payload     may be NULL when payload_len is 0.
  * @param flags       XTQ_PUT_* flags.
- * @param comp        completion to fill; the buffers must stay untouched
+ * @param comp        completion to fill; the payload must stay untouched
  *                    until it reports LOCAL. NULL makes xtq_put() wait for
  *                    local completion itself (remote completion then cannot
  *                    be requested).
@@ -165,7 +171,9 @@ typedef struct xtq_put_param {
      * its target is sequential, so after XTQ_PUT_WINDOW - 1 further puts
      * to that target, puts wait (or return -XTQ_EAGAIN) until it fires; it
      * counts for xtq_flush(), which times out while it has not fired.
-     * xtq_finalize() completes puts that never fired with -XTQ_ECANCELED.
+     * xtq_put_cancel() and xtq_put_cancel_trigger() withdraw puts that
+     * have not fired; xtq_finalize() completes puts that never fired with
+     * -XTQ_ECANCELED.
      */
     const xtq_signal_t *trigger;
     enum xtq_signal_condition trigger_cond;
@@ -187,8 +195,9 @@ typedef struct xtq_put_param {
  * Lengths are summed without overflow: a total past xtq_put_max_size()
  * is -XTQ_EMSGSIZE, a piece with a length and a NULL base -XTQ_EINVAL.
  *
- * Without a completion (`comp`), a put with a counter returns at once and
- * its buffers must stay untouched until the counter has counted it; a put
+ * The command is copied at the call, whatever its size. Without a
+ * completion (`comp`), a put with a counter returns at once and its
+ * payload must stay untouched until the counter has counted it; a put
  * with neither waits for LOCAL itself, as xtq_put() with NULL does.
  * Remote completion needs a completion or a counter (-XTQ_EINVAL else).
  * Unknown field_mask bits are -XTQ_EINVAL.
@@ -216,6 +225,34 @@ XTQ_API int xtq_putv(xtq_ctx_t *ctx, int target, const void *cmd, size_t cmd_len
  *         timeout), -XTQ_ENOMEM.
  */
 XTQ_API int xtq_flush(xtq_ctx_t *ctx, int target, int64_t timeout_ns);
+
+/**
+ * Withdraw a triggered put that has not fired (the put whose completion
+ * is `comp`): it completes at once as DONE with -XTQ_ECANCELED (its
+ * counter counts an error), frees its window slot and stops watching its
+ * signal; nothing was sent, the target never hears of it. A put whose
+ * condition was met fires from the engine's next turn: until it is handed
+ * to the transport it can still be cancelled, after that it runs its
+ * course. Safe against the engine firing it concurrently: exactly one of
+ * the two wins. A put reported to a counter only has no handle here: use
+ * xtq_put_cancel_trigger().
+ * @param comp  the completion given to the xtq_putv() of this context
+ *              that armed the put.
+ * @return 0 (cancelled), -XTQ_EALREADY (it fired already, it is DONE,
+ *         or it is not a triggered put: nothing changes), -XTQ_EINVAL.
+ */
+XTQ_API int xtq_put_cancel(xtq_ctx_t *ctx, xtq_completion_t *comp);
+
+/**
+ * Withdraw every triggered put of this context that watches `trigger` and
+ * has not fired, as xtq_put_cancel() does for one: how a layer that owns
+ * the signal (a collective team) tears down its schedule before it
+ * destroys the signal (refused with -XTQ_EBUSY while a put watches it).
+ * Puts that fired are not touched: flush them. `*count` (may be NULL):
+ * how many were cancelled.
+ * @return 0, -XTQ_EINVAL.
+ */
+XTQ_API int xtq_put_cancel_trigger(xtq_ctx_t *ctx, const xtq_signal_t *trigger, size_t *count);
 
 /** Largest cmd_len + payload_len accepted by xtq_put() in this context. */
 XTQ_API size_t xtq_put_max_size(const xtq_ctx_t *ctx);

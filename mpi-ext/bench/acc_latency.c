@@ -8,6 +8,7 @@
  *                       [--iters N] [--modes lock,fence,flush]
  *   acc_latency overlap [--bytes B] [--work-ms MS]
  *   acc_latency staged [--max BYTES] [--iters N]       (CUDA builds)
+ *   acc_latency allreduce [--max BYTES] [--iters N]
  *
  * latency: rank 0 accumulates (MPI_SUM of doubles) into rank 1, which
  * only waits in the epoch calls: lock/acc/unlock, fence/acc/fence, or
@@ -22,12 +23,17 @@
  * staged: the baseline for GPU windows: the operand sent two-sided, the
  * target copies its GPU memory to the host, adds, copies it back, answers.
  *
+ * allreduce: MPI_Allreduce (MPI_SUM of doubles, out of place) from 8 B to
+ * --max, every rank's result checked; "xtq" rows went to libxtq_coll
+ * through the layer (MPIX_Xtq_coll_counts), "mpi" rows to the MPI.
+ *
  * Output: a table on stdout, CSV rows prefixed "csv," (bench/results).
  */
 #include <mpi.h>
 
 #include <dlfcn.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -434,6 +440,68 @@ static void staged(const struct opts *o)
 }
 #endif
 
+/* Where the last reductions went: "xtq" if the layer routed them. */
+static const char *coll_variant(uint64_t *last)
+{
+    typedef int (*fn)(uint64_t *, uint64_t *, uint64_t *);
+    fn f = (fn)(uintptr_t)dlsym(RTLD_DEFAULT, "MPIX_Xtq_coll_counts");
+    uint64_t routed = 0;
+    if (!f)
+        return "mpi";
+    f(&routed, NULL, NULL);
+    bool more = routed > *last;
+    *last = routed;
+    return more ? "xtq" : "mpi";
+}
+
+static void allreduce(const struct opts *o)
+{
+    const char *mpi = mpi_name();
+    uint64_t last = 0;
+
+    coll_variant(&last);
+    if (rank == 0)
+        printf("%-10s %-8s %12s %12s %12s %6s\n", "bytes", "path", "median_us", "p10_us", "p90_us",
+               "iters");
+    for (long bytes = 8; bytes <= o->max; bytes *= 2) {
+        size_t n = (size_t)bytes / sizeof(double);
+        double *in = malloc(n * sizeof(double)), *out = malloc(n * sizeof(double));
+        /* Fewer repetitions for large vectors: about the same time per row. */
+        int iters = bytes <= 65536 ? o->iters : (int)fmax(10.0, o->iters * 65536.0 / bytes);
+        double *t = malloc((size_t)iters * sizeof(double));
+        if (!in || !out || !t)
+            die("out of memory");
+        for (size_t i = 0; i < n; i++)
+            in[i] = (double)(rank + 1) * (double)(i % 1000);
+        for (int w = 0; w < 3; w++) /* warm-up (makes the layer's team) */
+            MPI_Allreduce(in, out, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        for (int it = 0; it < iters; it++) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = now_us();
+            MPI_Allreduce(in, out, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            double dt = now_us() - t0, all[2] = {0, 0};
+            /* The slowest rank's time, by a call the layer never routes. */
+            MPI_Allgather(&dt, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, MPI_COMM_WORLD);
+            t[it] = fmax(all[0], all[1]);
+        }
+        double want = (double)nranks * (nranks + 1) / 2;
+        for (size_t i = 0; i < n; i++)
+            if (out[i] != want * (double)(i % 1000))
+                die("wrong allreduce result");
+        const char *var = coll_variant(&last);
+        qsort(t, (size_t)iters, sizeof(double), cmp_double);
+        if (rank == 0) {
+            printf("%-10ld %-8s %12.2f %12.2f %12.2f %6d\n", bytes, var, pct(t, iters, 0.5),
+                   pct(t, iters, 0.1), pct(t, iters, 0.9), iters);
+            printf("csv,allreduce,%s,%s,%ld,%d,%.3f,%.3f,%.3f\n", mpi, var, bytes, iters,
+                   pct(t, iters, 0.5), pct(t, iters, 0.1), pct(t, iters, 0.9));
+        }
+        free(in);
+        free(out);
+        free(t);
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct opts o = {"create", 4 << 20, 200, "lock,fence,flush", 8, 500};
@@ -466,6 +534,8 @@ int main(int argc, char **argv)
         latency(&o);
     else if (!strcmp(argv[1], "overlap"))
         overlap(&o);
+    else if (!strcmp(argv[1], "allreduce"))
+        allreduce(&o);
 #ifdef XTQ_BENCH_CUDA
     else if (!strcmp(argv[1], "staged"))
         staged(&o);

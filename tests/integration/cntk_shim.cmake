@@ -73,8 +73,16 @@ endforeach()
 if(NOT XTQ_SANITIZE STREQUAL "")
   return()
 endif()
+# One per back-end: train.ddp_hook (mpi), train.ddp_hook.<backend>.
 find_program(XTQ_SYSTEM_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
-add_test(NAME train.ddp_hook COMMAND bash ${shim_tests}/ddp_ci.sh $<TARGET_FILE_DIR:xtq_train>)
-set_tests_properties(train.ddp_hook PROPERTIES LABELS "train;integration" TIMEOUT 600
-                     RUN_SERIAL TRUE SKIP_RETURN_CODE 77
-                     ENVIRONMENT "XTQ_MPIRUN=${shim_mpirun};PYTHON3=${XTQ_SYSTEM_PYTHON3}")
+foreach(be IN LISTS XTQ_SHIM_BACKENDS)
+  set(name train.ddp_hook)
+  if(NOT be STREQUAL "mpi")
+    set(name train.ddp_hook.${be})
+  endif()
+  add_test(NAME ${name} COMMAND bash ${shim_tests}/ddp_ci.sh $<TARGET_FILE_DIR:xtq_train>)
+  set_tests_properties(${name} PROPERTIES LABELS "train;integration" TIMEOUT 600
+                       RUN_SERIAL TRUE SKIP_RETURN_CODE 77
+                       ENVIRONMENT
+                       "XTQ_MPIRUN=${shim_mpirun} -x XTQ_SHIM_BACKEND;PYTHON3=${XTQ_SYSTEM_PYTHON3};XTQ_SHIM_BACKEND=${be}")
+endforeach()

@@ -389,7 +389,9 @@ static void *mt_main(void *arg)
 {
     uint64_t th = (uint64_t)(uintptr_t)arg;
     int target = (S.rank + 1) % S.size;
-    uint8_t cmd[64];
+    /* A command, like a payload, stays untouched until its put is LOCAL:
+     * one per completion (the transport may read it after xtq_put returns). */
+    uint8_t cmd[64][64];
     size_t cmd_len;
     xtq_completion_t c[64];
     memset(c, 0, sizeof(c));
@@ -398,8 +400,9 @@ static void *mt_main(void *arg)
         if (i >= 64 && xtq_completion_wait(mt_ctx, cc, 60ll * 1000000000) != 0)
             atomic_fetch_add(&S.errors, 1);
         uint64_t a2 = ((uint64_t)S.rank << 40) | (th << 32) | i;
-        if (xtq_cmd_function(cmd, sizeof(cmd), TASK_FN, QUEUE_INDEX, a2, i * 3, &cmd_len) ||
-            xtq_put(mt_ctx, target, cmd, cmd_len, NULL, 0,
+        uint8_t *cm = cmd[i % 64];
+        if (xtq_cmd_function(cm, sizeof(cmd[0]), TASK_FN, QUEUE_INDEX, a2, i * 3, &cmd_len) ||
+            xtq_put(mt_ctx, target, cm, cmd_len, NULL, 0,
                     i % 2 ? XTQ_PUT_REMOTE_COMPLETION : 0, cc))
             atomic_fetch_add(&S.errors, 1);
     }

@@ -946,6 +946,106 @@ static void *store_later(void *arg)
 /* A condition that holds at the call fires at once; a host thread's store
  * fires another; a triggered putv of more pieces than the provider takes,
  * with a fetched result; argument checks. */
+/*
+ * Cancelling triggered puts that have not fired (xtq_put_cancel, and
+ * every put on one signal: xtq_put_cancel_trigger): DONE with
+ * -XTQ_ECANCELED at once, their signal free to destroy, nothing sent;
+ * a put that fired, or an ordinary one, is -XTQ_EALREADY. Then cancel
+ * races with firing: exactly one of the two wins each time.
+ */
+XTQ_TEST(trigger_cancel)
+{
+    setup();
+    int target = S.size > 1 ? 1 : 0;
+    /* Two checked tasks arrive: the plain put and the one that fired. */
+    start(S.rank == target ? 2 : 0);
+    if (S.rank == 0) {
+        xtq_signal_t *sig, *team;
+        xtq_completion_t a, b, plain;
+        xtq_counter_t *cnt;
+        uint8_t cmd[64];
+        size_t cmd_len = cmd_check(cmd, 0, 0), n = 99;
+        CHECK_OK(xtq_signal_create(5, &sig));
+        CHECK_OK(xtq_signal_create(5, &team));
+        CHECK_OK(xtq_counter_create(S.ctx, &cnt));
+        xtq_put_param_t p = {.field_mask = XTQ_PUT_PARAM_FIELD_COMPLETION |
+                                           XTQ_PUT_PARAM_FIELD_TRIGGER,
+                             .comp = &a,
+                             .trigger = sig,
+                             .trigger_cond = XTQ_SIGNAL_EQ,
+                             .trigger_value = 0};
+        CHECK_OK(xtq_putv(S.ctx, target, cmd, cmd_len, NULL, 0, &p));
+        p.comp = &b;
+        CHECK_OK(xtq_putv(S.ctx, target, cmd, cmd_len, NULL, 0, &p));
+        CHECK_ERR(xtq_put_cancel(NULL, &a), -XTQ_EINVAL);
+        CHECK_ERR(xtq_put_cancel(S.ctx, NULL), -XTQ_EINVAL);
+        CHECK_OK(xtq_put_cancel(S.ctx, &a));
+        CHECK_EQ(xtq_completion_state(&a), XTQ_COMPLETION_LOCAL | XTQ_COMPLETION_DONE);
+        CHECK_EQ(a.status, -XTQ_ECANCELED);
+        CHECK_ERR(xtq_completion_wait(S.ctx, &a, 0), -XTQ_ECANCELED);
+        CHECK_ERR(xtq_put_cancel(S.ctx, &a), -XTQ_EALREADY);
+        /* The other one still fires, and then cannot be cancelled. */
+        xtq_signal_store(sig, 0);
+        CHECK_OK(xtq_completion_wait(S.ctx, &b, 60 * SEC));
+        CHECK_ERR(xtq_put_cancel(S.ctx, &b), -XTQ_EALREADY);
+        /* An ordinary put is not withdrawn. */
+        CHECK_OK(xtq_put(S.ctx, target, cmd, cmd_len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &plain));
+        CHECK_ERR(xtq_put_cancel(S.ctx, &plain), -XTQ_EALREADY);
+        CHECK_OK(xtq_completion_wait(S.ctx, &plain, 60 * SEC));
+
+        /* A team's schedule: puts on its signal, counted only. */
+        xtq_put_param_t q = {.field_mask = XTQ_PUT_PARAM_FIELD_COUNTER |
+                                           XTQ_PUT_PARAM_FIELD_TRIGGER,
+                             .counter = cnt,
+                             .trigger = team,
+                             .trigger_cond = XTQ_SIGNAL_LT,
+                             .trigger_value = 0};
+        for (int i = 0; i < 3; i++)
+            CHECK_OK(xtq_putv(S.ctx, target, cmd, cmd_len, NULL, 0, &q));
+        CHECK_ERR(xtq_signal_destroy(team), -XTQ_EBUSY);
+        CHECK_ERR(xtq_put_cancel_trigger(S.ctx, NULL, &n), -XTQ_EINVAL);
+        CHECK_OK(xtq_put_cancel_trigger(S.ctx, sig, &n));
+        CHECK_EQ(n, 0);
+        CHECK_OK(xtq_put_cancel_trigger(S.ctx, team, &n));
+        CHECK_EQ(n, 3);
+        CHECK_EQ(xtq_counter_read_err(cnt), 3);
+        CHECK_EQ(xtq_counter_read(cnt), 0);
+        CHECK_OK(xtq_signal_destroy(team));
+        CHECK_OK(xtq_flush(S.ctx, XTQ_TARGET_ALL, 60 * SEC));
+
+        /* Cancel against the engine firing: one wins, the put is DONE
+         * either way (FN_RESULT with no result: not a checked task). */
+        size_t rcmd_len;
+        uint8_t rcmd[64];
+        CHECK_OK(xtq_cmd_function(rcmd, sizeof(rcmd), FN_RESULT, QUEUE_INDEX, 0, 0, &rcmd_len));
+        int cancelled = 0, fired = 0;
+        for (int i = 0; i < 200; i++) {
+            xtq_signal_store(sig, 1);
+            p.comp = &a;
+            CHECK_OK(xtq_putv(S.ctx, target, rcmd, rcmd_len, NULL, 0, &p));
+            xtq_signal_store(sig, 0);
+            if (i % 2)
+                sched_yield();
+            int rc = xtq_put_cancel(S.ctx, &a);
+            if (rc == 0) {
+                CHECK_ERR(xtq_completion_wait(S.ctx, &a, 0), -XTQ_ECANCELED);
+                cancelled++;
+            } else {
+                CHECK_ERR(rc, -XTQ_EALREADY);
+                CHECK_OK(xtq_completion_wait(S.ctx, &a, 60 * SEC));
+                fired++;
+            }
+        }
+        CHECK_OK(xtq_flush(S.ctx, XTQ_TARGET_ALL, 60 * SEC));
+        printf("rank 0: cancel against firing: %d cancelled, %d fired\n", cancelled, fired);
+        CHECK_OK(xtq_signal_destroy(sig));
+        CHECK_OK(xtq_counter_destroy(cnt));
+    }
+    if (S.rank == target)
+        expect_checked(2);
+    teardown();
+}
+
 XTQ_TEST(triggers_misc)
 {
     setup();

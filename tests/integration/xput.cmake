@@ -11,13 +11,15 @@ target_compile_options(test_faults PRIVATE ${XTQ_WARNINGS} -Wno-missing-prototyp
 target_link_libraries(test_faults PRIVATE xtq_internal xtq_test_harness)
 
 set(xput_self putv_args putv_pieces counter_many flush_load flush_timeout destroy_in_flight
-    results results_args triggers_chain trigger_never_fires triggers_misc payload_echo)
+    results results_args triggers_chain trigger_never_fires triggers_misc payload_echo
+    trigger_cancel)
 foreach(c IN LISTS xput_self)
   add_test(NAME integration.xput.self.${c} COMMAND test_xput ${c})
   set_tests_properties(integration.xput.self.${c} PROPERTIES LABELS integration TIMEOUT 300
                        SKIP_RETURN_CODE 77)
 endforeach()
-foreach(c flush_load flush_timeout destroy_in_flight results triggers_chain triggers_misc)
+foreach(c flush_load flush_timeout destroy_in_flight results triggers_chain triggers_misc
+          trigger_cancel)
   add_test(NAME integration.xput.self.${c}.manual COMMAND test_xput ${c} manual)
   set_tests_properties(integration.xput.self.${c}.manual PROPERTIES LABELS integration
                        TIMEOUT 300 SKIP_RETURN_CODE 77)
@@ -33,7 +35,7 @@ endforeach()
 if(MPIEXEC_EXECUTABLE)
   foreach(prov shm tcp)
     foreach(c putv_pieces counter_many flush_load flush_timeout results triggers_chain
-              trigger_never_fires triggers_misc payload_echo)
+              trigger_never_fires triggers_misc payload_echo trigger_cancel)
       xtq_add_mpi_case(NAME integration.xput.${c}.${prov}.np2 NP 2 PROVIDER ${prov}
                        COMMAND $<TARGET_FILE:test_xput> ${c})
     endforeach()
@@ -41,6 +43,14 @@ if(MPIEXEC_EXECUTABLE)
       xtq_add_mpi_case(NAME integration.xput.${c}.${prov}.np4 NP 4 PROVIDER ${prov}
                        COMMAND $<TARGET_FILE:test_xput> ${c})
     endforeach()
+  endforeach()
+  # The progress thread alone on the endpoint (XTQ_ENDPOINT_OWNER=progress):
+  # puts wait in its send queue, so a command reused at once (counter_many
+  # builds each on the stack) must have been copied at the call.
+  foreach(c counter_many results triggers_chain trigger_cancel payload_echo)
+    xtq_add_mpi_case(NAME integration.xput.${c}.owner_progress.tcp.np2 NP 2 PROVIDER tcp
+                     ENV XTQ_ENDPOINT_OWNER=progress
+                     COMMAND $<TARGET_FILE:test_xput> ${c})
   endforeach()
   foreach(prov shm tcp)
     xtq_add_mpi_case(NAME integration.faults.control_space.${prov}.np2 NP 2 PROVIDER ${prov}

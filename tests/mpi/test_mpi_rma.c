@@ -16,6 +16,7 @@
 #include <mpi.h>
 
 #include "xtq_test.h"
+#include "mpi_test_types.h"
 
 #include <dlfcn.h>
 #include <complex.h>
@@ -26,33 +27,9 @@
 #include <string.h>
 #include <time.h>
 
-static int rank, nranks;
 static char skip_reason[256];
-static bool mpi_path; /* the last window checked is the MPI's own */
-
-#define T_FAIL(...)                                                                                \
-    do {                                                                                           \
-        fprintf(stderr, "FAIL rank %d %s:%d [%s]: ", rank, __FILE__, __LINE__, xtq_test_current);  \
-        fprintf(stderr, __VA_ARGS__);                                                              \
-        fprintf(stderr, "\n");                                                                     \
-        fflush(stderr);                                                                            \
-        MPI_Abort(MPI_COMM_WORLD, 1);                                                              \
-    } while (0)
-#define T_CHECK(c)                                                                                 \
-    do {                                                                                           \
-        if (!(c))                                                                                  \
-            T_FAIL("CHECK(%s)", #c);                                                               \
-    } while (0)
-#define T_MPI(call)                                                                                \
-    do {                                                                                           \
-        int rc_ = (call);                                                                          \
-        if (rc_ != MPI_SUCCESS) {                                                                  \
-            char s_[MPI_MAX_ERROR_STRING];                                                         \
-            int l_ = 0;                                                                            \
-            MPI_Error_string(rc_, s_, &l_);                                                        \
-            T_FAIL("%s: %s", #call, s_);                                                           \
-        }                                                                                          \
-    } while (0)
+static bool mpi_path;    /* the last window checked is the MPI's own */
+static bool nothing_ran; /* the skip reason is all there is to say */
 
 /* ---- what the layer says (looked up: the program does not link it) ------- */
 
@@ -109,7 +86,7 @@ static void t_fini(void)
     MPI_Barrier(MPI_COMM_WORLD);
     MPI_Finalize();
     if (skip_reason[0])
-        XTQ_SKIP("%s (the MPI path passed)", skip_reason);
+        XTQ_SKIP("%s%s", skip_reason, nothing_ran ? "" : " (the MPI path passed)");
 }
 
 static void need_ranks(int n)
@@ -120,219 +97,7 @@ static void need_ranks(int n)
     }
 }
 
-/* ---- types, values and the reference ------------------------------------- */
-
-enum cls { INT, UINT, REAL, CPLX, BOOL, BYTE, PAIR };
-
-struct ttype {
-    MPI_Datatype t;
-    const char *name;
-    enum cls c;
-    int size;  /* bytes of one element as laid out in memory (C sizeof) */
-    int vsize; /* pairs: bytes of the value field */
-    int ioff;  /* pairs: offset of the index */
-};
-
-struct fi {
-    float v;
-    int i;
-};
-struct di {
-    double v;
-    int i;
-};
-struct li {
-    long v;
-    int i;
-};
-struct ii {
-    int v;
-    int i;
-};
-struct si {
-    short v;
-    int i;
-};
-struct ldi {
-    long double v;
-    int i;
-};
-
-#define PAIRT(T, mpi, n)                                                                           \
-    {                                                                                              \
-        mpi, n, PAIR, sizeof(struct T), sizeof(((struct T *)0)->v), offsetof(struct T, i)          \
-    }
-
-static struct ttype types[40];
-static int ntypes;
-
-static void types_init(void)
-{
-    const struct ttype all[] = {
-        {MPI_SIGNED_CHAR, "signed_char", INT, 1, 0, 0},
-        {MPI_UNSIGNED_CHAR, "unsigned_char", UINT, 1, 0, 0},
-        {MPI_SHORT, "short", INT, sizeof(short), 0, 0},
-        {MPI_UNSIGNED_SHORT, "unsigned_short", UINT, sizeof(short), 0, 0},
-        {MPI_INT, "int", INT, sizeof(int), 0, 0},
-        {MPI_UNSIGNED, "unsigned", UINT, sizeof(int), 0, 0},
-        {MPI_LONG, "long", INT, sizeof(long), 0, 0},
-        {MPI_UNSIGNED_LONG, "unsigned_long", UINT, sizeof(long), 0, 0},
-        {MPI_LONG_LONG, "long_long", INT, sizeof(long long), 0, 0},
-        {MPI_UNSIGNED_LONG_LONG, "unsigned_long_long", UINT, sizeof(long long), 0, 0},
-        {MPI_INT8_T, "int8", INT, 1, 0, 0},
-        {MPI_UINT8_T, "uint8", UINT, 1, 0, 0},
-        {MPI_INT16_T, "int16", INT, 2, 0, 0},
-        {MPI_UINT16_T, "uint16", UINT, 2, 0, 0},
-        {MPI_INT32_T, "int32", INT, 4, 0, 0},
-        {MPI_UINT32_T, "uint32", UINT, 4, 0, 0},
-        {MPI_INT64_T, "int64", INT, 8, 0, 0},
-        {MPI_UINT64_T, "uint64", UINT, 8, 0, 0},
-        {MPI_AINT, "aint", INT, sizeof(MPI_Aint), 0, 0},
-        {MPI_FLOAT, "float", REAL, sizeof(float), sizeof(float), 0},
-        {MPI_DOUBLE, "double", REAL, sizeof(double), sizeof(double), 0},
-        {MPI_LONG_DOUBLE, "long_double", REAL, sizeof(long double), 10, 0},
-        {MPI_C_FLOAT_COMPLEX, "c_float_complex", CPLX, sizeof(float complex), sizeof(float), 0},
-        {MPI_C_DOUBLE_COMPLEX, "c_double_complex", CPLX, sizeof(double complex), sizeof(double), 0},
-        {MPI_C_LONG_DOUBLE_COMPLEX, "c_long_double_complex", CPLX, sizeof(long double complex), 10,
-         0},
-        {MPI_C_BOOL, "c_bool", BOOL, sizeof(_Bool), 0, 0},
-        {MPI_BYTE, "byte", BYTE, 1, 0, 0},
-        PAIRT(fi, MPI_FLOAT_INT, "float_int"),
-        PAIRT(di, MPI_DOUBLE_INT, "double_int"),
-        PAIRT(li, MPI_LONG_INT, "long_int"),
-        PAIRT(ii, MPI_2INT, "2int"),
-        PAIRT(si, MPI_SHORT_INT, "short_int"),
-        PAIRT(ldi, MPI_LONG_DOUBLE_INT, "long_double_int"),
-    };
-    ntypes = 0;
-    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-        types[ntypes++] = all[i];
-    /* long double: 10 meaningful bytes on x86-64 */
-    for (int i = 0; i < ntypes; i++)
-        if (types[i].vsize == 10 && sizeof(long double) != 16)
-            types[i].vsize = sizeof(long double);
-}
-
-struct top {
-    MPI_Op op;
-    const char *name;
-};
-static const struct top ops[] = {
-    {MPI_SUM, "sum"},         {MPI_PROD, "prod"},   {MPI_MAX, "max"},       {MPI_MIN, "min"},
-    {MPI_LAND, "land"},       {MPI_LOR, "lor"},     {MPI_LXOR, "lxor"},     {MPI_BAND, "band"},
-    {MPI_BOR, "bor"},         {MPI_BXOR, "bxor"},   {MPI_MAXLOC, "maxloc"}, {MPI_MINLOC, "minloc"},
-    {MPI_REPLACE, "replace"}, {MPI_NO_OP, "no_op"},
-};
-
-/* MPI's rules (section 6.9.2, 11.3.4). */
-static bool valid(MPI_Op op, enum cls c)
-{
-    if (op == MPI_REPLACE || op == MPI_NO_OP)
-        return true;
-    if (op == MPI_SUM || op == MPI_PROD)
-        return c == INT || c == UINT || c == REAL || c == CPLX;
-    if (op == MPI_MAX || op == MPI_MIN)
-        return c == INT || c == UINT || c == REAL;
-    if (op == MPI_LAND || op == MPI_LOR || op == MPI_LXOR)
-        return c == INT || c == UINT || c == BOOL;
-    if (op == MPI_BAND || op == MPI_BOR || op == MPI_BXOR)
-        return c == INT || c == UINT || c == BYTE;
-    return c == PAIR; /* MAXLOC, MINLOC */
-}
-
-/* Small values: products and sums stay exact in every type. */
-static void fill(const struct ttype *t, void *buf, int count, int seed)
-{
-    uint8_t *b = buf;
-    memset(buf, 0, (size_t)count * (size_t)t->size);
-    for (int i = 0; i < count; i++) {
-        uint8_t *e = b + (size_t)i * t->size;
-        int v = (int)(((unsigned)i * 7u + (unsigned)seed * 13u) % 7u) - 3; /* -3..3 */
-        int u = v + 3;                                                     /* 0..6 */
-        switch (t->c) {
-        case INT:
-            if (t->size == 1)
-                *(int8_t *)e = (int8_t)v;
-            else if (t->size == 2)
-                *(int16_t *)e = (int16_t)v;
-            else if (t->size == 4)
-                *(int32_t *)e = v;
-            else
-                *(int64_t *)e = v;
-            break;
-        case UINT:
-            if (t->size == 1)
-                *(uint8_t *)e = (uint8_t)u;
-            else if (t->size == 2)
-                *(uint16_t *)e = (uint16_t)u;
-            else if (t->size == 4)
-                *(uint32_t *)e = (uint32_t)u;
-            else
-                *(uint64_t *)e = (uint64_t)u;
-            break;
-        case REAL:
-            if (t->t == MPI_FLOAT)
-                *(float *)e = (float)v;
-            else if (t->t == MPI_DOUBLE)
-                *(double *)e = v;
-            else
-                *(long double *)e = v;
-            break;
-        case CPLX:
-            if (t->t == MPI_C_FLOAT_COMPLEX)
-                *(float complex *)e = v + (u % 3) * I;
-            else if (t->t == MPI_C_DOUBLE_COMPLEX)
-                *(double complex *)e = v + (u % 3) * I;
-            else
-                *(long double complex *)e = v + (u % 3) * I;
-            break;
-        case BOOL:
-            *(_Bool *)e = (u & 1) != 0;
-            break;
-        case BYTE:
-            *e = (uint8_t)(i * 37 + seed * 11);
-            break;
-        case PAIR:
-            if (t->t == MPI_FLOAT_INT)
-                ((struct fi *)e)->v = (float)v;
-            else if (t->t == MPI_DOUBLE_INT)
-                ((struct di *)e)->v = v;
-            else if (t->t == MPI_LONG_INT)
-                ((struct li *)e)->v = v;
-            else if (t->t == MPI_2INT)
-                ((struct ii *)e)->v = v;
-            else if (t->t == MPI_SHORT_INT)
-                ((struct si *)e)->v = (short)v;
-            else
-                ((struct ldi *)e)->v = v;
-            memcpy(e + t->ioff, &(int){(i + seed) % 5}, sizeof(int));
-            break;
-        }
-    }
-}
-
-/* Equal where the type has meaning (not in padding). */
-static bool same(const struct ttype *t, const void *a, const void *b, int count, int *at)
-{
-    for (int i = 0; i < count; i++) {
-        const uint8_t *x = (const uint8_t *)a + (size_t)i * t->size;
-        const uint8_t *y = (const uint8_t *)b + (size_t)i * t->size;
-        bool ok;
-        if (t->c == PAIR)
-            ok = memcmp(x, y, (size_t)t->vsize) == 0 && memcmp(x + t->ioff, y + t->ioff, 4) == 0;
-        else if (t->c == REAL || t->c == CPLX)
-            ok = t->c == REAL ? memcmp(x, y, (size_t)t->vsize) == 0
-                              : memcmp(x, y, (size_t)t->vsize) == 0 &&
-                                    memcmp(x + t->size / 2, y + t->size / 2, (size_t)t->vsize) == 0;
-        else
-            ok = memcmp(x, y, (size_t)t->size) == 0;
-        if (!ok) {
-            *at = i;
-            return false;
-        }
-    }
-    return true;
-}
+/* ---- the reference ---------------------------------------------------------- */
 
 /* inout = inout op in, by the MPI itself (REPLACE and NO_OP by hand). */
 static void reference(MPI_Op op, const struct ttype *t, void *inout, const void *in, int count)
@@ -1174,6 +939,90 @@ XTQ_TEST(windows)
 }
 
 /* The MPIX_ extensions say what the layer did (when it is loaded). */
+/* A window in CUDA device memory: accumulates run on the target's CUDA
+ * agent (the MPI's own path cannot reach device memory, so where the
+ * window is left to the MPI the case skips). The CUDA runtime is looked up
+ * at run time (the program links only MPI); no runtime or no GPU: SKIP. */
+typedef int (*cuda_count_fn)(int *);
+typedef int (*cuda_malloc_fn)(void **, size_t);
+typedef int (*cuda_memcpy_fn)(void *, const void *, size_t, int);
+typedef int (*cuda_free_fn)(void *);
+
+XTQ_TEST(gpu_window)
+{
+    static const char *const libs[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12"};
+    enum { N = 4096, ROUNDS = 50 };
+    void *lib = NULL, *dev = NULL;
+    cuda_count_fn count_fn = NULL;
+    cuda_malloc_fn malloc_fn = NULL;
+    cuda_memcpy_fn memcpy_fn = NULL;
+    cuda_free_fn free_fn = NULL;
+    double *host = calloc(N, sizeof(double)), *ones = malloc(N * sizeof(double));
+    int ndev = 0, have = 0, all = 0;
+    MPI_Win win;
+
+    t_init();
+    for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]) && !lib; i++)
+        lib = dlopen(libs[i], RTLD_NOW | RTLD_GLOBAL);
+    if (lib) {
+        count_fn = (cuda_count_fn)(uintptr_t)dlsym(lib, "cudaGetDeviceCount");
+        malloc_fn = (cuda_malloc_fn)(uintptr_t)dlsym(lib, "cudaMalloc");
+        memcpy_fn = (cuda_memcpy_fn)(uintptr_t)dlsym(lib, "cudaMemcpy");
+        free_fn = (cuda_free_fn)(uintptr_t)dlsym(lib, "cudaFree");
+        have = count_fn && malloc_fn && memcpy_fn && free_fn && count_fn(&ndev) == 0 && ndev > 0 &&
+               malloc_fn(&dev, N * sizeof(double)) == 0 &&
+               memcpy_fn(dev, host, N * sizeof(double), 1 /* host to device */) == 0;
+    }
+    MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all) {
+        snprintf(skip_reason, sizeof(skip_reason), "no CUDA runtime or no GPU on every rank");
+        nothing_ran = true;
+        t_fini();
+        return;
+    }
+    for (int i = 0; i < N; i++)
+        ones[i] = (double)(i % 100);
+    T_MPI(MPI_Win_create(dev, N * sizeof(double), sizeof(double), MPI_INFO_NULL, MPI_COMM_WORLD,
+                         &win));
+    check_window(win, 1);
+    if (mpi_path) {
+        T_MPI(MPI_Win_free(&win));
+        free_fn(dev);
+        if (!skip_reason[0])
+            snprintf(skip_reason, sizeof(skip_reason),
+                     "GPU window left to the MPI (its own path cannot reach device memory)");
+        nothing_ran = true;
+        t_fini();
+        return;
+    }
+    /* Every rank into its right neighbour, flushed each round, and a
+     * fence-epoch round at the end. */
+    T_MPI(MPI_Win_lock_all(0, win));
+    for (int r = 0; r < ROUNDS; r++) {
+        T_MPI(MPI_Accumulate(ones, N, MPI_DOUBLE, (rank + 1) % nranks, 0, N, MPI_DOUBLE, MPI_SUM,
+                             win));
+        T_MPI(MPI_Win_flush_all(win));
+    }
+    T_MPI(MPI_Win_unlock_all(win));
+    T_MPI(MPI_Win_fence(0, win));
+    T_MPI(MPI_Accumulate(ones, N / 2, MPI_DOUBLE, (rank + 1) % nranks, N / 2, N / 2, MPI_DOUBLE,
+                         MPI_MAX, win));
+    T_MPI(MPI_Win_fence(0, win));
+    T_CHECK(memcpy_fn(host, dev, N * sizeof(double), 2 /* device to host */) == 0);
+    for (int i = 0; i < N; i++) {
+        double want = ROUNDS * (double)(i % 100);
+        if (i >= N / 2 && ones[i - N / 2] > want)
+            want = ones[i - N / 2];
+        if (host[i] != want)
+            T_FAIL("element %d of the GPU window is %g, expected %g", i, host[i], want);
+    }
+    T_MPI(MPI_Win_free(&win));
+    free_fn(dev);
+    free(host);
+    free(ones);
+    t_fini();
+}
+
 XTQ_TEST(mpix)
 {
     typedef int (*enabled_fn)(int *, char *, int);

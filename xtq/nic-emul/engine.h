@@ -123,6 +123,11 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
 /* Finalize: puts whose trigger has not fired complete with
  * -XTQ_ECANCELED; returns how many. */
 int xtq__engine_triggers_cancel(struct xtq__engine *e);
+/* xtq_put_cancel(): 0 (it had not fired: DONE with -XTQ_ECANCELED),
+ * -XTQ_EALREADY (fired, not a triggered put, or DONE), -XTQ_EINVAL. */
+int xtq__engine_put_cancel(struct xtq__engine *e, xtq_completion_t *comp);
+/* xtq_put_cancel_trigger(): how many puts watching `sig` were cancelled. */
+size_t xtq__engine_put_cancel_trigger(struct xtq__engine *e, const struct xtq_signal *sig);
 /* xtq_flush(): every put issued to `target` (or XTQ_TARGET_ALL) before
  * the call is DONE. 0, -XTQ_ETIMEDOUT, -XTQ_EHOSTDOWN, -XTQ_ESRCRANK. */
 int xtq__engine_flush(struct xtq__engine *e, int target, int64_t timeout_ns);
@@ -146,5 +151,11 @@ bool xtq__fault_take(_Atomic uint32_t *n);
 /* liveness.c */
 /* Peers declared down (silent for XTQ_PEER_TIMEOUT_MS with puts pending). */
 unsigned xtq__engine_peers_down(struct xtq__engine *e);
+
+/* Fault injection for tests (tests/integration/test_reconnect.c): every
+ * message arriving from a rank whose bit is set here is dropped unread, as
+ * if the link to it were down. Process-wide; ranks 0-63. */
+extern _Atomic uint64_t xtq__fault_drop_from;
+bool xtq__fault_dropped(uint32_t src);
 
 #endif /* XTQ_ENGINE_H */

@@ -129,13 +129,18 @@ struct rx_task {
  * SLOT_SENDING while a thread is handing it to the transport, or while it
  * waits in the send queue (XTQ_ENDPOINT_OWNER=progress) for the progress
  * turn that does (the slot, its stage and trigger stay until it is let
- * go, even if the put completes meanwhile: a peer declared down). */
+ * go, even if the put completes meanwhile: a peer declared down).
+ * SLOT_HELD: failed (peer down) while the transport still held its message:
+ * DONE, not yet LOCAL (the caller's buffers may still be sent once the link
+ * returns), and not reused until the transport lets go, so that a late
+ * completion cannot be taken for a new put's (liveness.c). */
 enum slot_state {
     SLOT_BUSY = 1u << 0,
     SLOT_LOCAL = 1u << 1,
     SLOT_ACKED = 1u << 2,
     SLOT_ARMED = 1u << 3,
     SLOT_SENDING = 1u << 4,
+    SLOT_HELD = 1u << 5,
 };
 
 /* How a put leaves: gathered from the caller's buffers (all of them, or

@@ -174,11 +174,15 @@ static void slot_release(struct xtq__engine *e, struct put_slot *s)
 
 /* Report a slot's outcome: the put is DONE. Caller holds put_lock. The
  * slot is free at once unless a thread is still handing it to the
- * transport (SLOT_SENDING: that thread frees it). */
+ * transport (SLOT_SENDING: that thread frees it). A put failed while the
+ * transport still holds its message (peer down) is DONE now but LOCAL only
+ * when the transport lets go (slot_let_go): its buffers may still be read,
+ * and the slot stays SLOT_HELD until then. */
 static void slot_finish(struct xtq__engine *e, struct put_slot *s)
 {
     xtq_ctx_t *ctx = e->ctx;
     xtq_completion_t *c = s->comp;
+    bool held = !(s->state & SLOT_LOCAL);
     XTQ_TRACE_POINT(XTQ_TRACE_COMPLETION, XTQ_TRACE_KEY(ctx->rank, s->seq));
     if (s->status)
         XTQ__STAT_INC(ctx, puts_failed);
@@ -193,7 +197,7 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
     }
     if (c) {
         _Atomic uint32_t *st = (_Atomic uint32_t *)&c->state;
-        uint32_t bits = XTQ_COMPLETION_DONE | XTQ_COMPLETION_LOCAL;
+        uint32_t bits = XTQ_COMPLETION_DONE | (held ? 0 : XTQ_COMPLETION_LOCAL);
         if (s->status == 0 && (s->flags & XTQ_PUT_REMOTE_COMPLETION))
             bits |= XTQ_COMPLETION_REMOTE;
         c->status = s->status;
@@ -208,8 +212,10 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
     if (s->counter)
         xtq__counter_complete(s->counter, s->status);
     s->counter = NULL;
-    s->comp = NULL;
+    s->comp = held ? c : NULL;
     s->state &= SLOT_SENDING;
+    if (held)
+        s->state |= SLOT_HELD;
     struct peer *p = &e->peers[s->target];
     p->busy--;
     /* Flush's floor: past every DONE put from the oldest one on. */
@@ -224,10 +230,29 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
         slot_release(e, s);
 }
 
+/* A failed put's message left the transport's hands (or never entered
+ * them): LOCAL at last. Caller holds put_lock, and releases the slot once
+ * nothing else holds it. */
+static void slot_let_go(struct put_slot *s)
+{
+    if (!(s->state & SLOT_HELD))
+        return;
+    if (s->comp)
+        comp_post((_Atomic uint32_t *)&s->comp->state, XTQ_COMPLETION_LOCAL);
+    s->comp = NULL;
+    s->state &= ~(uint32_t)SLOT_HELD;
+}
+
 /* The message left (status 0) or could not (caller holds put_lock). */
 static void slot_local_locked(struct xtq__engine *e, struct put_slot *s, int status, int prov_errno)
 {
-    if (!(s->state & SLOT_BUSY) || (s->state & SLOT_LOCAL))
+    if (!(s->state & SLOT_BUSY)) {
+        slot_let_go(s);
+        if (!s->state)
+            slot_release(e, s);
+        return;
+    }
+    if (s->state & SLOT_LOCAL)
         return;
     s->state |= SLOT_LOCAL;
     s->local_at = xtq__now_ns();
@@ -277,6 +302,8 @@ static void slot_sent(struct xtq__engine *e, struct put_slot *s, ssize_t rc, boo
         slot_local_locked(e, s, 0, 0);
     else if (rc && rc != -FI_EAGAIN)
         slot_local_locked(e, s, -XTQ_EFABRIC, (int)-rc);
+    else if (rc == -FI_EAGAIN)
+        slot_let_go(s); /* never left */
     if (!s->state)
         slot_release(e, s);
     pthread_mutex_unlock(&e->put_lock);
@@ -339,6 +366,13 @@ void xtq__puts_fail_all(struct xtq__engine *e, int status)
                 if (!s->status)
                     s->status = status;
                 slot_finish(e, s);
+            }
+            /* Nothing reads the CQ any more, and the endpoint closes
+             * before the caller's finalize returns. */
+            if (s->state & SLOT_HELD) {
+                slot_let_go(s);
+                if (!s->state)
+                    slot_release(e, s);
             }
         }
     pthread_mutex_unlock(&e->put_lock);
@@ -689,6 +723,49 @@ int xtq__engine_triggers_cancel(struct xtq__engine *e)
     return n;
 }
 
+/* Caller holds put_lock: the triggered put of slot `s` has not fired
+ * (armed, or ready but not handed to the transport): fail it. */
+static bool trig_cancel_locked(struct xtq__engine *e, struct put_slot *s)
+{
+    if (!(s->state & SLOT_BUSY) || (s->state & (SLOT_SENDING | SLOT_LOCAL)) || !s->trig ||
+        s->trig->list == TRIG_NONE)
+        return false;
+    s->status = -XTQ_ECANCELED;
+    slot_finish(e, s);
+    return true;
+}
+
+int xtq__engine_put_cancel(struct xtq__engine *e, xtq_completion_t *comp)
+{
+    int target = comp->target, rc = -XTQ_EALREADY;
+    if (target < 0 || target >= e->ctx->size)
+        return -XTQ_EINVAL;
+    xtq__mutex_lock(&e->put_lock);
+    /* The completion names its put's slot; a slot that serves another put
+     * now (or none) means this one is long DONE. */
+    struct put_slot *s = &e->peers[target].slots[comp->seq % e->window];
+    if (s->comp == comp && s->seq == comp->seq && trig_cancel_locked(e, s))
+        rc = 0;
+    pthread_mutex_unlock(&e->put_lock);
+    return rc;
+}
+
+size_t xtq__engine_put_cancel_trigger(struct xtq__engine *e, const struct xtq_signal *sig)
+{
+    size_t n = 0;
+    xtq__mutex_lock(&e->put_lock);
+    for (int list = 0; list < 2; list++) {
+        struct put_trigger *t = list ? e->trig_ready : e->trig_armed, *next;
+        for (; t; t = next) {
+            next = t->next; /* t is gone once its put is finished */
+            if (t->sig == sig && trig_cancel_locked(e, t->slot))
+                n++;
+        }
+    }
+    pthread_mutex_unlock(&e->put_lock);
+    return n;
+}
+
 int xtq__triggers_poll(struct xtq__engine *e)
 {
     if (!atomic_load_explicit(&e->trig_count, memory_order_relaxed))
@@ -849,8 +926,11 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
     rc = put_layout(e, cmd_len, piov, iovcnt, &l);
     if (rc)
         return rc;
-    /* The command of a triggered put is copied now, whatever its size. */
-    if (req->trigger && l.how == SEND_GATHER)
+    /* The command is copied now, whatever its size: the caller may reuse
+     * its buffer at once (typically a stack array), though the message
+     * leaves later (a triggered put, the progress thread's send queue, a
+     * transport that reads gathered pieces after the call). */
+    if (l.how == SEND_GATHER)
         l.how = SEND_GATHER_CMD;
     if (atomic_load(&e->stop))
         return -XTQ_EFINALIZED;
@@ -859,6 +939,7 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
         return rc;
 
     struct peer *p = &e->peers[target];
+    uint32_t skipped = 0;
     xtq__mutex_lock(&e->put_lock);
     for (;;) {
         if (atomic_load(&p->down)) {
@@ -869,6 +950,12 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
         s = &p->slots[p->next_seq % e->window];
         if (!s->state)
             break;
+        /* Held by the transport for a put that failed: skip its sequence
+         * number (the target needs none in order), once around at most. */
+        if (s->state == SLOT_HELD && skipped++ < e->window) {
+            p->next_seq++;
+            continue;
+        }
         uint32_t seen = atomic_load_explicit(&e->slot_freed, memory_order_acquire);
         pthread_mutex_unlock(&e->put_lock);
         if (flags & XTQ_PUT_NONBLOCKING) {

@@ -8,6 +8,13 @@
  * dead one. target.c reports every valid message here; the progress turn
  * (progress.c) runs the check; the transport's connection errors and acks
  * that cannot leave (acks.c) declare a peer down early.
+ *
+ * A peer declared down is not given up: it is pinged every quarter timeout
+ * and any valid message from it (its pong, a put, an ack) brings it back,
+ * so new puts to it go out again once a link returns. Puts that failed
+ * stay failed; their late acks name sequence numbers no slot holds any
+ * more (initiator.c) and are dropped, and a slot whose message the
+ * transport still held is not reused until the transport lets go of it.
  */
 #include "internal.h"
 #include "nic-emul/engine_int.h"
@@ -23,9 +30,24 @@ static void probe_send(struct xtq__engine *e, int dest, uint64_t seq)
         xtq__bell_ring(e, dest);
 }
 
+/* Test hook (engine.h): arrivals from these ranks are dropped. */
+_Atomic uint64_t xtq__fault_drop_from;
+
+bool xtq__fault_dropped(uint32_t src)
+{
+    return src < 64 &&
+           (atomic_load_explicit(&xtq__fault_drop_from, memory_order_relaxed) >> src & 1);
+}
+
 void xtq__peer_heard(struct xtq__engine *e, uint32_t src)
 {
-    atomic_store_explicit(&e->peers[src].last_heard, xtq__now_ns(), memory_order_relaxed);
+    struct peer *p = &e->peers[src];
+    atomic_store_explicit(&p->last_heard, xtq__now_ns(), memory_order_relaxed);
+    if (atomic_load_explicit(&p->down, memory_order_relaxed) && atomic_exchange(&p->down, false)) {
+        atomic_fetch_sub(&e->peers_down, 1);
+        xtq_warn(ENGINE, "rank %d: peer %u heard from again; its new puts go out", e->ctx->rank,
+                 src);
+    }
 }
 
 bool xtq__probe_recv(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
@@ -51,7 +73,8 @@ void xtq__peer_down(struct xtq__engine *e, int r, const char *why)
     xtq__puts_fail_peer(e, r, -XTQ_EHOSTDOWN);
 }
 
-/* Progress thread: ping quiet peers we wait on, declare silent ones down. */
+/* Progress thread: ping quiet peers we wait on, declare silent ones down,
+ * ask the ones down whether they are back. */
 void xtq__peers_check(struct xtq__engine *e)
 {
     if (!e->peer_timeout_ns)
@@ -63,8 +86,16 @@ void xtq__peers_check(struct xtq__engine *e)
     e->next_peer_check = now + (step < 1000000 ? 1000000 : step > 250000000 ? 250000000 : step);
     for (int r = 0; r < e->ctx->size; r++) {
         struct peer *p = &e->peers[r];
-        if (r == e->ctx->rank || atomic_load(&p->down))
+        if (r == e->ctx->rank)
             continue;
+        if (atomic_load(&p->down)) {
+            /* tcp reconnects for the ping if its connection is gone. */
+            if (now - p->ping_sent > e->peer_timeout_ns / 4) {
+                p->ping_sent = now;
+                probe_send(e, r, PING_SEQ);
+            }
+            continue;
+        }
         xtq__mutex_lock(&e->put_lock);
         uint32_t busy = p->busy;
         pthread_mutex_unlock(&e->put_lock);

@@ -6,6 +6,8 @@
 #include "internal.h"
 #include "nic-emul/engine.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <rdma/fi_tagged.h>
 #include <strings.h>
 
@@ -39,6 +41,59 @@ static bool prov_matches(const char *want, const char *have)
         return true;
     size_t n = strlen(want);
     return strcasecmp(want, have) == 0 || (strncasecmp(want, have, n) == 0 && have[n] == ';');
+}
+
+/*
+ * tcp lists one fi_info per interface address (loopback and IPv6
+ * link-local ones too) in the kernel's order, and peers connect to the
+ * address this endpoint publishes: it must be one they can reach. Score
+ * each entry; 0 excludes it. XTQ_TCP_IFACE names the interface, else
+ * IPv4 beats routable IPv6 beats loopback (a network namespace whose
+ * veth is listed after lo, tests/multihost, must not publish 127.0.0.1).
+ */
+static int tcp_addr_score(const struct fi_info *p, const char *iface)
+{
+    const char *dom = p->domain_attr ? p->domain_attr->name : NULL;
+    bool named = iface && *iface && strcmp(iface, "auto") != 0;
+    int score = 0;
+
+    if (named && (!dom || strcmp(dom, iface) != 0))
+        return 0;
+    if (p->addr_format == FI_SOCKADDR_IN && p->src_addr) {
+        const struct sockaddr_in *sin = p->src_addr;
+        score = (ntohl(sin->sin_addr.s_addr) >> 24) == 127 ? 1 : 4;
+    } else if (p->addr_format == FI_SOCKADDR_IN6 && p->src_addr) {
+        const struct sockaddr_in6 *sin6 = p->src_addr;
+        if (IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr))
+            score = 1;
+        else if (IN6_IS_ADDR_LINKLOCAL(&sin6->sin6_addr))
+            score = named ? 2 : 0; /* no scope id travels with the name */
+        else
+            score = 3;
+    }
+    return score;
+}
+
+static struct fi_info *tcp_pick(struct fi_info *list, const char *prov)
+{
+    const char *iface = xtq__param_string(XTQ__PARAM_XTQ_TCP_IFACE);
+    struct fi_info *best = NULL;
+    int best_score = 0;
+    for (struct fi_info *p = list; p; p = p->next) {
+        int sc = prov_matches(prov, p->fabric_attr->prov_name) ? tcp_addr_score(p, iface) : 0;
+        if (sc > best_score) {
+            best = p;
+            best_score = sc;
+        }
+    }
+    if (!best)
+        xtq_err(OFI, "tcp: no usable address on interface %s (XTQ_TCP_IFACE)", iface);
+    return best;
+}
+
+static bool is_tcp(const char *name)
+{
+    return prov_matches("tcp", name);
 }
 
 int xtq__ofi_list_providers(char names[][64], int max)
@@ -92,6 +147,10 @@ int xtq__ofi_open(struct xtq__ofi *o, const char *prov, size_t min_multi_recv)
     }
     if (!pick && rc) {
         xtq_err(OFI, "fi_getinfo(provider %s): %s", prov ? prov : "any", fi_strerror(-rc));
+        return -XTQ_EFABRIC;
+    }
+    if (pick && is_tcp(pick->fabric_attr->prov_name) && !(pick = tcp_pick(list, prov))) {
+        fi_freeinfo(list);
         return -XTQ_EFABRIC;
     }
     if (!pick) {
@@ -156,9 +215,9 @@ int xtq__ofi_open(struct xtq__ofi *o, const char *prov, size_t min_multi_recv)
                    sizeof(min_multi_recv));
     if (rc)
         goto err;
-    xtq_dbg(OFI, "opened %s (fabric %s, domain %s), wait fd %d, iov_limit %zu, inject %zu",
-            o->prov_name, o->info->fabric_attr->name, o->info->domain_attr->name, o->wait_fd,
-            o->iov_limit, o->inject_size);
+    xtq_info(OFI, "opened %s (fabric %s, domain %s), wait fd %d, iov_limit %zu, inject %zu",
+             o->prov_name, o->info->fabric_attr->name, o->info->domain_attr->name, o->wait_fd,
+             o->iov_limit, o->inject_size);
     return 0;
 
 err:

@@ -456,6 +456,8 @@ void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *bu
                      hdr->src_rank);
         return;
     }
+    if (xtq__fault_dropped(hdr->src_rank))
+        return; /* a test's link outage */
     xtq__peer_heard(e, hdr->src_rank);
     if (xtq__probe_recv(e, hdr))
         ; /* liveness only */

@@ -3,7 +3,8 @@
 # gloo allreduce: same seed, same batches, 2 ranks; the per-epoch losses
 # agree to float summation order and the test accuracies within 0.3
 # points; the hook really ran (shim collectives > 0); bad data stops both
-# ranks. SKIPs (77) where python3-torch is missing.
+# ranks. The shim's back-end is XTQ_SHIM_BACKEND's (mpi by default; the
+# test checks the hook ran on it). SKIPs (77) where python3-torch is missing.
 # usage: ddp_ci.sh BIN_DIR   (PYTHON3: interpreter with torch; XTQ_MPIRUN)
 set -uo pipefail
 BIN=$1
@@ -38,6 +39,8 @@ if [ -s "$W/gloo.csv" ] && [ -s "$W/shim.csv" ]; then
                if (d > 1e-3 * $6 || a > 0.3) bad = 1 } END { exit bad }' ||
     bad "gloo and the shim hook differ"
   grep -q "shim collectives [1-9]" "$W/shim.txt" || bad "the hook did not run"
+  be=${XTQ_SHIM_BACKEND:-mpi}
+  grep -q "comm shim/$be," "$W/shim.txt" || bad "the hook did not run on back-end $be"
 else
   bad "no CSV"
 fi

@@ -65,11 +65,12 @@ enum xtq_coll_mem {
 
 /** Bits of xtq_coll_team_attr_t.field_mask. */
 enum xtq_coll_team_attr_field {
-    XTQ_COLL_TEAM_ATTR_FIELD_RANKS = 1u << 0,    /**< ranks, nranks */
-    XTQ_COLL_TEAM_ATTR_FIELD_MEM = 1u << 1,      /**< mem */
-    XTQ_COLL_TEAM_ATTR_FIELD_INDEX = 1u << 2,    /**< index */
-    XTQ_COLL_TEAM_ATTR_FIELD_INFLIGHT = 1u << 3, /**< max_inflight */
-    XTQ_COLL_TEAM_ATTR_FIELD_ALG = 1u << 4,      /**< alg */
+    XTQ_COLL_TEAM_ATTR_FIELD_RANKS = 1u << 0,     /**< ranks, nranks */
+    XTQ_COLL_TEAM_ATTR_FIELD_MEM = 1u << 1,       /**< mem */
+    XTQ_COLL_TEAM_ATTR_FIELD_INDEX = 1u << 2,     /**< index */
+    XTQ_COLL_TEAM_ATTR_FIELD_INFLIGHT = 1u << 3,  /**< max_inflight */
+    XTQ_COLL_TEAM_ATTR_FIELD_ALG = 1u << 4,       /**< alg */
+    XTQ_COLL_TEAM_ATTR_FIELD_CUDA_TASK = 1u << 5, /**< cuda_task */
 };
 
 /**
@@ -97,6 +98,16 @@ typedef struct xtq_coll_team_attr {
     uint32_t max_inflight;
     /** Force an algorithm on every call (AUTO: choose). Same on every member. */
     enum xtq_coll_alg alg;
+    /**
+     * CUDA teams: the device address (xtq_cuda_task_address) of
+     * xtq_coll_cuda_task (<xtq/coll_cuda.cuh>) in the task module the
+     * caller has attached to the CUDA agent. One module is attached per
+     * agent, so a program (or library, e.g. mpi-ext) with its own module
+     * compiles the task into it and passes its address here; 0 or unset:
+     * the team attaches libxtq_coll's own module (-XTQ_EBUSY if another
+     * is attached).
+     */
+    uint64_t cuda_task;
 } xtq_coll_team_attr_t;
 
 /**

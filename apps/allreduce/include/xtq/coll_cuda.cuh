@@ -22,6 +22,8 @@
 #include <cuda_fp16.h>
 #include <cuComplex.h>
 
+#include <xtq/coll_cuda_task.h>
+#include <xtq/cuda.h>
 #include <xtq/reduce.h>
 
 /** 1 when the GPU reduces `op` on `type` (host or device code). */
@@ -185,6 +187,50 @@ static __device__ __forceinline__ void xtq_cuda_reduce_elem(int op, int type, vo
 #undef XTQ_PAIR_CASE
     default:
         return;
+    }
+}
+/**
+ * libxtq_coll's CUDA task: one work-item per element of a piece, doing
+ * what its arguments (struct xtq_coll_cuda_args, <xtq/coll_cuda_task.h>)
+ * say, then pushing the result to the pinned host mirror if there is one.
+ * A module that is attached in place of libxtq_coll's own exports it
+ * (XTQ_CUDA_TASK_EXPORT(xtq_coll_cuda_task)) and passes its address as
+ * xtq_coll_team_attr_t.cuda_task.
+ */
+static __device__ void xtq_coll_cuda_task(const xtq_cuda_dispatch_t *d, void *kernarg)
+{
+    const struct xtq_coll_cuda_args *a = (const struct xtq_coll_cuda_args *)kernarg;
+    uint64_t i = (uint64_t)d->workgroup_id[0] * d->workgroup_size[0] + d->local_id[0];
+    uint8_t *dst = (uint8_t *)(uintptr_t)a->dst;
+    const uint8_t *in = (const uint8_t *)(uintptr_t)a->in;
+    const uint8_t *av = (const uint8_t *)(uintptr_t)a->a;
+    uint32_t es = a->esize;
+
+    if (i >= a->count)
+        return;
+    switch (a->mode) {
+    case XTQ_COLL_CUDA_REDUCE:
+        xtq_cuda_reduce_elem((int)a->op, (int)a->type, dst, in, i);
+        break;
+    case XTQ_COLL_CUDA_REDUCE_IN_A:
+        for (uint32_t b = 0; b < es; b++)
+            dst[i * es + b] = in[i * es + b];
+        xtq_cuda_reduce_elem((int)a->op, (int)a->type, dst, av, i);
+        break;
+    case XTQ_COLL_CUDA_REDUCE_A_IN:
+        for (uint32_t b = 0; b < es; b++)
+            dst[i * es + b] = av[i * es + b];
+        xtq_cuda_reduce_elem((int)a->op, (int)a->type, dst, in, i);
+        break;
+    default:
+        for (uint32_t b = 0; b < es; b++)
+            dst[i * es + b] = in[i * es + b];
+        break;
+    }
+    if (a->mirror) {
+        volatile uint8_t *m = (volatile uint8_t *)(uintptr_t)a->mirror;
+        for (uint32_t b = 0; b < es; b++)
+            m[i * es + b] = dst[i * es + b];
     }
 }
 #endif /* __CUDACC__ */

@@ -1,0 +1,39 @@
+/*
+ * What libxtq_coll's CUDA task reads: its kernel arguments. Plain C: the
+ * library fills them on the host; the task itself, xtq_coll_cuda_task, is
+ * in <xtq/coll_cuda.cuh>, for task modules that hold it beside their own
+ * tasks (one module per CUDA agent: docs/allreduce.md, "Sharing the CUDA
+ * module").
+ */
+#ifndef XTQ_COLL_CUDA_TASK_H
+#define XTQ_COLL_CUDA_TASK_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** What one dispatch of the task does to each of its `count` elements. */
+enum xtq_coll_cuda_mode {
+    XTQ_COLL_CUDA_REDUCE = 0,      /**< dst = dst op in */
+    XTQ_COLL_CUDA_REDUCE_IN_A = 1, /**< dst = in op a */
+    XTQ_COLL_CUDA_REDUCE_A_IN = 2, /**< dst = a op in */
+    XTQ_COLL_CUDA_COPY = 3,        /**< dst = in */
+};
+
+/** The task's kernel arguments (one work-item per element). */
+struct xtq_coll_cuda_args {
+    uint64_t dst;    /**< device */
+    uint64_t in;     /**< the piece: pinned host (where it landed) or device */
+    uint64_t a;      /**< device (REDUCE_IN_A, REDUCE_A_IN) */
+    uint64_t mirror; /**< pinned host copy of dst, or 0 */
+    uint64_t count;
+    uint32_t mode, type, op, esize; /**< enum xtq_coll_cuda_mode, xtq_datatype, xtq_op, bytes */
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* XTQ_COLL_CUDA_TASK_H */
