@@ -26,9 +26,10 @@
  *
  * Errors (mismatched calls, a failed put, a full stash) fail the instance;
  * its rank marks the team broken, tells every member (ABORT, waiting for
- * each to have run it, so that they ignore what follows), fires what it
- * still owed (so no peer waits for it and no put is left armed), and
- * returns the error. A member that learns of it does the same.
+ * each to have run it, so that they ignore what follows), cancels the
+ * triggered puts still armed (engine mode) or fires what it still owed
+ * (task mode; no peer waits for it either way), and returns the error.
+ * A member that learns of it does the same.
  */
 #include "coll_int.h"
 
@@ -1170,8 +1171,13 @@ static void fire_rest(struct xtq_coll_req *req)
     drain_deferred(t);
     for (uint32_t si = 0; si < s->nsends; si++) {
         if (t->engine) {
-            /* Armed puts fire now (their receivers ignore them). */
-            xtq_signal_store(t->slots[req->slot].trig[si], 0);
+            /* Armed puts are withdrawn: nothing computed from half the
+             * inputs leaves. One that fired already runs its course (its
+             * receiver ignores it); -XTQ_EALREADY says so. A send the
+             * window had deferred goes out untriggered (issue() after
+             * `aborted`), as before the engine could cancel. */
+            if (s->ops[s->send_op[si]].ndeps && atomic_load(&req->issued[si]))
+                (void)xtq_put_cancel(t->ctx, &req->comp[si]);
             continue;
         }
         uint32_t left = atomic_load(&req->send_left[si]);
@@ -1185,9 +1191,10 @@ static void fire_rest(struct xtq_coll_req *req)
 /*
  * The instance failed with `err`. Every member learns it (ABORT with
  * remote completion: once acknowledged, that member ignores what this
- * rank sends for the instance), then this rank fires what it still owed
- * and waits for its puts and for its own tasks, so the caller's buffers
- * are free when it returns.
+ * rank sends for the instance), then this rank cancels its armed puts
+ * (engine mode) or fires what it still owed (task mode), and waits for
+ * its puts and for its own tasks, so the caller's buffers are free when
+ * it returns.
  */
 static int broadcast_abort(struct xtq_coll_req *req, int err)
 {
