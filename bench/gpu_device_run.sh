@@ -40,7 +40,10 @@
 #     scaling of Fig. 9c (4 MiB, 2..16 ranks) with the model and its PNG,
 #     and ctest -L coll on 16 cores. Not in the default list; about 3, 4
 #     and 2 minutes: STAGES='build allreduce' then (same warm machine)
-#     STAGES='allreduce_strong allreduce_ctest'.
+#     STAGES='allreduce_strong allreduce_ctest'. Stage allreduce_triggers
+#     (about 4 minutes): libxtq_coll's trigger modes, XTQ_COLL_TRIGGERS=task
+#     against engine (triggered XtqPuts), alternating, xtq and xtqgpu, 2 and
+#     4 ranks (apps/allreduce/triggers_ab.sh).
 # 11. (stage "owner", not in the default list) who owns the endpoint,
 #     XTQ_ENDPOINT_OWNER=shared against progress: bench/ab_compare.sh,
 #     round trip, message rate and the target's process CPU alternating
@@ -371,7 +374,9 @@ if want allreduce; then
   timeout 240 "${MPI[@]}" -np 2 -x CUDA_MODULE_LOADING=EAGER $AR --sizes ${AR_SIZES:-8-64M} \
     --iters ${AR_ITERS:-20} --commit $COMMIT --machine "$(hostname), 16 cores, H100" \
     --csv $W/allreduce/gpu.np2.csv >$W/allreduce/gpu.np2.txt 2>&1
-  echo "rc=$?"; grep -E "^# (mode|SKIP|Avg|Out)|^# ratios|^ +[0-9]+ +[0-9.-]+ " $W/allreduce/gpu.np2.txt | tail -60
+  # "# xtq: triggers engine" is the engine-triggered path (the default
+  # where the engine's triggered puts pass the team's probe).
+  echo "rc=$?"; grep -E "^# (xtq: triggers|mode|SKIP|Avg|Out)|^# ratios|^ +[0-9]+ +[0-9.-]+ " $W/allreduce/gpu.np2.txt | tail -62
   stage "allreduce: CPU paths, 4 ranks, 16 cores (target: xtq <= mpi from 1 MiB)"
   timeout 150 "${MPI[@]}" -np 4 $AR --modes mpi,xtq --sizes 8-64M --iters 20 --commit $COMMIT \
     --machine "$(hostname), 16 cores" --csv $W/allreduce/cpu.np4.csv >$W/allreduce/cpu.np4.txt 2>&1
@@ -385,6 +390,16 @@ if want allreduce_strong; then
     MODES=mpi,xtq ITERS=10 MPIRUN="mpirun" MACHINE="$(hostname), 16 cores" \
     timeout 240 "$ROOT/apps/allreduce/strong_scaling.sh" >$W/allreduce/strong.txt 2>&1
   echo "rc=$?"; tail -8 $W/allreduce/strong.txt
+  pack
+fi
+if want allreduce_triggers; then
+  mkdir -p $W/allreduce
+  stage "allreduce: trigger modes, task vs engine, alternating (xtq, xtqgpu; 2 and 4 ranks)"
+  # engine/task below 1: the engine's triggered puts are faster there.
+  BUILD_DIR=$B MODES=xtq,xtqgpu RANKS="2 4" ROUNDS=3 ITERS=10 \
+    MACHINE="$(hostname), 16 cores, H100" timeout 300 \
+    "$ROOT/apps/allreduce/triggers_ab.sh" $W/allreduce/triggers >$W/allreduce/triggers.txt 2>&1
+  echo "rc=$?"; cat $W/allreduce/triggers.txt | tail -50
   pack
 fi
 if want allreduce_ctest; then

@@ -26,9 +26,10 @@
  *
  * Errors (mismatched calls, a failed put, a full stash) fail the instance;
  * its rank marks the team broken, tells every member (ABORT, waiting for
- * each to have run it, so that they ignore what follows), fires what it
- * still owed (so no peer waits for it and no put is left armed), and
- * returns the error. A member that learns of it does the same.
+ * each to have run it, so that they ignore what follows), cancels the
+ * triggered puts still armed (engine mode) or fires what it still owed
+ * (task mode; no peer waits for it either way), and returns the error.
+ * A member that learns of it does the same.
  */
 #include "coll_int.h"
 
@@ -44,12 +45,6 @@
 #include "coll_cuda.h"
 #include "coll_exec.h"
 #include "coll_sched.h"
-
-/* Parts of the libxtq contract (c192133) that libxtq may not implement
- * yet: referenced weakly, used when present (XTQ_COLL_TRIGGERS=auto). */
-#pragma weak xtq_putv
-#pragma weak xtq_register_kernel_attr
-#pragma weak xtq_task_fail
 
 #define COLL_EARLY_MAX  512u
 #define COLL_CACHE      16u
@@ -408,10 +403,13 @@ static int put_now(struct xtq_coll_team *t, int peer, const void *cmd, size_t cm
         prm.flags = flags;
         prm.comp = comp;
         if (trigger) {
+            /* A count-down of the send's inputs: fires once it is below 1
+             * (level-triggered: an abort's store of 0 followed by a late
+             * decrement still meets LT, where EQ 0 could be missed). */
             prm.field_mask |= XTQ_PUT_PARAM_FIELD_TRIGGER;
             prm.trigger = trigger;
-            prm.trigger_cond = XTQ_SIGNAL_EQ;
-            prm.trigger_value = 0;
+            prm.trigger_cond = XTQ_SIGNAL_LT;
+            prm.trigger_value = 1;
         }
         return xtq_putv(t->ctx, t->ranks[peer], cmd, cmd_len, len ? &iov : NULL, len ? 1 : 0, &prm);
     }
@@ -502,8 +500,7 @@ static const struct coll_exec_ops exec_ops = {on_dep_done, on_recv_done};
 
 static void task_fail(struct xtq_coll_team *t, int err)
 {
-    if (xtq_task_fail)
-        xtq_task_fail(err);
+    xtq_task_fail(err);
     (void)t;
 }
 
@@ -598,6 +595,18 @@ static void on_abort(struct xtq_coll_team *t, const struct coll_hdr *h)
     team_break(t, h->instance, err);
 }
 
+/* A step's payload is exactly its elements (credits carry none). */
+static int payload_fits(const struct coll_hdr *h, size_t len)
+{
+    size_t es;
+
+    if (h->kind == COLL_MSG_CREDIT)
+        return len == 0;
+    if ((unsigned)h->type >= XTQ_DT_COUNT || !(es = xtq_datatype_size((enum xtq_datatype)h->type)))
+        return 0;
+    return h->cnt <= len / es && h->cnt * es == len;
+}
+
 static void coll_task(const xtq_dispatch_t *d, void *kernarg)
 {
     struct xtq_coll_team *t = d->user_data;
@@ -650,9 +659,19 @@ static void coll_task(const xtq_dispatch_t *d, void *kernarg)
         team_break(t, h->instance < expect ? h->instance : expect, rc);
         goto out;
     }
-    rc = keep_early(t, slot, h, payload);
-    if (rc == 1)
-        rc = deliver(slot->inst, h, payload, 0);
+    /* The piece is read for h->cnt elements: it must be that long (the
+     * engine says how much came; a peer's header alone is not trusted). */
+    size_t plen = 0;
+    (void)xtq_task_payload(&plen);
+    if (!payload_fits(h, plen)) {
+        rc = -XTQ_EBADMSG;
+        note(t, "message %u from rank %u: %llu elements of %s, but %zu bytes came", h->seq,
+             h->sender, (unsigned long long)h->cnt, xtq_datatype_name(h->type), plen);
+    } else {
+        rc = keep_early(t, slot, h, payload);
+        if (rc == 1)
+            rc = deliver(slot->inst, h, payload, 0);
+    }
     if (rc) {
         if (atomic_load_explicit(&slot->ctl, memory_order_acquire) & COLL_CTL_POSTED)
             fail_inst(slot->inst, rc);
@@ -1152,8 +1171,13 @@ static void fire_rest(struct xtq_coll_req *req)
     drain_deferred(t);
     for (uint32_t si = 0; si < s->nsends; si++) {
         if (t->engine) {
-            /* Armed puts fire now (their receivers ignore them). */
-            xtq_signal_store(t->slots[req->slot].trig[si], 0);
+            /* Armed puts are withdrawn: nothing computed from half the
+             * inputs leaves. One that fired already runs its course (its
+             * receiver ignores it); -XTQ_EALREADY says so. A send the
+             * window had deferred goes out untriggered (issue() after
+             * `aborted`), as before the engine could cancel. */
+            if (s->ops[s->send_op[si]].ndeps && atomic_load(&req->issued[si]))
+                (void)xtq_put_cancel(t->ctx, &req->comp[si]);
             continue;
         }
         uint32_t left = atomic_load(&req->send_left[si]);
@@ -1167,9 +1191,10 @@ static void fire_rest(struct xtq_coll_req *req)
 /*
  * The instance failed with `err`. Every member learns it (ABORT with
  * remote completion: once acknowledged, that member ignores what this
- * rank sends for the instance), then this rank fires what it still owed
- * and waits for its puts and for its own tasks, so the caller's buffers
- * are free when it returns.
+ * rank sends for the instance), then this rank cancels its armed puts
+ * (engine mode) or fires what it still owed (task mode), and waits for
+ * its puts and for its own tasks, so the caller's buffers are free when
+ * it returns.
  */
 static int broadcast_abort(struct xtq_coll_req *req, int err)
 {
@@ -1441,9 +1466,11 @@ static int team_barrier(struct xtq_coll_team *t)
 }
 
 /*
- * Whether this libxtq's triggered puts work: one to ourselves, armed on a
- * signal already at 0, must complete without error. (xtq_putv may exist
- * before its trigger does: then the task sends the next steps.)
+ * Whether this libxtq's triggered puts work as the schedules use them: one
+ * to ourselves, armed on a count-down at 1 that a host-side decrement
+ * brings to 0 after the arming, must complete without error. (An engine
+ * without triggers, or whose triggers do not wake on a signal change,
+ * leaves the sends to the tasks: XTQ_COLL_TRIGGERS=auto.)
  */
 static int engine_triggers_work(struct xtq_coll_team *t)
 {
@@ -1457,18 +1484,20 @@ static int engine_triggers_work(struct xtq_coll_team *t)
 
     hdr_init(t, &h, COLL_MSG_HELLO);
     h.status = -1; /* a probe: the task ignores it */
-    if (build_cmd(t, &h, cmd, sizeof(cmd), &len) || xtq_signal_create(0, &sig))
+    if (build_cmd(t, &h, cmd, sizeof(cmd), &len) || xtq_signal_create(1, &sig))
         return 0;
     memset(&comp, 0, sizeof(comp));
     memset(&prm, 0, sizeof(prm));
     prm.field_mask = XTQ_PUT_PARAM_FIELD_COMPLETION | XTQ_PUT_PARAM_FIELD_TRIGGER;
     prm.comp = &comp;
     prm.trigger = sig;
-    prm.trigger_cond = XTQ_SIGNAL_EQ;
-    prm.trigger_value = 0;
+    prm.trigger_cond = XTQ_SIGNAL_LT;
+    prm.trigger_value = 1;
     rc = xtq_putv(t->ctx, t->ranks[t->rank], cmd, len, NULL, 0, &prm);
-    if (rc == 0)
+    if (rc == 0) {
+        xtq_signal_add(sig, -1);
         rc = xtq_completion_wait(t->ctx, &comp, 10000000000ll);
+    }
     if (rc == -XTQ_ETIMEDOUT) /* the completion must outlive the put */
         (void)xtq_completion_wait(t->ctx, &comp, XTQ_TIMEOUT_INFINITE);
     xtq_signal_destroy(sig);
@@ -1611,12 +1640,7 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
     t->timeout_ns = (int64_t)param_size("XTQ_COLL_TIMEOUT_MS", 120000) * 1000000;
     t->id = team_hash(t->ranks, t->size, t->index);
     trig = param_value("XTQ_COLL_TRIGGERS");
-    t->engine = xtq_putv != NULL && !(trig && strcmp(trig, "task") == 0);
-    if (trig && strcmp(trig, "engine") == 0 && !xtq_putv) {
-        coll_err("XTQ_COLL_TRIGGERS=engine, but this libxtq has no triggered puts\n");
-        rc = -XTQ_ENOSYS;
-        goto fail;
-    }
+    t->engine = !(trig && strcmp(trig, "task") == 0);
 
     rc = xtq_signal_create(0, &t->event);
     if (rc)
@@ -1657,20 +1681,16 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
         t->queue = NULL;
         goto fail;
     }
-    if (xtq_register_kernel_attr) {
-        xtq_register_attr_t ra;
-        memset(&ra, 0, sizeof(ra));
-        ra.field_mask = XTQ_REGISTER_ATTR_FIELD_BUFFER | XTQ_REGISTER_ATTR_FIELD_FLAGS |
-                        XTQ_REGISTER_ATTR_FIELD_MAX_WORK_ITEMS;
-        ra.target_buffer = t->slots;
-        ra.target_size = t->nslots * sizeof(struct coll_slot);
-        ra.flags = XTQ_REGISTER_BOUNDED;
-        ra.max_work_items = 1;
-        rc = xtq_register_kernel_attr(ctx, t->index, t->kernel, &ra);
-        t->bounded = rc == 0;
-    } else {
-        rc = xtq_register_kernel(ctx, t->index, t->kernel, t->slots, NULL);
-    }
+    xtq_register_attr_t ra;
+    memset(&ra, 0, sizeof(ra));
+    ra.field_mask = XTQ_REGISTER_ATTR_FIELD_BUFFER | XTQ_REGISTER_ATTR_FIELD_FLAGS |
+                    XTQ_REGISTER_ATTR_FIELD_MAX_WORK_ITEMS;
+    ra.target_buffer = t->slots;
+    ra.target_size = t->nslots * sizeof(struct coll_slot);
+    ra.flags = XTQ_REGISTER_BOUNDED;
+    ra.max_work_items = 1;
+    rc = xtq_register_kernel_attr(ctx, t->index, t->kernel, &ra);
+    t->bounded = rc == 0;
     if (rc) {
         xtq_kernel_destroy(t->kernel);
         t->kernel = NULL;

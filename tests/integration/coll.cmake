@@ -61,6 +61,25 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
                    LABEL coll COMMAND $<TARGET_FILE:test_coll> mismatch count auto
                    TIMEOUT 120)
   list(APPEND coll_cases coll.mismatch_count.auto.shm.np4)
+  # A header that claims more than its payload holds.
+  xtq_add_mpi_case(NAME coll.short_piece.shm.np2 NP 2 PROVIDER shm LABEL coll
+                   COMMAND $<TARGET_FILE:test_coll> short_piece TIMEOUT 120)
+  list(APPEND coll_cases coll.short_piece.shm.np2)
+  # Both trigger modes whatever the default is: the cases above run the
+  # default (auto), these pin each mode (creation fails where the pinned
+  # mode cannot run, so a silent fallback cannot pass them).
+  foreach(trig engine task)
+    foreach(c algorithms nonblocking)
+      xtq_add_mpi_case(NAME coll.${c}.${trig}.shm.np3 NP 3 PROVIDER shm LABEL coll
+                       COMMAND $<TARGET_FILE:test_coll> ${c} TIMEOUT 300
+                       ENV XTQ_COLL_TRIGGERS=${trig})
+      list(APPEND coll_cases coll.${c}.${trig}.shm.np3)
+    endforeach()
+    xtq_add_mpi_case(NAME coll.mismatch_count.ring.${trig}.shm.np3 NP 3 PROVIDER shm LABEL coll
+                     COMMAND $<TARGET_FILE:test_coll> mismatch count ring TIMEOUT 120
+                     ENV XTQ_COLL_TRIGGERS=${trig})
+    list(APPEND coll_cases coll.mismatch_count.ring.${trig}.shm.np3)
+  endforeach()
   # CUDA teams (device buffers, the CUDA agent): skip without a GPU.
   xtq_add_mpi_case(NAME coll.gpu_team.shm.np2 NP 2 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> gpu_team TIMEOUT 300)

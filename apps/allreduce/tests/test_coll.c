@@ -16,6 +16,7 @@
 #include <xtq/xtq.h>
 
 #include "ar_gpu.h"
+#include "coll_int.h"
 #include "xtq_test.h"
 
 static xtq_ctx_t *ctx;
@@ -344,6 +345,78 @@ XTQ_TEST(mismatch)
     xtq_coll_team_destroy(t);
     free(in);
     free(out);
+    teardown();
+}
+
+/* The team id coll.c puts in every header (FNV-1a over the members'
+ * ranks, seeded with the index): a forged message must carry it. */
+static uint32_t team_id(int n, uint32_t index)
+{
+    uint32_t h = 2166136261u ^ index;
+    for (int i = 0; i < n; i++) {
+        h ^= (uint32_t)i;
+        h *= 16777619u;
+    }
+    return h;
+}
+
+/* A peer whose header claims more elements than its payload holds: the
+ * receiver compares the header with the length the engine delivered
+ * (xtq_task_payload) before anything else reads the piece, and the call
+ * fails with -XTQ_EBADMSG on every rank (without that check the header
+ * goes on to the signature and schedule checks, which decide by the
+ * header alone, and the error is another one). 2 ranks, recursive
+ * doubling. */
+XTQ_TEST(short_piece)
+{
+    const uint32_t n = 64;
+    float in[64], out[64];
+
+    setup();
+    const uint32_t index = xtq_table_size(ctx) - 1;
+    if (size != 2)
+        XTQ_SKIP("needs exactly 2 ranks (its forged message is rank 1's first step)");
+    xtq_coll_team_t *t;
+    xtq_coll_team_attr_t a;
+    memset(&a, 0, sizeof(a));
+    a.field_mask = XTQ_COLL_TEAM_ATTR_FIELD_ALG | XTQ_COLL_TEAM_ATTR_FIELD_INDEX;
+    a.alg = XTQ_COLL_ALG_RD;
+    a.index = index;
+    CHECK_OK(xtq_coll_team_create(ctx, &a, &t));
+    for (uint32_t i = 0; i < n; i++)
+        in[i] = (float)(rank + 1);
+    if (rank == 0) {
+        struct coll_kargs k;
+        uint8_t cmd[XTQ_AQL_PACKET_SIZE + sizeof(k)];
+        size_t len;
+        xtq_completion_t comp;
+
+        memset(&k, 0, sizeof(k));
+        k.extent = 1; /* slot 0: byte offset 0 of the slot table */
+        k.h.magic = COLL_MAGIC;
+        k.h.kind = COLL_MSG_DATA;
+        k.h.type = XTQ_DT_FLOAT;
+        k.h.op = XTQ_OP_SUM;
+        k.h.alg = XTQ_COLL_ALG_RD;
+        k.h.team = team_id(size, index);
+        k.h.ckind = XTQ_COLL_ALLREDUCE;
+        k.h.count = n;
+        k.h.piece = n;
+        k.h.cnt = n;
+        CHECK_OK(xtq_cmd_kernel(cmd, sizeof(cmd), index, index, NULL, &k, sizeof(k), &len));
+        memset(&comp, 0, sizeof(comp));
+        /* One element short of what the header claims. */
+        CHECK_OK(xtq_put(ctx, 1, cmd, len, in, (n - 1) * sizeof(float), XTQ_PUT_REMOTE_COMPLETION,
+                         &comp));
+        /* Its task fails it (-XTQ_EBADMSG at this end too). */
+        int prc = xtq_completion_wait(ctx, &comp, XTQ_TIMEOUT_INFINITE);
+        printf("rank 0: forged piece: %s\n", xtq_strerror(prc ? prc : comp.status));
+    }
+    int rc = xtq_coll_allreduce(t, in, out, n, XTQ_DT_FLOAT, XTQ_OP_SUM);
+    printf("rank %d: allreduce after a short piece: %s\n", rank, xtq_strerror(rc));
+    if (rc != -XTQ_EBADMSG)
+        XTQ_FAIL("rank %d: returned %d (%s), expected -XTQ_EBADMSG", rank, rc, xtq_errname(rc));
+    xtq_coll_team_destroy(t);
     teardown();
 }
 
