@@ -352,12 +352,12 @@ if want mpi; then
   mkdir -p $W/mpi
   # Open MPI's cases only (the MPICH and XTQ_MPI=off ones say nothing new
   # here and would not fit the stage's time).
-  (cd $B && timeout 240 ctest -L mpi -R '^mpi\.(unit|ompi|ompi_xtq_rma|coll\.ompi)\.' \
+  (cd $B && timeout ${MPI_CTEST_T:-240} ctest -L mpi -R '^mpi\.(unit|ompi|ompi_xtq_rma|coll\.ompi)\.' \
     --output-on-failure --timeout 90) >$W/mpi/ctest.txt 2>&1
   echo "rc=$?"; grep -E "Test +#|tests passed|FAIL|SKIP" $W/mpi/ctest.txt | head -60; pack
   stage "MPI layer: accumulate latency (host and GPU windows), overlap"
   BUILD_DIR=$B OUT=$W/mpi MACHINE=h100-16c COMMIT=$COMMIT MPIS=openmpi WINDOWS="create device" \
-    MODES=lock,flush ITERS=100 OVERLAP_MS=400 COLL_ITERS=50 timeout 300 \
+    MODES=lock,flush ITERS=100 OVERLAP_MS=400 COLL_ITERS=50 timeout ${MPI_BENCH_T:-300} \
     bash "$ROOT/mpi-ext/bench/run.sh" \
     >$W/mpi/run.txt 2>&1
   echo "rc=$?"; cat $W/mpi/ratios.txt $W/mpi/allreduce_ratios.txt 2>/dev/null
