@@ -245,7 +245,8 @@ static int processor_start(struct cuda_agent *a, xtq_cuda_launch_fn launch, uint
     a->launch = launch;
     a->tag = tag;
     a->caps = a->ctl->caps;
-    snprintf(a->module_name, sizeof(a->module_name), "%s", name);
+    if (name != a->module_name) /* a restart passes a->module_name itself */
+        snprintf(a->module_name, sizeof(a->module_name), "%s", name);
     xtq_dbg(CUDA, "packet processor of %s running (tag %u)", name, tag);
     if (a->grid_min && tag != CUDA_TAG_BUILTIN && !(a->caps & XTQ__CUDA_CAP_GRID))
         xtq_info(CUDA, "task module %s was built without -rdc: dispatches of %u work-groups "
