@@ -697,7 +697,12 @@ int main(int argc, char **argv)
         H.stage_cap = 2 * maxb + 4096;
         H.stage_in = ar_gpu_host_alloc(H.stage_cap);
         H.stage_out = ar_gpu_host_alloc(H.stage_cap);
-        if (!H.stage_in || !H.stage_out)
+        /* The schedules' scratch (recursive doubling's incoming half, the
+         * ring's pieces) lives on the device in HSA mode: without it the
+         * prologue copied into a NULL buffer ("cudaMemcpyAsync: invalid
+         * argument" on the H100). */
+        H.dev[COLL_BUF_SCRATCH] = ar_gpu_malloc(H.stage_cap);
+        if (!H.stage_in || !H.stage_out || !H.dev[COLL_BUF_SCRATCH])
             DIE("pinned staging: %s", ar_gpu_error());
         if (A.o.modes & (1u << M_NCCL)) {
             const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -810,6 +815,7 @@ int main(int argc, char **argv)
     if (A.gpu_ok) {
         ar_gpu_host_free(H.stage_in);
         ar_gpu_host_free(H.stage_out);
+        ar_gpu_free(H.dev[COLL_BUF_SCRATCH]);
     }
     MPI_Finalize();
     return failed;
