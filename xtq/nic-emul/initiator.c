@@ -716,6 +716,7 @@ int xtq__engine_triggers_cancel(struct xtq__engine *e)
     while (e->trig_armed) {
         struct put_slot *s = e->trig_armed->slot;
         s->status = -XTQ_ECANCELED;
+        s->state |= SLOT_LOCAL; /* never handed to the transport */
         slot_finish(e, s);
         n++;
     }
@@ -731,6 +732,7 @@ static bool trig_cancel_locked(struct xtq__engine *e, struct put_slot *s)
         s->trig->list == TRIG_NONE)
         return false;
     s->status = -XTQ_ECANCELED;
+    s->state |= SLOT_LOCAL; /* never handed to the transport */
     slot_finish(e, s);
     return true;
 }
