@@ -7,9 +7,12 @@
 #include "nic-emul/engine.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <rdma/fi_tagged.h>
+#include <stdio.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define OFI_VERSION FI_VERSION(1, 14)
 
@@ -116,6 +119,40 @@ int xtq__ofi_list_providers(char names[][64], int max)
     return n;
 }
 
+/*
+ * libfabric's shm (1.17) names an endpoint's region "/dev/shm/<pid>:<n>:<n>"
+ * and creates it exclusively. A process killed before it closed its
+ * endpoint leaves its region behind; a later process that gets the same
+ * pid then fails fi_endpoint with EBUSY. Such a region is stale: no other
+ * live process has our pid, and one of ours would be mapped here. Remove
+ * those before opening (a handful of names per host at most).
+ */
+static void shm_clear_stale(void)
+{
+    char prefix[32], maps_line[512], path[320];
+    DIR *d = opendir("/dev/shm");
+    struct dirent *de;
+    int plen = snprintf(prefix, sizeof(prefix), "%ld:", (long)getpid());
+
+    if (!d)
+        return;
+    while ((de = readdir(d)) != NULL) {
+        bool mapped = false;
+        FILE *maps;
+        if (strncmp(de->d_name, prefix, (size_t)plen) != 0)
+            continue;
+        snprintf(path, sizeof(path), "/dev/shm/%s", de->d_name);
+        maps = fopen("/proc/self/maps", "r");
+        while (maps && !mapped && fgets(maps_line, sizeof(maps_line), maps))
+            mapped = strstr(maps_line, path) != NULL;
+        if (maps)
+            fclose(maps);
+        if (!mapped && unlink(path) == 0)
+            xtq_info(OFI, "shm: removed %s, left by a dead process with our pid", path);
+    }
+    closedir(d);
+}
+
 int xtq__ofi_open(struct xtq__ofi *o, const char *prov, size_t min_multi_recv)
 {
     struct fi_info *hints, *list = NULL, *pick = NULL;
@@ -176,6 +213,8 @@ int xtq__ofi_open(struct xtq__ofi *o, const char *prov, size_t min_multi_recv)
     rc = fi_domain(o->fabric, o->info, &o->domain, NULL);
     if (rc)
         goto err;
+    if (strcmp(o->prov_name, "shm") == 0)
+        shm_clear_stale();
     rc = fi_endpoint(o->domain, o->info, &o->ep, NULL);
     if (rc)
         goto err;
