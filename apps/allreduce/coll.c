@@ -1689,9 +1689,12 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
     ra.target_size = t->nslots * sizeof(struct coll_slot);
     ra.flags = XTQ_REGISTER_BOUNDED;
     ra.max_work_items = 1;
+    /* Set before the registration publishes the kernel: a peer's task can
+     * run as soon as it does, and reads it (TSan saw the late write). */
+    t->bounded = 1;
     rc = xtq_register_kernel_attr(ctx, t->index, t->kernel, &ra);
-    t->bounded = rc == 0;
     if (rc) {
+        t->bounded = 0; /* nothing registered: no task reads it */
         xtq_kernel_destroy(t->kernel);
         t->kernel = NULL;
         goto fail;
