@@ -414,8 +414,20 @@ XTQ_TEST(short_piece)
     }
     int rc = xtq_coll_allreduce(t, in, out, n, XTQ_DT_FLOAT, XTQ_OP_SUM);
     printf("rank %d: allreduce after a short piece: %s\n", rank, xtq_strerror(rc));
-    if (rc != -XTQ_EBADMSG)
+    /* The rank that received the forged piece must refuse the
+     * instance. The forger may finish first with rank 1's real data
+     * (rank 1 sends its half before it looks at what arrived): then its
+     * result must be exact; otherwise it fails the same way. */
+    if (rank == 1 && rc != -XTQ_EBADMSG)
         XTQ_FAIL("rank %d: returned %d (%s), expected -XTQ_EBADMSG", rank, rc, xtq_errname(rc));
+    if (rank == 0 && rc == 0) {
+        for (uint32_t i = 0; i < n; i++)
+            if (out[i] != 3.0f)
+                XTQ_FAIL("rank 0: element %u is %g after a completed allreduce, expected 3", i,
+                         (double)out[i]);
+    } else if (rank == 0 && rc != -XTQ_EBADMSG) {
+        XTQ_FAIL("rank 0: returned %d (%s), expected 0 or -XTQ_EBADMSG", rc, xtq_errname(rc));
+    }
     xtq_coll_team_destroy(t);
     teardown();
 }
