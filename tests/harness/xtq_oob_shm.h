@@ -31,11 +31,22 @@
 struct oob_shm {
     int size;
     _Atomic uint64_t arrived[2];
-    _Atomic uint64_t reqs_live; /* started and not yet freed, all ranks */
+    /* Requests started and not yet freed, by rank: a rank that finished
+     * checks its own (another may still hold one in its finalize). */
+    _Atomic uint64_t reqs_live[OOB_SHM_MAX_RANKS];
     int64_t fail_start_round;
     int64_t fail_test_round;
     unsigned char block[2][OOB_SHM_MAX_RANKS][OOB_SHM_BLOCK];
 };
+
+/* Requests still live on all ranks (read once every rank is done). */
+static inline uint64_t oob_shm_reqs_live(struct oob_shm *shm)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < OOB_SHM_MAX_RANKS; i++)
+        n += atomic_load(&shm->reqs_live[i]);
+    return n;
+}
 
 /* coll_info: one per rank (per thread, or per forked process). */
 struct oob_shm_rank {
@@ -74,7 +85,7 @@ static inline int oob_shm_allgather(const void *sbuf, void *rbuf, size_t len, vo
         return -XTQ_ENOMEM;
     *r = (struct oob_shm_req){me, k, rbuf, len};
     memcpy(shm->block[k % 2][me->rank], sbuf, len);
-    atomic_fetch_add_explicit(&shm->reqs_live, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&shm->reqs_live[me->rank], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&shm->arrived[k % 2], 1, memory_order_release);
     *req = r;
     return 0;
@@ -98,7 +109,7 @@ static inline int oob_shm_req_test(void *req)
 static inline int oob_shm_req_free(void *req)
 {
     struct oob_shm_req *r = req;
-    atomic_fetch_sub_explicit(&r->me->shm->reqs_live, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&r->me->shm->reqs_live[r->me->rank], 1, memory_order_relaxed);
     free(r);
     return 0;
 }

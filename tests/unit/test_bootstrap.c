@@ -86,7 +86,7 @@ XTQ_TEST(oob_ranks_and_agreement)
     }
     CHECK(runs[0].bs->job_key != 0 || runs[0].bs->instance != 0);
     /* Every request was freed. */
-    CHECK_EQ(atomic_load(&shm.reqs_live), 0);
+    CHECK_EQ(oob_shm_reqs_live(&shm), 0);
     fini_ranks(runs, NR);
 }
 
@@ -174,7 +174,7 @@ XTQ_TEST(job_key_disagreement)
     run_ranks(&shm, runs, NR, false, 5, 0x7, 1);
     for (int r = 0; r < NR; r++)
         CHECK_ERR(runs[r].rc, -XTQ_EINVAL);
-    CHECK_EQ(atomic_load(&shm.reqs_live), 0);
+    CHECK_EQ(oob_shm_reqs_live(&shm), 0);
 }
 
 /*
@@ -389,7 +389,7 @@ XTQ_TEST(oob_collective_fails)
             CHECK_ERR(runs[r].rc, -XTQ_EBOOTSTRAP);
             CHECK(runs[r].bs == NULL);
         }
-        CHECK_EQ(atomic_load(&shm.reqs_live), 0);
+        CHECK_EQ(oob_shm_reqs_live(&shm), 0);
     }
     /* A barrier whose collective fails reports it. */
     run_ranks(&shm, runs, NR, false, 0, 0, 0);
