@@ -228,6 +228,8 @@ struct peer {
     struct ack_entry *acks;      /* target side: window entries, or NULL (acks.c) */
     _Atomic uint64_t last_heard; /* ns; reset when the first put goes out */
     uint64_t ping_sent;          /* ns, progress thread only */
+    uint32_t pings;              /* sent since last heard, progress thread only */
+    uint32_t pings_failed;       /* of those, refused by the transport */
     _Atomic bool down;
 };
 

@@ -22,12 +22,14 @@
 /* Liveness probes: ACK headers with reserved sequence numbers, on the
  * control channel (acks.c). Best effort (inject, or nothing): a lost ping
  * is retried, a lost pong costs a retry. */
-static void probe_send(struct xtq__engine *e, int dest, uint64_t seq)
+static ssize_t probe_send(struct xtq__engine *e, int dest, uint64_t seq)
 {
     struct xtq__wire_hdr hdr;
     xtq__wire_hdr_init(&hdr, XTQ__MSG_ACK, e->ctx->job_key, (uint32_t)e->ctx->rank, seq);
-    if (xtq__ctrl_send(e, dest, &hdr) == 0)
+    ssize_t rc = xtq__ctrl_send(e, dest, &hdr);
+    if (rc == 0)
         xtq__bell_ring(e, dest);
+    return rc;
 }
 
 /* Test hook (engine.h): arrivals from these ranks are dropped. */
@@ -103,11 +105,20 @@ void xtq__peers_check(struct xtq__engine *e)
             continue;
         uint64_t heard = atomic_load_explicit(&p->last_heard, memory_order_relaxed);
         uint64_t quiet = now > heard ? now - heard : 0;
+        if (p->ping_sent < heard)
+            p->pings = p->pings_failed = 0;
         if (quiet > e->peer_timeout_ns) {
-            xtq__peer_down(e, r, "silent for longer than XTQ_PEER_TIMEOUT_MS");
+            char why[160];
+            snprintf(why, sizeof(why),
+                     "silent for %.1f s (XTQ_PEER_TIMEOUT_MS) with %u puts pending, %u pings "
+                     "unanswered (%u refused by the transport)",
+                     (double)quiet / 1e9, busy, p->pings, p->pings_failed);
+            xtq__peer_down(e, r, why);
         } else if (quiet > e->peer_timeout_ns / 4 && now - p->ping_sent > e->peer_timeout_ns / 8) {
             p->ping_sent = now;
-            probe_send(e, r, PING_SEQ);
+            p->pings++;
+            if (probe_send(e, r, PING_SEQ) != 0)
+                p->pings_failed++;
         }
     }
 }
