@@ -51,6 +51,13 @@
 #     XTQ_LONE_WAITER=0 against 1, alternating, 3 rounds: the CUDA agent
 #     (hsa, xtq) and the CPU agent (raw, hsa, xtq) at 64 B and 4 KiB,
 #     ratios from each run (gpu/lone_cuda_*.txt, cpu/lone_cpu_*.txt)
+# 13. (stage "inline", not in the default list; about 3 minutes, CPU
+#     only) short tasks run where they arrive, XTQ_CPU_INLINE_TASKS=0
+#     against 1, 3 alternating rounds: CPU-agent round trip (raw, hsa, xtq)
+#     at 64 B and 4 KiB with xtq/hsa from each run (cpu/inline_rtt_*.txt),
+#     the message rate (cpu/inline_rate_*.txt), and the stage breakdown with
+#     it on (cpu/inline_breakdown.txt: doorbell and worker wake-up gone).
+#     Issue 11's CPU target: xtq/hsa <= 1.0 at 64 B with 1.
 # STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -441,6 +448,28 @@ if want lone; then
       grep -E "^ +[0-9]+[KM]?i?B +(raw|hsa|xtq) +median|^ratios" $W/cpu/lone_cpu_$v.$r.txt
     done
   done
+  pack
+fi
+if want inline; then
+  stage "short tasks where they arrive: XTQ_CPU_INLINE_TASKS 0 against 1 (3 alternating rounds)"
+  # Look at the xtq medians and xtq/hsa of each pair: 1 below 0 is the
+  # doorbell and worker wake-up the progress thread no longer waits for.
+  for r in 1 2 3; do
+    for v in 0 1; do
+      timeout 40 "${MPI[@]}" -np 2 -x XTQ_CPU_INLINE_TASKS=$v $B/bench/xtq_bench_rtt \
+        --sizes 64,4K --modes raw,hsa,xtq --iters 5000 >$W/cpu/inline_rtt_$v.$r.txt 2>&1
+      echo "cpu inline=$v round $r rc=$?"
+      grep -E "^ +[0-9]+[KM]?i?B +(raw|hsa|xtq) +[0-9]|^ratios|xtq/hsa" $W/cpu/inline_rtt_$v.$r.txt
+      timeout 60 "${MPI[@]}" -np 5 -x XTQ_CPU_INLINE_TASKS=$v $B/bench/xtq_bench_msgrate \
+        --iters ${RATE_ITERS:-20000} >$W/cpu/inline_rate_$v.$r.txt 2>&1
+      echo "rate inline=$v round $r rc=$?"; grep -E "^ *(hsa|xtq) " $W/cpu/inline_rate_$v.$r.txt
+    done
+  done
+  rm -rf /tmp/ibd && mkdir -p /tmp/ibd
+  timeout 60 "${MPI[@]}" -np 2 -x XTQ_TRACE=csv:/tmp/ibd/trace.%r.csv $B/bench/xtq_bench_rtt \
+    --sizes 64,4K --modes hsa,xtq --iters 2000 --warmup 200 --breakdown /tmp/ibd/stages.csv >/dev/null 2>&1
+  $B/bench/xtq_bench_breakdown /tmp/ibd/stages.csv $W/cpu/inline_breakdown.dat /tmp/ibd/trace.*.csv |
+    tee $W/cpu/inline_breakdown.txt
   pack
 fi
 stage done
