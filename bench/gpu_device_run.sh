@@ -58,6 +58,12 @@
 #     the message rate (cpu/inline_rate_*.txt), and the stage breakdown with
 #     it on (cpu/inline_breakdown.txt: doorbell and worker wake-up gone).
 #     Issue 11's CPU target: xtq/hsa <= 1.0 at 64 B with 1.
+# 14. (stage "regress", not in the default list; about 4 minutes, CPU only)
+#     issue 10's "no regression": the CPU-agent round trip of an older
+#     commit against this one, same script, 5 alternating rounds
+#     (bench/ab_compare.sh with BUILD_A/BUILD_B; cpu/regress_*.txt). The
+#     old source travels as an ignored, carried folder: before the call,
+#     `git worktree add .carry/old 163184a` (or OLD=<dir>), carry .carry.
 # STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -470,6 +476,28 @@ if want inline; then
     --sizes 64,4K --modes hsa,xtq --iters 2000 --warmup 200 --breakdown /tmp/ibd/stages.csv >/dev/null 2>&1
   $B/bench/xtq_bench_breakdown /tmp/ibd/stages.csv $W/cpu/inline_breakdown.dat /tmp/ibd/trace.*.csv |
     tee $W/cpu/inline_breakdown.txt
+  pack
+fi
+if want regress; then
+  OLD=${OLD:-$ROOT/.carry/old}
+  stage "regression: $(git -C "$OLD" rev-parse --short HEAD 2>/dev/null || echo old) against $COMMIT, CPU agent (5 alternating rounds)"
+  if [ ! -f "$OLD/CMakeLists.txt" ]; then
+    echo "no old source at $OLD (git worktree add .carry/old <commit>, and carry .carry)"
+  else
+    for side in old new; do
+      src=$ROOT; [ $side = old ] && src=$OLD
+      cmake -S "$src" -B /tmp/build-$side -DCMAKE_BUILD_TYPE=Release -DXTQ_BUILD_TESTS=OFF \
+        -DXTQ_ENABLE_CUDA=OFF >/dev/null && cmake --build /tmp/build-$side -j16 \
+        --target xtq_bench_rtt xtq_bench_msgrate >/dev/null
+      echo "build $side rc=$?"
+    done
+    # B/A of rtt_*: above 1.0 means this commit is slower than the old one.
+    BUILD_A=/tmp/build-old BUILD_B=/tmp/build-new A=old B=new NAME=regress MACHINE=gpu-host \
+      ROUNDS=5 ITERS=5000 SIZES=64,4K MPIRUN=mpirun timeout 400 "$ROOT/bench/ab_compare.sh" \
+      >$W/cpu/regress_run.txt 2>&1
+    echo "rc=$?"; sed -n '/^# median per value/,$p' $W/cpu/regress_run.txt
+    cp "$ROOT/bench/results/gpu-host/regress.txt" $W/cpu/regress.txt 2>/dev/null
+  fi
   pack
 fi
 stage done
