@@ -8,17 +8,30 @@
 # setting with the ratio B/A, and writes them with the machine, commit and
 # command to bench/results/<machine>/<NAME>.txt.
 #   VAR=XTQ_MUTEX A=spin B=adaptive NAME=mutex bench/ab_compare.sh [BUILD_DIR]
+# Two builds against each other instead (two commits, same script): name
+# their build directories, already built, in BUILD_A and BUILD_B; A and B
+# are then only labels and VAR is not needed:
+#   BUILD_A=/tmp/old/build-bench BUILD_B=build-bench A=163184a B=main NAME=x \
+#     bench/ab_compare.sh
 # Environment: VAR, A, B, NAME (required), ROUNDS (default 5), ITERS (5000),
 # SIZES (64,4K), RATE (0), NP_RATE (5), RATE_ITERS (20000), MACHINE,
-# MPIRUN, BUILD=0 to skip the build, and the usual XTQ_* settings.
+# MPIRUN, BUILD=0 to skip the build, BUILD_A and BUILD_B, and the usual
+# XTQ_* settings.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 src="$(cd "$here/.." && pwd)"
 build="${1:-$src/build-bench}"
-var="${VAR:?VAR: the XTQ_* variable to compare}"
+build_a="${BUILD_A:-}"
+build_b="${BUILD_B:-}"
+if [ -n "$build_a$build_b" ]; then
+  [ -n "$build_a" ] && [ -n "$build_b" ] || { echo "BUILD_A and BUILD_B go together" >&2; exit 2; }
+  var="${VAR:-}"
+else
+  var="${VAR:?VAR: the XTQ_* variable to compare}"
+fi
 a="${A:?A: its first value}"
 b="${B:?B: its second value}"
-name="${NAME:-$var}"
+name="${NAME:?NAME: the name of the result file}"
 cores="$(nproc)"
 machine="${MACHINE:-$(hostname -s)-${cores}c}"
 out="$src/bench/results/$machine"
@@ -32,7 +45,7 @@ mpirun_cmd=(${MPIRUN:-mpirun})
 mpirun_cmd+=(--oversubscribe --bind-to none)
 [ "$(id -u)" = 0 ] && mpirun_cmd+=(--allow-run-as-root)
 
-if [ "${BUILD:-1}" != 0 ]; then
+if [ "${BUILD:-1}" != 0 ] && [ -z "$build_a" ]; then
   cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DXTQ_BUILD_TESTS=OFF >/dev/null
   cmake --build "$build" -j"$cores" --target xtq_bench_rtt xtq_bench_msgrate
 fi
@@ -45,18 +58,28 @@ trap 'rm -rf "$tmp"' EXIT
 for r in $(seq 1 "$rounds"); do
   for val in "$a" "$b"; do
     load=$(cut -d' ' -f1 /proc/loadavg)
-    export "$var=$val"
-    "${mpirun_cmd[@]}" -np 2 -x "$var" "$build/bench/xtq_bench_rtt" \
+    bin="$build"
+    xvar=()
+    if [ -n "$build_a" ]; then
+      if [ "$val" = "$a" ]; then bin="$build_a"; else bin="$build_b"; fi
+    fi
+    if [ -n "$var" ]; then
+      export "$var=$val"
+      xvar=(-x "$var")
+    fi
+    "${mpirun_cmd[@]}" -np 2 "${xvar[@]}" "$bin/bench/xtq_bench_rtt" \
       --modes xtq --sizes "$sizes" --iters "$iters" --warmup $((iters / 10)) >"$tmp/run.txt"
     # Table rows: size mode median p99 min mean iters app nic agent proc agent
+    # (builds before the CPU split, e.g. 163184a: size mode median p99 min
+    # mean iters cpu agent; their round trip is compared alone).
     awk -v k="$val" -v r="$r" -v load="$load" \
-      '$2 == "xtq" && NF == 12 && $3 ~ /^[0-9.]+$/ {
+      '$2 == "xtq" && (NF == 12 || NF == 9) && $3 ~ /^[0-9.]+$/ {
          print k, r, "rtt_" $1, $3, "us", load
-         print k, r, "rtt_" $1 "_proc_cpu", $11, "us/task", load }' \
+         if (NF == 12) print k, r, "rtt_" $1 "_proc_cpu", $11, "us/task", load }' \
       "$tmp/run.txt" | tee -a "$tmp/all.txt"
     if [ "$rate" = 1 ]; then
-      "${mpirun_cmd[@]}" -np "$np_rate" -x "$var" \
-        "$build/bench/xtq_bench_msgrate" --modes xtq --iters "$rate_iters" >"$tmp/rate.txt"
+      "${mpirun_cmd[@]}" -np "$np_rate" "${xvar[@]}" \
+        "$bin/bench/xtq_bench_msgrate" --modes xtq --iters "$rate_iters" >"$tmp/rate.txt"
       # Table rows: mode window done_at initiators tasks seconds tasks_per_s app nic agent proc
       awk -v k="$val" -v r="$r" -v load="$load" \
         '$1 == "xtq" && NF == 11 && $7 ~ /^[0-9]+$/ {
@@ -68,9 +91,13 @@ for r in $(seq 1 "$rounds"); do
 done
 
 {
-  echo "# $var=$a against $var=$b, $rounds alternating rounds"
+  if [ -n "$build_a" ]; then
+    echo "# build $a ($build_a) against build $b ($build_b), $rounds alternating rounds"
+  else
+    echo "# $var=$a against $var=$b, $rounds alternating rounds"
+  fi
   echo "# machine: $machine ($cores cores), commit: $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "# command: VAR=$var A=$a B=$b NAME=$name ROUNDS=$rounds ITERS=$iters SIZES=$sizes RATE=$rate NP_RATE=$np_rate RATE_ITERS=$rate_iters bench/ab_compare.sh $*"
+  echo "# command: ${build_a:+BUILD_A=$build_a BUILD_B=$build_b }VAR=$var A=$a B=$b NAME=$name ROUNDS=$rounds ITERS=$iters SIZES=$sizes RATE=$rate NP_RATE=$np_rate RATE_ITERS=$rate_iters bench/ab_compare.sh $*"
   echo "# value round metric figure unit loadavg"
   cat "$tmp/all.txt"
   echo "# median per value, and B/A (round trip and CPU: lower is better; rate: higher)"
@@ -80,7 +107,11 @@ done
          for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (x[j] + 0 < x[i] + 0) { t = x[i]; x[i] = x[j]; x[j] = t }
          return n % 2 ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2
        }
-       END { for (m in unit) { va = med(v[m " " A]); vb = med(v[m " " B])
+       END { for (m in unit) {
+             # A metric one build does not report (older builds: no CPU
+             # figures) is left out rather than printed as 0.
+             if (v[m " " A] == "" || v[m " " B] == "") continue
+             va = med(v[m " " A]); vb = med(v[m " " B])
              printf "%-26s %s %12.3f  %s %12.3f %-8s  B/A %.3f\n", m, A, va, B, vb, unit[m], (va > 0 ? vb / va : 0) } }' \
     "$tmp/all.txt" | sort
 } | tee "$out/$name.txt"

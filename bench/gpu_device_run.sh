@@ -51,6 +51,19 @@
 #     XTQ_LONE_WAITER=0 against 1, alternating, 3 rounds: the CUDA agent
 #     (hsa, xtq) and the CPU agent (raw, hsa, xtq) at 64 B and 4 KiB,
 #     ratios from each run (gpu/lone_cuda_*.txt, cpu/lone_cpu_*.txt)
+# 13. (stage "inline", not in the default list; about 3 minutes, CPU
+#     only) short tasks run where they arrive, XTQ_CPU_INLINE_TASKS=0
+#     against 1, 3 alternating rounds: CPU-agent round trip (raw, hsa, xtq)
+#     at 64 B and 4 KiB with xtq/hsa from each run (cpu/inline_rtt_*.txt),
+#     the message rate (cpu/inline_rate_*.txt), and the stage breakdown with
+#     it on (cpu/inline_breakdown.txt: doorbell and worker wake-up gone).
+#     Issue 11's CPU target: xtq/hsa <= 1.0 at 64 B with 1.
+# 14. (stage "regress", not in the default list; about 4 minutes, CPU only)
+#     issue 10's "no regression": the CPU-agent round trip of an older
+#     commit against this one, same script, 5 alternating rounds
+#     (bench/ab_compare.sh with BUILD_A/BUILD_B; cpu/regress_*.txt). The
+#     old source travels as an ignored, carried folder: before the call,
+#     `git worktree add .carry/old 163184a` (or OLD=<dir>), carry .carry.
 # STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -441,6 +454,50 @@ if want lone; then
       grep -E "^ +[0-9]+[KM]?i?B +(raw|hsa|xtq) +median|^ratios" $W/cpu/lone_cpu_$v.$r.txt
     done
   done
+  pack
+fi
+if want inline; then
+  stage "short tasks where they arrive: XTQ_CPU_INLINE_TASKS 0 against 1 (3 alternating rounds)"
+  # Look at the xtq medians and xtq/hsa of each pair: 1 below 0 is the
+  # doorbell and worker wake-up the progress thread no longer waits for.
+  for r in 1 2 3; do
+    for v in 0 1; do
+      timeout 40 "${MPI[@]}" -np 2 -x XTQ_CPU_INLINE_TASKS=$v $B/bench/xtq_bench_rtt \
+        --sizes 64,4K --modes raw,hsa,xtq --iters 5000 >$W/cpu/inline_rtt_$v.$r.txt 2>&1
+      echo "cpu inline=$v round $r rc=$?"
+      grep -E "^ +[0-9]+[KM]?i?B +(raw|hsa|xtq) +[0-9]|^ratios|xtq/hsa" $W/cpu/inline_rtt_$v.$r.txt
+      timeout 60 "${MPI[@]}" -np 5 -x XTQ_CPU_INLINE_TASKS=$v $B/bench/xtq_bench_msgrate \
+        --iters ${RATE_ITERS:-20000} >$W/cpu/inline_rate_$v.$r.txt 2>&1
+      echo "rate inline=$v round $r rc=$?"; grep -E "^ *(hsa|xtq) " $W/cpu/inline_rate_$v.$r.txt
+    done
+  done
+  rm -rf /tmp/ibd && mkdir -p /tmp/ibd
+  timeout 60 "${MPI[@]}" -np 2 -x XTQ_TRACE=csv:/tmp/ibd/trace.%r.csv $B/bench/xtq_bench_rtt \
+    --sizes 64,4K --modes hsa,xtq --iters 2000 --warmup 200 --breakdown /tmp/ibd/stages.csv >/dev/null 2>&1
+  $B/bench/xtq_bench_breakdown /tmp/ibd/stages.csv $W/cpu/inline_breakdown.dat /tmp/ibd/trace.*.csv |
+    tee $W/cpu/inline_breakdown.txt
+  pack
+fi
+if want regress; then
+  OLD=${OLD:-$ROOT/.carry/old}
+  stage "regression: $(git -C "$OLD" rev-parse --short HEAD 2>/dev/null || echo old) against $COMMIT, CPU agent (5 alternating rounds)"
+  if [ ! -f "$OLD/CMakeLists.txt" ]; then
+    echo "no old source at $OLD (git worktree add .carry/old <commit>, and carry .carry)"
+  else
+    for side in old new; do
+      src=$ROOT; [ $side = old ] && src=$OLD
+      cmake -S "$src" -B /tmp/build-$side -DCMAKE_BUILD_TYPE=Release -DXTQ_BUILD_TESTS=OFF \
+        -DXTQ_ENABLE_CUDA=OFF >/dev/null && cmake --build /tmp/build-$side -j16 \
+        --target xtq_bench_rtt xtq_bench_msgrate >/dev/null
+      echo "build $side rc=$?"
+    done
+    # B/A of rtt_*: above 1.0 means this commit is slower than the old one.
+    BUILD_A=/tmp/build-old BUILD_B=/tmp/build-new A=old B=new NAME=regress MACHINE=gpu-host \
+      ROUNDS=5 ITERS=5000 SIZES=64,4K MPIRUN=mpirun timeout 400 "$ROOT/bench/ab_compare.sh" \
+      >$W/cpu/regress_run.txt 2>&1
+    echo "rc=$?"; sed -n '/^# median per value/,$p' $W/cpu/regress_run.txt
+    cp "$ROOT/bench/results/gpu-host/regress.txt" $W/cpu/regress.txt 2>/dev/null
+  fi
   pack
 fi
 stage done

@@ -474,8 +474,15 @@ int main(int argc, char **argv)
                                     &t.kernel));
     CHECK_XTQ(xtq_signal_create(0, &t.count));
     CHECK_XTQ(xtq_register_queue(g.ctx, QUEUE_INDEX, t.queue));
-    CHECK_XTQ(xtq_register_kernel(g.ctx, KERNEL_INDEX, t.kernel, (void *)g.target_buf,
-                                  t.count));
+    /* Two atomic adds: short (XTQ_REGISTER_SHORT), so the CPU agent may
+     * run it where it arrives (XTQ_CPU_INLINE_TASKS). */
+    xtq_register_attr_t ra = {.field_mask = XTQ_REGISTER_ATTR_FIELD_BUFFER |
+                                            XTQ_REGISTER_ATTR_FIELD_SIGNAL |
+                                            XTQ_REGISTER_ATTR_FIELD_FLAGS,
+                              .target_buffer = (void *)g.target_buf,
+                              .completion_signal = t.count,
+                              .flags = XTQ_REGISTER_SHORT};
+    CHECK_XTQ(xtq_register_kernel_attr(g.ctx, KERNEL_INDEX, t.kernel, &ra));
     if (g.rank == 0) {
         t.rbuf = calloc(NRECV, sizeof(*t.rbuf));
         t.karg = calloc(KARG_RING, sizeof(*t.karg));

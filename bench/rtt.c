@@ -676,8 +676,16 @@ static void cpu_target_setup(struct target_objs *t)
     CHECK_XTQ(xtq_signal_create(1, &t->sig));
     CHECK_XTQ(xtq_signal_create(1, &t->done));
     CHECK_XTQ(xtq_register_queue(st.ctx, QUEUE_INDEX, t->queue));
-    CHECK_XTQ(xtq_register_kernel(st.ctx, KERNEL_INDEX, t->kernel, st.target_buf, NULL));
-    CHECK_XTQ(xtq_register_kernel(st.ctx, DONE_INDEX, t->dkernel, NULL, t->done));
+    /* Both tasks are a few instructions: short (XTQ_REGISTER_SHORT), so
+     * the CPU agent may run them where they arrive (XTQ_CPU_INLINE_TASKS). */
+    xtq_register_attr_t ra = {.field_mask = XTQ_REGISTER_ATTR_FIELD_BUFFER |
+                                            XTQ_REGISTER_ATTR_FIELD_FLAGS,
+                              .target_buffer = st.target_buf,
+                              .flags = XTQ_REGISTER_SHORT};
+    CHECK_XTQ(xtq_register_kernel_attr(st.ctx, KERNEL_INDEX, t->kernel, &ra));
+    ra.field_mask = XTQ_REGISTER_ATTR_FIELD_SIGNAL | XTQ_REGISTER_ATTR_FIELD_FLAGS;
+    ra.completion_signal = t->done;
+    CHECK_XTQ(xtq_register_kernel_attr(st.ctx, DONE_INDEX, t->dkernel, &ra));
 }
 
 /* CUDA agent, rank 1 only: a queue of the agent, the GPU task (target

@@ -29,6 +29,16 @@
  * status, which retire reports as the task's status. A task that failed
  * itself still decrements its completion signal; only packets the agent
  * could not run count as bad packets.
+ *
+ * Short tasks (XTQ_REGISTER_SHORT) may skip the queue: the enqueue
+ * operation runs one on the calling thread, the engine's progress turn,
+ * when that is what a worker would have done next anyway: the queue is
+ * empty (no slot reserved either) and none of its packets is running. It
+ * takes the task as a worker takes a packet (under the take lock, counted
+ * in the queue's state word), so a packet enqueued meanwhile keeps its
+ * barrier bit and destroy still drains it; then runs it through cpu_run,
+ * which decrements the signal and retires it: the ack leaves from the
+ * same thread, with no doorbell and no worker wake-up (XTQ_CPU_INLINE_TASKS).
  */
 #include "internal.h"
 
@@ -38,6 +48,7 @@
 
 #include "cpu_agent.h"
 #include "queue_int.h"
+#include "trace.h"
 
 #define CPU_MAX_WORKERS 256
 #define CPU_MAX_QUEUE_SIZE (1u << 20)
@@ -104,6 +115,7 @@ struct cpu_agent {
     unsigned nworkers;
     unsigned nstarted;
     uint64_t spin_ns; /* XTQ_AGENT_SPIN_US */
+    bool run_here;    /* XTQ_CPU_INLINE_TASKS */
     pthread_t *workers;
 
     pthread_rwlock_t qlock; /* workers scan under the read lock */
@@ -452,7 +464,7 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
     struct cpu_queue *cq = t->q;
     xtq_signal_t *sig = NULL;
     int status = t->status; /* the agent's: the packet could not run */
-    struct xtq__task_state task = {NULL, 0, NULL, 0, 0};
+    struct xtq__task_state task = {NULL, 0, NULL, 0, 0}, *outer;
 
     if (acq != XTQ_FENCE_SCOPE_NONE)
         cpu_fence(memory_order_acquire);
@@ -467,7 +479,7 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
             task.payload = t->result.payload;
             task.payload_len = (size_t)t->result.payload_len;
         }
-        xtq__task_enter(&task);
+        outer = xtq__task_enter(&task);
         switch (type) {
         case XTQ_PACKET_TYPE_KERNEL_DISPATCH:
             status = cpu_run_kernel(a, &t->pkt.kernel);
@@ -483,7 +495,7 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
             status = -XTQ_EPACKET;
             break;
         }
-        xtq__task_leave();
+        xtq__task_leave(outer);
     }
     if (rel != XTQ_FENCE_SCOPE_NONE)
         cpu_fence(memory_order_release);
@@ -524,6 +536,55 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
     /* A barrier packet elsewhere may wait on the signal we just changed. */
     if (sig != NULL && atomic_load_explicit(&a->dep_nappers, memory_order_relaxed) != 0)
         cpu_wake(a, -1);
+}
+
+/*
+ * A short task on the calling thread, when the queue lets a worker take it
+ * next and nothing else: empty (write_index == read_index, so no producer
+ * holds a reserved slot either), and no packet of it running (state count
+ * 0, which also satisfies the task's barrier bit and ends any barrier-AND/
+ * OR's hold). Taken as cpu_try_take takes a packet; false: enqueue it.
+ */
+static bool cpu_run_here(struct cpu_queue *cq, const struct xtq__enqueue *d)
+{
+    xtq_queue_t *q = &cq->base;
+    unsigned type = xtq_aql_header_type(d->packet->header);
+    struct cpu_task t;
+
+    if (type != XTQ_PACKET_TYPE_KERNEL_DISPATCH && type != XTQ_PACKET_TYPE_AGENT_DISPATCH)
+        return false;
+    if (pthread_mutex_trylock(&cq->take_lock) != 0)
+        return false; /* a worker is taking from it */
+    if (atomic_load_explicit(q->write_index, memory_order_acquire) !=
+            atomic_load_explicit(q->read_index, memory_order_relaxed) ||
+        (atomic_load_explicit(&cq->state, memory_order_acquire) & CQ_COUNT) != 0) {
+        pthread_mutex_unlock(&cq->take_lock);
+        return false;
+    }
+    cq->after_barrier = false;
+    atomic_fetch_add_explicit(&cq->state, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&cq->take_lock);
+
+    memcpy(&t.pkt, d->packet, sizeof(t.pkt));
+    t.cookie = d->cookie;
+    t.retire = d->retire;
+    t.result = (struct xtq__result_buf){d->result, d->result_len, d->payload, d->payload_len};
+    t.q = cq;
+    t.status = 0;
+    XTQ_TRACE_POINT(XTQ_TRACE_ENQUEUED, d->trace_key);
+    cpu_run(cq->agent, &t);
+    return true;
+}
+
+/* The enqueue operation: a short task may run here (cpu_run_here), any
+ * other goes into the ring for the workers. */
+static int cpu_enqueue(xtq_queue_t *queue, const struct xtq__enqueue *d)
+{
+    struct cpu_queue *cq = container_of(queue, struct cpu_queue, base);
+
+    if (d->run_here && cq->agent->run_here && cpu_run_here(cq, d))
+        return 0;
+    return xtq__queue_enqueue(queue, d);
 }
 
 /* Work may have come: the doorbell word moved since the scan, or stop. */
@@ -753,7 +814,7 @@ static const struct xtq__agent_ops cpu_ops = {
     .name = "cpu",
     .queue_create = cpu_queue_create,
     .queue_destroy = cpu_queue_destroy,
-    .enqueue = xtq__queue_enqueue,
+    .enqueue = cpu_enqueue,
     .doorbell = cpu_doorbell,
     .kernel_destroy = cpu_kernel_destroy,
     .function_destroy = cpu_function_destroy,
@@ -787,6 +848,7 @@ static int cpu_agent_create(xtq_ctx_t *ctx, unsigned device_index, unsigned work
     a->base.info.max_queue_size = CPU_MAX_QUEUE_SIZE;
     a->nworkers = workers;
     a->spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_AGENT_SPIN_US, ctx ? ctx->local_ranks : 1, 50, 0);
+    a->run_here = xtq__param_int(XTQ__PARAM_XTQ_CPU_INLINE_TASKS) != 0;
     pthread_rwlock_init(&a->qlock, NULL);
     pthread_mutex_init(&a->obj_lock, NULL);
 

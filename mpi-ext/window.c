@@ -267,7 +267,10 @@ static int register_window(struct xtq__mpi_win *w)
      * size of 0 nothing can be reached through it. */
     attr.target_buffer = w->base ? w->base : (void *)&w->tgt;
     attr.target_size = w->base ? (size_t)w->win_size : 0;
-    attr.flags = XTQ_REGISTER_BOUNDED;
+    /* A CPU window's task is one bounded access (checked extent, stripe
+     * locks held only by such tasks): short, so it may run where it
+     * arrives (XTQ_REGISTER_SHORT). */
+    attr.flags = XTQ_REGISTER_BOUNDED | (w->gpu ? 0u : (uint32_t)XTQ_REGISTER_SHORT);
     attr.max_work_items = w->gpu ? ((uint64_t)1 << 32) : 1;
     rc = xtq_register_kernel_attr(xtq__mpi.ctx, w->kindex, w->kernel, &attr);
     if (rc) {

@@ -297,8 +297,11 @@ struct xtq__task_state {
     size_t payload_len;
     int status; /* the first xtq_task_fail(), else 0 */
 };
-void xtq__task_enter(struct xtq__task_state *st);
-void xtq__task_leave(void);
+/* Enter returns the task this thread was running (NULL if none), for
+ * leave to restore: a short task may run inside a progress turn that a
+ * task's own wait took (XTQ_REGISTER_SHORT). */
+struct xtq__task_state *xtq__task_enter(struct xtq__task_state *st);
+void xtq__task_leave(struct xtq__task_state *prev);
 
 /* ---- queues ----------------------------------------------------------
  * Indices and the ring live where the agent's consumer can read them
@@ -394,6 +397,11 @@ struct xtq__enqueue {
     xtq__retire_fn retire;
     void *cookie;
     uint64_t trace_key; /* XTQ_TRACE_KEY() of the put, for the stage trace */
+    /* The registration is XTQ_REGISTER_SHORT: the agent may run the task
+     * on the calling thread (the engine's progress turn) instead of
+     * queueing it, where its queue's order allows; retire has then been
+     * called when enqueue returns 0. Agents that cannot ignore it. */
+    bool run_here;
 };
 
 struct xtq__agent_ops {

@@ -68,14 +68,16 @@ uint64_t xtq_function_object(const xtq_function_t *function)
 /* The task this thread runs (CPU agent workers), or NULL. */
 static __thread struct xtq__task_state *current_task;
 
-void xtq__task_enter(struct xtq__task_state *st)
+struct xtq__task_state *xtq__task_enter(struct xtq__task_state *st)
 {
+    struct xtq__task_state *prev = current_task;
     current_task = st;
+    return prev;
 }
 
-void xtq__task_leave(void)
+void xtq__task_leave(struct xtq__task_state *prev)
 {
-    current_task = NULL;
+    current_task = prev;
 }
 
 void *xtq_task_result(size_t *len)

@@ -1688,6 +1688,12 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
     ra.target_buffer = t->slots;
     ra.target_size = t->nslots * sizeof(struct coll_slot);
     ra.flags = XTQ_REGISTER_BOUNDED;
+    /* With engine triggers a host team's task reduces one piece and
+     * decrements signals: short (XTQ_REGISTER_SHORT). In task mode it
+     * sends the next step itself (a put that may wait for the window),
+     * and a CUDA team's may wait on the GPU: not short. */
+    if (t->engine && !t->gpu)
+        ra.flags |= XTQ_REGISTER_SHORT;
     ra.max_work_items = 1;
     /* Set before the registration publishes the kernel: a peer's task can
      * run as soon as it does, and reads it (TSan saw the late write). */

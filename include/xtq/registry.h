@@ -68,6 +68,26 @@ enum xtq_register_flags {
      * Kernels so registered take at least 24 bytes of arguments.
      */
     XTQ_REGISTER_BOUNDED = 1u << 0,
+    /**
+     * A short task: the CPU agent may run it in the thread that received
+     * it, the emulated NIC's progress thread (or the application thread
+     * that drives progress, in manual mode or while it waits for a
+     * completion), instead of waking one of its workers: its signal
+     * completes and its ack leaves at once, one hand-off less per task
+     * (XTQ_CPU_INLINE_TASKS). It does so only when that keeps the queue's
+     * rules: the queue is empty and none of its packets is running (order
+     * and barrier bits hold). Other agents ignore the flag.
+     *
+     * What the author promises: the task's work is bounded and small
+     * (microseconds: an accumulate of one piece, a reduction of one chunk),
+     * it does not block (it may take a lock that is only ever held for as
+     * short), and it does not wait for libxtq: no xtq_completion_wait,
+     * xtq_flush, counter or signal waits, no registration changes; a
+     * blocking xtq_put whose window is full returns -XTQ_EAGAIN there
+     * instead of waiting. While it runs, no other put reaches any queue of
+     * this process: a long task so registered delays every one of them.
+     */
+    XTQ_REGISTER_SHORT = 1u << 1,
 };
 
 /** How a kernel or function is registered (fields named in field_mask). */

@@ -965,6 +965,14 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
             trig_discard(trig);
             return -XTQ_EAGAIN;
         }
+        /* A short task running in this engine's turn (XTQ_REGISTER_SHORT)
+         * cannot wait: only its own turn would free the window. */
+        if (xtq__engine_in_turn(e)) {
+            XTQ_LOG_ONCE(ENGINE, WARN, "a put from a task running in the progress turn found "
+                                       "the window full: -XTQ_EAGAIN instead of waiting");
+            trig_discard(trig);
+            return -XTQ_EAGAIN;
+        }
         window_wait(e, seen);
         xtq__mutex_lock(&e->put_lock);
     }

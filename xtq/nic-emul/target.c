@@ -261,6 +261,9 @@ static int task_enqueue(struct xtq__engine *e, struct rx_task *t)
      * after all (the backlog keeps it). Under the read lock: unregistration
      * waits. */
     xtq__registry_task_begin(reg, &t->packet, &t->refs);
+    /* A short task may run in this turn (the agent decides): retired, and
+     * t freed, by the time enqueue returns. */
+    d.run_here = (t->refs.flags & XTQ_REGISTER_SHORT) != 0;
     live_add(e, t);
     atomic_fetch_add_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
     rc = q->agent->ops->enqueue(q, &d);

@@ -89,7 +89,7 @@ void xtq__registry_destroy(struct xtq__registry *reg)
 #define REGISTER_FIELDS                                                                     \
     (XTQ_REGISTER_ATTR_FIELD_BUFFER | XTQ_REGISTER_ATTR_FIELD_SIGNAL |                      \
      XTQ_REGISTER_ATTR_FIELD_MAX_WORK_ITEMS | XTQ_REGISTER_ATTR_FIELD_FLAGS)
-#define REGISTER_FLAGS XTQ_REGISTER_BOUNDED
+#define REGISTER_FLAGS (XTQ_REGISTER_BOUNDED | XTQ_REGISTER_SHORT)
 
 /* Bounded kernels read an offset (argument 0) and an extent (argument 2). */
 #define KERNARG_MIN_BOUNDED 24u
@@ -360,6 +360,7 @@ void xtq__registry_task_begin(const struct xtq__registry *reg, const xtq_aql_pac
         const struct xtq__kernel_entry *e = &reg->kernels[arrived->kernel.kernel_object];
         refs->kernel = e->kernel;
         refs->signal = e->completion_signal;
+        refs->flags = e->flags;
         atomic_fetch_add_explicit(&refs->kernel->refs, 1, memory_order_relaxed);
         if (refs->signal)
             atomic_fetch_add_explicit(&refs->signal->refs, 1, memory_order_relaxed);
@@ -367,6 +368,7 @@ void xtq__registry_task_begin(const struct xtq__registry *reg, const xtq_aql_pac
     }
     case XTQ_PACKET_TYPE_AGENT_DISPATCH:
         refs->function = reg->functions[arrived->agent.type].function;
+        refs->flags = reg->functions[arrived->agent.type].flags;
         atomic_fetch_add_explicit(&refs->function->refs, 1, memory_order_relaxed);
         break;
     default:

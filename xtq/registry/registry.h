@@ -101,6 +101,7 @@ struct xtq__task_refs {
     xtq_kernel_t *kernel;
     xtq_function_t *function;
     xtq_signal_t *signal;
+    uint32_t flags; /* the registration's XTQ_REGISTER_* */
 };
 
 void xtq__registry_task_begin(const struct xtq__registry *reg, const xtq_aql_packet_t *arrived,

@@ -1,0 +1,310 @@
+/*
+ * Short tasks (XTQ_REGISTER_SHORT, XTQ_CPU_INLINE_TASKS) over the public
+ * API, alone (puts to itself) or at 2 ranks (each puts to the next):
+ * `test_short CASE [manual]`.
+ *
+ * A short task whose queue is empty and idle runs in the thread that
+ * received it (the progress thread, or the application thread taking the
+ * engine's turn), not on a CPU-agent worker ("xtq-cpu*" threads); its
+ * completion signal, result and status still reach the initiator. When the
+ * queue holds or runs a packet, short tasks go through it like any other,
+ * in order.
+ */
+#define _GNU_SOURCE /* pthread_getname_np */
+#include <xtq/xtq.h>
+
+#include "xtq_test.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#define QUEUE_INDEX  2
+#define FN_SHORT     1 /* short: records where it ran; fails when arg2 says so */
+#define FN_BLOCK     3 /* not short: holds its worker until released */
+#define KERNEL_SHORT 4 /* short kernel with a completion signal */
+#define FN_LONG      5 /* the same function as FN_SHORT, not registered short */
+#define TAG_FAIL     (1ull << 40)
+#define NORDER       50
+#define SEC          1000000000ll
+
+static struct {
+    int rank, size;
+    xtq_ctx_t *ctx;
+    xtq_agent_t *cpu;
+    xtq_queue_t *queue;
+    xtq_function_t *shortfn, *block;
+    xtq_kernel_t *kernel;
+    xtq_signal_t *ksig;    /* the short kernel's completion signal */
+    xtq_signal_t *release; /* FN_BLOCK waits for 1 */
+    _Atomic uint32_t here, on_worker, started, early, bad;
+    _Atomic uint32_t next; /* order check: the tag expected next */
+} S;
+
+static bool manual_mode(void)
+{
+    return xtq_test_argc > 0 && strcmp(xtq_test_argv[0], "manual") == 0;
+}
+
+/* Where the task runs: a CPU-agent worker, or the thread that received it. */
+static void note_thread(void)
+{
+    char name[16] = "";
+    pthread_getname_np(pthread_self(), name, sizeof(name));
+    if (strncmp(name, "xtq-cpu", 7) == 0)
+        atomic_fetch_add(&S.on_worker, 1);
+    else
+        atomic_fetch_add(&S.here, 1);
+}
+
+/* arg2: tag (TAG_FAIL: fail after writing the result), arg3: order check
+ * (1: the tag must be the next one, and FN_BLOCK must have been released). */
+static void short_fn(const uint64_t arg[4], void *ret, void *user_data)
+{
+    size_t len = 0;
+    uint8_t *r = xtq_task_result(&len);
+    note_thread();
+    for (size_t i = 0; r && i < len; i++)
+        r[i] = (uint8_t)(arg[2] + i);
+    if (arg[3] == 1) {
+        if (xtq_signal_load(S.release) != 1)
+            atomic_fetch_add(&S.early, 1);
+        if (atomic_fetch_add(&S.next, 1) != (uint32_t)arg[2])
+            atomic_fetch_add(&S.bad, 1);
+    }
+    if (arg[2] & TAG_FAIL)
+        xtq_task_fail(-XTQ_ERANGE);
+}
+
+static void block_fn(const uint64_t arg[4], void *ret, void *user_data)
+{
+    atomic_fetch_add(&S.started, 1);
+    for (int i = 0; i < 600; i++)
+        if (xtq_signal_wait(S.release, XTQ_SIGNAL_EQ, 1, SEC / 10, NULL) == 0)
+            return;
+    fprintf(stderr, "rank %d: the blocking task was never released\n", S.rank);
+}
+
+static void short_kernel(const xtq_dispatch_t *d, void *kernarg)
+{
+    note_thread();
+}
+
+static void setup(void)
+{
+    xtq_init_attr_t attr = {.field_mask = XTQ_INIT_ATTR_FIELD_PROGRESS,
+                            .progress = manual_mode() ? XTQ_PROGRESS_MANUAL : XTQ_PROGRESS_DEFAULT};
+    xtq_register_attr_t ra = {.field_mask = XTQ_REGISTER_ATTR_FIELD_FLAGS,
+                              .flags = XTQ_REGISTER_SHORT};
+
+    /* One worker: packets that go through the queue run in its order. */
+    setenv("XTQ_CPU_WORKERS", "1", 0);
+    CHECK_OK(xtq_init(&attr, &S.ctx));
+    S.rank = xtq_rank(S.ctx);
+    S.size = xtq_size(S.ctx);
+    CHECK_OK(xtq_agent_find(S.ctx, XTQ_AGENT_CPU, &S.cpu));
+    CHECK_OK(xtq_queue_create(S.cpu, 256, &S.queue));
+    CHECK_OK(xtq_function_create_cpu(S.cpu, short_fn, NULL, &S.shortfn));
+    CHECK_OK(xtq_function_create_cpu(S.cpu, block_fn, NULL, &S.block));
+    CHECK_OK(xtq_kernel_create_cpu(S.cpu, short_kernel, 16, NULL, &S.kernel));
+    CHECK_OK(xtq_signal_create(0, &S.ksig));
+    CHECK_OK(xtq_signal_create(0, &S.release));
+    CHECK_OK(xtq_register_queue(S.ctx, QUEUE_INDEX, S.queue));
+    CHECK_OK(xtq_register_function_attr(S.ctx, FN_SHORT, S.shortfn, &ra));
+    CHECK_OK(xtq_register_function(S.ctx, FN_LONG, S.shortfn, NULL));
+    CHECK_OK(xtq_register_function(S.ctx, FN_BLOCK, S.block, NULL));
+    ra.field_mask |= XTQ_REGISTER_ATTR_FIELD_SIGNAL;
+    ra.completion_signal = S.ksig;
+    CHECK_OK(xtq_register_kernel_attr(S.ctx, KERNEL_SHORT, S.kernel, &ra));
+}
+
+static void teardown(void)
+{
+    CHECK_OK(xtq_barrier(S.ctx));
+    CHECK_OK(xtq_unregister_function(S.ctx, FN_SHORT));
+    CHECK_OK(xtq_unregister_function(S.ctx, FN_LONG));
+    CHECK_OK(xtq_unregister_function(S.ctx, FN_BLOCK));
+    CHECK_OK(xtq_unregister_kernel(S.ctx, KERNEL_SHORT));
+    CHECK_OK(xtq_unregister_queue(S.ctx, QUEUE_INDEX));
+    CHECK_OK(xtq_queue_destroy(S.queue));
+    CHECK_OK(xtq_function_destroy(S.shortfn));
+    CHECK_OK(xtq_function_destroy(S.block));
+    CHECK_OK(xtq_kernel_destroy(S.kernel));
+    CHECK_OK(xtq_signal_destroy(S.ksig));
+    CHECK_OK(xtq_signal_destroy(S.release));
+    CHECK_OK(xtq_finalize(S.ctx));
+}
+
+/* Each rank puts to the next (to itself when alone), and is put to once. */
+static int peer(void)
+{
+    return (S.rank + 1) % S.size;
+}
+
+/* A function put with remote completion (and a result when res_len > 0);
+ * returns what its completion says. */
+static int put_fn(int fn, uint64_t tag, uint64_t check, uint8_t *res, size_t res_len)
+{
+    uint8_t cmd[64];
+    size_t cmd_len;
+    xtq_completion_t comp;
+    xtq_put_param_t p = {.field_mask = XTQ_PUT_PARAM_FIELD_COMPLETION | XTQ_PUT_PARAM_FIELD_FLAGS |
+                                       (res_len ? XTQ_PUT_PARAM_FIELD_RESULT : 0),
+                         .flags = XTQ_PUT_REMOTE_COMPLETION,
+                         .comp = &comp,
+                         .result = res,
+                         .result_len = res_len};
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), (uint32_t)fn, QUEUE_INDEX, tag, check, &cmd_len));
+    CHECK_OK(xtq_putv(S.ctx, peer(), cmd, cmd_len, NULL, 0, &p));
+    int rc = xtq_completion_wait(S.ctx, &comp, 60 * SEC);
+    if (rc == 0)
+        CHECK(xtq_completion_state(&comp) & XTQ_COMPLETION_REMOTE);
+    return rc;
+}
+
+/* Wait (progressing a manual engine) until `sig` reads `v`. */
+static void wait_signal(xtq_signal_t *sig, int64_t v)
+{
+    for (int i = 0; i < 60000; i++) {
+        if (xtq_signal_wait(sig, XTQ_SIGNAL_EQ, v, SEC / 1000, NULL) == 0)
+            return;
+        if (manual_mode())
+            xtq_progress(S.ctx);
+    }
+    XTQ_FAIL("rank %d: signal still %lld, %lld expected", S.rank, (long long)xtq_signal_load(sig),
+             (long long)v);
+}
+
+/* ---- cases ----------------------------------------------------------------- */
+
+/*
+ * Short tasks on an idle queue run where they arrive: their results, a
+ * failing one's status and a kernel's completion signal all arrive. With
+ * XTQ_CPU_INLINE_TASKS=0 (argument or environment) they run on workers;
+ * so does a function registered without the flag.
+ */
+XTQ_TEST(runs_here)
+{
+    enum { N = 40 };
+    const char *env = getenv("XTQ_CPU_INLINE_TASKS");
+    bool off = env && strcmp(env, "0") == 0;
+    uint8_t res[32];
+
+    setup();
+    xtq_signal_store(S.ksig, N);
+    CHECK_OK(xtq_barrier(S.ctx));
+    for (int i = 0; i < N; i++) {
+        memset(res, 0xee, sizeof(res));
+        CHECK_OK(put_fn(FN_SHORT, (uint64_t)i, 0, res, sizeof(res)));
+        for (size_t b = 0; b < sizeof(res); b++)
+            CHECK_EQ(res[b], (uint8_t)(i + (int)b));
+    }
+    /* A task that fails itself: its status, and no result. */
+    memset(res, 0xee, sizeof(res));
+    CHECK_ERR(put_fn(FN_SHORT, 7 | TAG_FAIL, 0, res, sizeof(res)), -XTQ_ERANGE);
+    for (size_t b = 0; b < sizeof(res); b++)
+        CHECK_EQ(res[b], 0xee);
+    /* A short kernel: its completion signal on the target. */
+    for (int i = 0; i < N; i++) {
+        uint8_t cmd[128];
+        size_t cmd_len;
+        uint64_t karg[2] = {0, 0};
+        xtq_dispatch_geometry_t g = {1, {1, 1, 1}, {1, 1, 1}};
+        xtq_completion_t comp;
+        CHECK_OK(xtq_cmd_kernel(cmd, sizeof(cmd), KERNEL_SHORT, QUEUE_INDEX, &g, karg, sizeof(karg),
+                                &cmd_len));
+        CHECK_OK(xtq_put(S.ctx, peer(), cmd, cmd_len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &comp));
+        CHECK_OK(xtq_completion_wait(S.ctx, &comp, 60 * SEC));
+    }
+    CHECK_OK(xtq_barrier(S.ctx));
+    wait_signal(S.ksig, 0);
+    uint32_t here = atomic_load(&S.here), worker = atomic_load(&S.on_worker);
+    printf("rank %d (%s%s): %u short tasks ran where they arrived, %u on a worker\n", S.rank,
+           xtq_provider_name(S.ctx), manual_mode() ? ", manual progress" : "", here, worker);
+    CHECK_EQ(here + worker, 2 * N + 1);
+    if (off) {
+        CHECK_EQ(here, 0);
+    } else {
+        /* Each waits for the last one's ack: its queue is always idle. */
+        CHECK_EQ(worker, 0);
+    }
+    /* Not registered short: a worker runs it, whatever the setting. */
+    CHECK_OK(xtq_barrier(S.ctx));
+    CHECK_OK(put_fn(FN_LONG, 1, 0, NULL, 0));
+    CHECK_OK(xtq_barrier(S.ctx));
+    CHECK_EQ(atomic_load(&S.on_worker), worker + 1);
+    teardown();
+}
+
+/*
+ * A queue that is not idle keeps its order: while a long task holds the
+ * only worker, short tasks that arrive wait in the queue behind it and run
+ * on the worker, in order, after it; once the queue is idle again, a short
+ * task runs where it arrives.
+ */
+XTQ_TEST(order_kept)
+{
+    setup();
+    CHECK_OK(xtq_barrier(S.ctx));
+    uint8_t cmd[64];
+    size_t cmd_len;
+    xtq_completion_t blk, comp[NORDER];
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_BLOCK, QUEUE_INDEX, 0, 0, &cmd_len));
+    CHECK_OK(xtq_put(S.ctx, peer(), cmd, cmd_len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &blk));
+    for (int i = 0; i < NORDER; i++) {
+        CHECK_OK(
+            xtq_cmd_function(cmd, sizeof(cmd), FN_SHORT, QUEUE_INDEX, (uint64_t)i, 1, &cmd_len));
+        CHECK_OK(
+            xtq_put(S.ctx, peer(), cmd, cmd_len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &comp[i]));
+    }
+    /* Release the block only once every short task has reached this
+     * rank's queue behind it (the one worker holds the block, so they
+     * stay there): else a late one would find the queue idle. */
+    for (int i = 0; i < 60000; i++) {
+        if (atomic_load(&S.started) == 1 &&
+            xtq_queue_load_write_index(S.queue) - xtq_queue_load_read_index(S.queue) == NORDER)
+            break;
+        if (manual_mode())
+            xtq_progress(S.ctx);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_EQ(atomic_load(&S.started), 1);
+    CHECK_EQ(xtq_queue_load_write_index(S.queue) - xtq_queue_load_read_index(S.queue), NORDER);
+    CHECK_OK(xtq_barrier(S.ctx));
+    xtq_signal_store(S.release, 1);
+    CHECK_OK(xtq_completion_wait(S.ctx, &blk, 60 * SEC));
+    for (int i = 0; i < NORDER; i++)
+        CHECK_OK(xtq_completion_wait(S.ctx, &comp[i], 60 * SEC));
+    CHECK_OK(xtq_barrier(S.ctx));
+    printf("rank %d (%s): %u short tasks behind a long one: %u early, %u out of order, %u ran "
+           "where they arrived\n",
+           S.rank, xtq_provider_name(S.ctx), NORDER, atomic_load(&S.early), atomic_load(&S.bad),
+           atomic_load(&S.here));
+    CHECK_EQ(atomic_load(&S.next), NORDER);
+    CHECK_EQ(atomic_load(&S.early), 0);
+    CHECK_EQ(atomic_load(&S.bad), 0);
+    /* Anything that arrived while the worker held the queue waited in it. */
+    CHECK_EQ(atomic_load(&S.here), 0);
+    CHECK_EQ(atomic_load(&S.on_worker), NORDER);
+    CHECK_OK(xtq_barrier(S.ctx)); /* every rank has counted before new puts come */
+    /* Idle again: the next one runs where it arrives (a few tries: the
+     * worker may retire the last task, whose ack lets us go on, a moment
+     * before it counts it finished). */
+    const char *env = getenv("XTQ_CPU_INLINE_TASKS");
+    bool off = env && strcmp(env, "0") == 0;
+    for (int i = 0; i < 5; i++) {
+        CHECK_OK(put_fn(FN_SHORT, 1000, 0, NULL, 0));
+        CHECK_OK(xtq_barrier(S.ctx));
+        if (atomic_load(&S.here) > 0)
+            break;
+    }
+    if (off)
+        CHECK_EQ(atomic_load(&S.here), 0);
+    else
+        CHECK(atomic_load(&S.here) > 0);
+    teardown();
+}
