@@ -309,6 +309,63 @@ static void slot_sent(struct xtq__engine *e, struct put_slot *s, ssize_t rc, boo
     pthread_mutex_unlock(&e->put_lock);
 }
 
+static ssize_t put_transmit(struct xtq__engine *e, struct put_slot *s, const struct put_layout *l,
+                            const struct iovec *iov, size_t niov);
+
+/* Times one put is sent again after MISSING answers before it fails. */
+#define RESEND_MAX 8
+
+/*
+ * The target never got put `s` and refused it for good (a MISSING answer
+ * to an ASK_AGAIN; acks.c): the copy was lost in the transport (a
+ * connection the transport replaced dropped what it held, or it arrived
+ * malformed). A put staged whole (injected or copied: every small put) is
+ * sent again, marked RESEND, which the target runs once; one gathered
+ * from the caller's buffers cannot be (they are the caller's again since
+ * LOCAL) and fails with -XTQ_EIO: it did not run. Caller holds put_lock;
+ * released here.
+ */
+static void slot_missing(struct xtq__engine *e, struct put_slot *s, int status)
+{
+    bool staged = s->txl.how == SEND_INJECT || s->txl.how == SEND_COPY;
+    if (!staged || s->resends >= RESEND_MAX) {
+        XTQ_LOG_ONCE(ENGINE, WARN,
+                     "put %llu to rank %d was lost in the transport and not run there; it "
+                     "fails (%s)",
+                     (unsigned long long)s->seq, s->target,
+                     staged ? "sent again too often" : "its buffers are the caller's again");
+        s->state |= SLOT_ACKED;
+        if (!s->status)
+            s->status = status ? status : -XTQ_EIO;
+        slot_finish(e, s);
+        pthread_mutex_unlock(&e->put_lock);
+        return;
+    }
+    XTQ_LOG_ONCE(ENGINE, WARN, "put %llu to rank %d was lost in the transport; sending it again",
+                 (unsigned long long)s->seq, s->target);
+    s->resends++;
+    s->asks = 0;
+    s->state &= ~(uint32_t)SLOT_LOCAL;
+    s->state |= SLOT_SENDING;
+    ((struct xtq__wire_hdr *)s->stage)->flags |= XTQ__WIRE_RESEND;
+    struct iovec iov = {s->stage, s->txl.total};
+    struct put_layout l = s->txl;
+    pthread_mutex_unlock(&e->put_lock);
+    ssize_t rc = put_transmit(e, s, &l, &iov, 1);
+    if (rc != -FI_EAGAIN) {
+        slot_sent(e, s, rc, l.how == SEND_INJECT);
+        return;
+    }
+    /* The transport is full: as if it left, so that the next ASK brings
+     * the next MISSING and another try. */
+    xtq__mutex_lock(&e->put_lock);
+    s->state &= ~(uint32_t)SLOT_SENDING;
+    slot_local_locked(e, s, 0, 0);
+    if (!s->state)
+        slot_release(e, s);
+    pthread_mutex_unlock(&e->put_lock);
+}
+
 void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr, const void *result)
 {
     uint32_t src = hdr->src_rank;
@@ -319,6 +376,16 @@ void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr, 
         pthread_mutex_unlock(&e->put_lock);
         XTQ_LOG_ONCE(ENGINE, WARN, "ack from rank %u names seq %llu, not in flight; dropped", src,
                      (unsigned long long)hdr->seq);
+        return;
+    }
+    if (hdr->flags & XTQ__WIRE_MISSING) {
+        /* Asked for only once it left; a resend on its way is answered
+         * by its own ack. */
+        if ((s->state & (SLOT_LOCAL | SLOT_SENDING)) != SLOT_LOCAL) {
+            pthread_mutex_unlock(&e->put_lock);
+            return;
+        }
+        slot_missing(e, s, hdr->status);
         return;
     }
     s->state |= SLOT_ACKED;
@@ -411,6 +478,12 @@ void xtq__puts_reask(struct xtq__engine *e)
              * control channel; best effort, again next round). */
             struct xtq__wire_hdr h;
             xtq__wire_hdr_init(&h, XTQ__MSG_ASK, e->ctx->job_key, (uint32_t)e->ctx->rank, s->seq);
+            /* Asked before, unanswered: if it is not there, it was lost
+             * (acks.c answers MISSING). */
+            if (s->asks)
+                h.flags = XTQ__WIRE_ASK_AGAIN;
+            if (s->asks < UINT8_MAX)
+                s->asks++;
             s->local_at = now;
             if (xtq__ctrl_send(e, r, &h) == 0)
                 xtq__bell_ring(e, r);
@@ -1009,6 +1082,9 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
     s->result = req->result;
     s->result_len = req->result_len;
     s->counter = req->counter;
+    s->txl = l;
+    s->asks = 0;
+    s->resends = 0;
     if (s->counter)
         xtq__counter_attach(s->counter);
     if (p->busy++ == 0)
@@ -1051,6 +1127,7 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
         xtq__engine_wake(e);
     } else {
         ssize_t src;
+        uint64_t refused_at = 0;
         for (;;) {
             src = put_transmit(e, s, &l, iov, niov);
             if (src != -FI_EAGAIN)
@@ -1059,6 +1136,16 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
              * has completed the slot with -XTQ_EHOSTDOWN. */
             if (atomic_load(&p->down))
                 break;
+            /* A transport that takes nothing for a whole peer timeout (a
+             * connection it never gets going again) is a peer gone, as
+             * for the ack queue (acks.c): the call returns. */
+            uint64_t now = xtq__now_ns();
+            if (!refused_at) {
+                refused_at = now;
+            } else if (e->peer_timeout_ns && now - refused_at >= e->peer_timeout_ns) {
+                xtq__peer_down(e, target, "took no message for XTQ_PEER_TIMEOUT_MS");
+                break;
+            }
             if (xtq__engine_progress(e) == 0)
                 sched_yield();
         }
