@@ -21,6 +21,11 @@ static const uint8_t zero_pad[64];
  * put copied whole (more pieces than the provider gathers) must not pin a
  * megabyte per slot. */
 #define STAGE_KEEP 16384
+/* Puts up to this size (wire bytes) that the provider does not inject
+ * (tcp injects 64 bytes) are copied whole into the stage: a copy of a few
+ * KiB costs little next to the send, and a put staged whole can be sent
+ * again if the transport loses it (a connection reset; slot_missing). */
+#define STAGE_COPY_MAX 4096
 /* Longest wait between evaluations of armed triggers: signals a device
  * changes are polled (nothing on the host sees the change), host-side
  * changes kick the engine and this is a safety net. */
@@ -328,12 +333,17 @@ static ssize_t put_transmit(struct xtq__engine *e, struct put_slot *s, const str
 static void slot_missing(struct xtq__engine *e, struct put_slot *s, int status)
 {
     bool staged = s->txl.how == SEND_INJECT || s->txl.how == SEND_COPY;
-    if (!staged || s->resends >= RESEND_MAX) {
+    bool local = s->state & SLOT_LOCAL;
+    if (!local || !staged || s->resends >= RESEND_MAX) {
+        /* Not LOCAL: the transport never completed its send (and may
+         * still hold the buffers): DONE now, LOCAL when it lets go. */
         XTQ_LOG_ONCE(ENGINE, WARN,
                      "put %llu to rank %d was lost in the transport and not run there; it "
                      "fails (%s)",
                      (unsigned long long)s->seq, s->target,
-                     staged ? "sent again too often" : "its buffers are the caller's again");
+                     !local   ? "the transport never completed its send"
+                     : staged ? "sent again too often"
+                              : "its buffers are the caller's again");
         s->state |= SLOT_ACKED;
         if (!s->status)
             s->status = status ? status : -XTQ_EIO;
@@ -379,9 +389,8 @@ void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr, 
         return;
     }
     if (hdr->flags & XTQ__WIRE_MISSING) {
-        /* Asked for only once it left; a resend on its way is answered
-         * by its own ack. */
-        if ((s->state & (SLOT_LOCAL | SLOT_SENDING)) != SLOT_LOCAL) {
+        /* A resend on its way is answered by its own ack. */
+        if (s->state & SLOT_SENDING) {
             pthread_mutex_unlock(&e->put_lock);
             return;
         }
@@ -471,9 +480,27 @@ void xtq__puts_reask(struct xtq__engine *e)
         xtq__mutex_lock(&e->put_lock);
         for (uint32_t i = 0; p->busy && i < e->window; i++) {
             struct put_slot *s = &p->slots[i];
-            if ((s->state & (SLOT_BUSY | SLOT_LOCAL | SLOT_ACKED)) != (SLOT_BUSY | SLOT_LOCAL) ||
-                now - s->local_at < after)
+            uint32_t st = s->state;
+            if (!(st & SLOT_BUSY) || (st & (SLOT_ARMED | SLOT_SENDING)))
                 continue;
+            /* A send the transport has not completed for a peer timeout
+             * (4 rounds) while the peer talks: its connection was replaced
+             * under it (a reset), and it may never complete. Acked: DONE,
+             * LOCAL when the transport lets go. Not acked: asked, as a put
+             * that left is. */
+            bool local = st & SLOT_LOCAL;
+            if (now - s->local_at < (local || s->asks ? after : 4 * after))
+                continue;
+            if (st & SLOT_ACKED) {
+                if (!local) {
+                    XTQ_LOG_ONCE(ENGINE, WARN,
+                                 "the transport never completed the send of put %llu to rank "
+                                 "%d, acknowledged; DONE, LOCAL once the transport lets go",
+                                 (unsigned long long)s->seq, r);
+                    slot_finish(e, s);
+                }
+                continue;
+            }
             /* Lost on the way, or the task still runs: ask (on the
              * control channel; best effort, again next round). */
             struct xtq__wire_hdr h;
@@ -563,12 +590,15 @@ static int put_layout(const struct xtq__engine *e, size_t cmd_len, const struct 
     size_t tail = l->pieces + (l->pad2 ? 1 : 0);
     /* Small puts (up to the provider's inject size) are copied whole and
      * injected: one copy of a few hundred bytes costs less than a gathered
-     * send and its completion (the eager protocol). Larger payloads are
+     * send and its completion (the eager protocol); up to STAGE_COPY_MAX
+     * they are copied whole and sent from the stage. Larger payloads are
      * gathered from the caller's buffers where the provider takes that
      * many pieces (tcp and shm take 4: the command then joins the header),
      * and copied into the stage only beyond. */
     if (l->total <= e->ofi.inject_size)
         l->how = SEND_INJECT;
+    else if (l->total <= STAGE_COPY_MAX)
+        l->how = SEND_COPY;
     else if (2 + (l->pad1 ? 1 : 0) + tail <= limit)
         l->how = SEND_GATHER;
     else if (1 + tail <= limit)
@@ -1085,6 +1115,7 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
     s->txl = l;
     s->asks = 0;
     s->resends = 0;
+    s->local_at = xtq__now_ns(); /* issued; LOCAL sets it again */
     if (s->counter)
         xtq__counter_attach(s->counter);
     if (p->busy++ == 0)
