@@ -479,13 +479,14 @@ void xtq__ack_unrecorded(struct xtq__engine *e, int dest, uint64_t seq, int stat
 
 /* Caller holds ack_lock: the put `seq` has not arrived here, and entry `a`
  * may stand for it: nothing else holds the entry, and the last put it
- * served is older. The target keeps no backlog either (a put may wait
- * unmatched in the provider while our regions are held, and the ASK, on
- * the control channel, overtake it). */
+ * served is older. A receive region is posted: while none is (tasks hold
+ * them all), puts wait unmatched in the provider, and the ASK, on the
+ * control channel, may have overtaken this one; a region posted again
+ * takes what waited at once. */
 static bool may_refuse(const struct xtq__engine *e, const struct ack_entry *a, uint64_t seq)
 {
     return a->state == ACK_FREE && !a->result_inflight && (!a->used || a->seq < seq) &&
-           !atomic_load_explicit(&e->backlog_len, memory_order_relaxed);
+           atomic_load_explicit(&e->regions_out, memory_order_relaxed) < e->nregions;
 }
 
 void xtq__ack_reask(struct xtq__engine *e, uint32_t src, uint64_t seq, bool again)
@@ -503,7 +504,7 @@ void xtq__ack_reask(struct xtq__engine *e, uint32_t src, uint64_t seq, bool agai
      * sent twice (its block is gone), so that put fails with -XTQ_EIO
      * rather than wait for ever. Refused before: MISSING again. Not here
      * (another seq): on the first ask it may still be on its way; asked
-     * again, it was lost (a connection the transport replaced dropped
+     * again (a quarter timeout later), it was lost (a connection the transport replaced dropped
      * what it held, a message that arrived malformed): the entry becomes
      * its tombstone, so that a late copy never runs, and the initiator
      * sends it again (RESEND) or fails it, knowing it did not run. */

@@ -58,6 +58,7 @@ struct rx_region {
      * the furthest end, and a release the provider reported too early. */
     size_t landed, landed_end;
     bool release_pending;
+    bool out; /* released by the provider, not posted again yet */
 };
 
 /*
@@ -256,6 +257,9 @@ struct xtq__engine {
     /* target.c */
     struct rx_region *regions;
     unsigned nregions;
+    /* Regions the provider released that are not posted again (tasks
+     * still point into them): messages may wait unmatched meanwhile. */
+    _Atomic uint32_t regions_out;
 
     /* XTQ_ENDPOINT_OWNER=progress: only the progress thread (or, in manual
      * mode, whoever progresses) uses the endpoint; puts wait in txq, acks

@@ -28,6 +28,10 @@ static int region_post(struct rx_region *r)
     r->landed_end = 0;
     r->release_pending = false;
     int rc = xtq__ofi_post_multi_recv(&r->e->ofi, r->buf, r->len, r);
+    if (rc == 0 && r->out) {
+        r->out = false;
+        atomic_fetch_sub(&r->e->regions_out, 1);
+    }
     /* -FI_ENOMEM: the provider's receive entries are all taken (shm holds
      * unexpected messages in them): like -FI_EAGAIN, again next turn. */
     if (rc == -FI_EAGAIN || rc == -FI_ENOMEM) {
@@ -89,6 +93,10 @@ void xtq__region_landed(struct rx_region *r, const void *buf, size_t len)
 
 void xtq__region_released(struct rx_region *r, uint64_t flags)
 {
+    if (!r->out) {
+        r->out = true;
+        atomic_fetch_add(&r->e->regions_out, 1);
+    }
     if ((flags & FI_RECV) || region_filled(r)) {
         xtq__region_put(r);
         return;
