@@ -895,6 +895,7 @@ int xtq__triggers_poll(struct xtq__engine *e)
         struct put_trigger *t = e->trig_ready;
         trig_unlink(e, t);
         t->slot->state |= SLOT_SENDING;
+        t->slot->local_at = now; /* fired: asked about from now on */
         *fire_tail = t;
         fire_tail = &t->next;
     }
