@@ -1168,13 +1168,17 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
              * has completed the slot with -XTQ_EHOSTDOWN. */
             if (atomic_load(&p->down))
                 break;
-            /* A transport that takes nothing for a whole peer timeout (a
-             * connection it never gets going again) is a peer gone, as
-             * for the ack queue (acks.c): the call returns. */
+            /* A transport that takes nothing for a whole peer timeout
+             * from a peer not heard from as long is a peer gone: the call
+             * returns, whether or not a progress turn got to the liveness
+             * check. A peer that talks but takes nothing is overloaded
+             * (its regions held by backlogged tasks): flow control. */
             uint64_t now = xtq__now_ns();
+            uint64_t heard = atomic_load_explicit(&p->last_heard, memory_order_relaxed);
             if (!refused_at) {
                 refused_at = now;
-            } else if (e->peer_timeout_ns && now - refused_at >= e->peer_timeout_ns) {
+            } else if (e->peer_timeout_ns && now - refused_at >= e->peer_timeout_ns &&
+                       now > heard && now - heard >= e->peer_timeout_ns) {
                 xtq__peer_down(e, target, "took no message for XTQ_PEER_TIMEOUT_MS");
                 break;
             }
