@@ -62,7 +62,7 @@ int xtq__wire_validate(const void *msg, size_t len, uint64_t job_key, uint32_t n
         return -XTQ_EBADMSG;
     /* Bits and fields this version does not define must be zero: a sender
      * that sets them expects a meaning we would silently ignore. */
-    if (h.flags & ~(h.type == XTQ__MSG_PUT ? XTQ__WIRE_PUT_FLAGS : XTQ__WIRE_ACK_FLAGS))
+    if (h.flags & ~XTQ__WIRE_FLAGS_OF(h.type))
         return -XTQ_EPROTO;
     if (h.reserved1[0] || h.reserved1[1] || (h.type != XTQ__MSG_ACK && h.status))
         return -XTQ_EPROTO;

@@ -12,9 +12,13 @@
  *   start; the whole message is padded to a multiple of 64 so consecutive
  *   messages in a multi-receive region stay 64-byte aligned.
  * ASK message:  [hdr 64 B]: send the ack of `seq` again (it was lost).
+ *   With ASK_AGAIN (asked before): a put that never arrived is refused
+ *   for good and answered MISSING (acks.c).
  * ACK message:  [hdr 64 B] with type ACK, status, and the acked seq;
  *   a fetching put's ACK carries the task's result after the header:
  *   [hdr 64 B][result][pad to 64], hdr.result_len = result bytes.
+ *   With MISSING: put `seq` never arrived, and will not run unless it is
+ *   sent again with RESEND (a copy lost in a replaced connection).
  *
  * Version 2: result_len (was reserved0), the result after an ACK; ASK.
  */
@@ -37,11 +41,19 @@ enum xtq__msg_type {
 
 enum xtq__wire_flags {
     XTQ__WIRE_REMOTE_COMPLETION = 1u << 0, /* ack when the task finished (else when enqueued) */
+    XTQ__WIRE_RESEND = 1u << 1,            /* PUT: sent again after a MISSING answer */
+    XTQ__WIRE_MISSING = 1u << 2,           /* ACK: the put never arrived (refused for good) */
+    XTQ__WIRE_ASK_AGAIN = 1u << 3,         /* ASK: asked before; refuse it if not here */
 };
 /* The flag bits each message type may carry; any other bit is rejected
  * (a later version that adds one bumps XTQ_WIRE_VERSION or this mask). */
-#define XTQ__WIRE_PUT_FLAGS ((uint32_t)XTQ__WIRE_REMOTE_COMPLETION)
-#define XTQ__WIRE_ACK_FLAGS 0u
+#define XTQ__WIRE_PUT_FLAGS ((uint32_t)(XTQ__WIRE_REMOTE_COMPLETION | XTQ__WIRE_RESEND))
+#define XTQ__WIRE_ACK_FLAGS ((uint32_t)XTQ__WIRE_MISSING)
+#define XTQ__WIRE_ASK_FLAGS ((uint32_t)XTQ__WIRE_ASK_AGAIN)
+#define XTQ__WIRE_FLAGS_OF(type)                                                                   \
+    ((type) == XTQ__MSG_PUT   ? XTQ__WIRE_PUT_FLAGS                                                \
+     : (type) == XTQ__MSG_ACK ? XTQ__WIRE_ACK_FLAGS                                                \
+                              : XTQ__WIRE_ASK_FLAGS)
 
 struct xtq__wire_hdr {
     uint16_t magic;

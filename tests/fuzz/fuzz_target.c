@@ -327,7 +327,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FAIL_IF(h.magic != XTQ_WIRE_MAGIC || h.version != XTQ_WIRE_VERSION);
     FAIL_IF(h.job_key != FUZZ_JOB_KEY || h.src_rank >= FUZZ_NRANKS);
     /* Only defined flag bits, nothing in the reserved fields. */
-    FAIL_IF(h.flags & ~(h.type == XTQ__MSG_PUT ? XTQ__WIRE_PUT_FLAGS : XTQ__WIRE_ACK_FLAGS));
+    FAIL_IF(h.flags & ~XTQ__WIRE_FLAGS_OF(h.type));
     FAIL_IF(h.reserved1[0] || h.reserved1[1] || (h.type != XTQ__MSG_ACK && h.status));
     if (h.type == XTQ__MSG_ACK) {
         FAIL_IF(cmd);

@@ -235,6 +235,59 @@ XTQ_TEST(ack_lost_reasked)
     teardown(&t);
 }
 
+/* A put lost in the transport after it left (a tcp connection reset: the
+ * transport replaced the connection and dropped what the old one held;
+ * the peer still talks, so it is never declared down): the initiator asks
+ * for its ack, asks again, and the target, which never saw it, refuses it
+ * for good (MISSING). A put staged whole (small, or more pieces than the
+ * provider gathers) is sent again and runs exactly once; one gathered from
+ * the caller's buffers fails with -XTQ_EIO and did not run. Without the
+ * MISSING answer every one of them waited for ever. */
+XTQ_TEST(put_lost_resent)
+{
+    setenv("XTQ_PEER_TIMEOUT_MS", "400", 1);
+    struct target t;
+    setup(&t);
+    uint8_t cmd[64];
+    size_t cmd_len;
+    xtq_completion_t c;
+    static uint8_t big[100000];
+    struct iovec pieces[12];
+    for (size_t i = 0; i < ARRAY_SIZE(pieces); i++)
+        pieces[i] = (struct iovec){big + i * 1000, 1000};
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_COUNT, QUEUE_INDEX, 0, 0, &cmd_len));
+    for (int round = 0; round < 3; round++) {
+        uint64_t before = atomic_load(&ran);
+        atomic_store(&xtq__faults.put_lost, 1);
+        xtq_put_param_t p = {.field_mask =
+                                 XTQ_PUT_PARAM_FIELD_COMPLETION | XTQ_PUT_PARAM_FIELD_FLAGS,
+                             .flags = XTQ_PUT_REMOTE_COMPLETION,
+                             .comp = &c};
+        if (round == 0) /* small: injected */
+            CHECK_OK(xtq_put(t.ctx, 0, cmd, cmd_len, big, 16, XTQ_PUT_REMOTE_COMPLETION, &c));
+        else if (round == 1) /* 12 pieces: copied into the stage whole */
+            CHECK_OK(xtq_putv(t.ctx, 0, cmd, cmd_len, pieces, ARRAY_SIZE(pieces), &p));
+        else /* gathered from our buffer */
+            CHECK_OK(
+                xtq_put(t.ctx, 0, cmd, cmd_len, big, sizeof(big), XTQ_PUT_REMOTE_COMPLETION, &c));
+        int rc = xtq_completion_wait(t.ctx, &c, 30 * SEC);
+        CHECK_EQ(atomic_load(&xtq__faults.put_lost), 0);
+        if (round < 2) {
+            CHECK_OK(rc);
+            CHECK_EQ(atomic_load(&ran), before + 1);
+        } else {
+            CHECK_ERR(rc, -XTQ_EIO);
+            CHECK_EQ(atomic_load(&ran), before);
+        }
+        /* The next put to the same target works. */
+        CHECK_OK(xtq_put(t.ctx, 0, cmd, cmd_len, big, sizeof(big), XTQ_PUT_REMOTE_COMPLETION, &c));
+        CHECK_OK(xtq_completion_wait(t.ctx, &c, 30 * SEC));
+        CHECK_EQ(atomic_load(&ran), before + (round < 2) + 1);
+    }
+    CHECK_EQ(xtq__engine_peers_down(t.ctx->engine), 0);
+    teardown(&t);
+}
+
 /* ---- control traffic has receives of its own --------------------------- */
 
 #define FN_HOLD      3

@@ -84,8 +84,12 @@ reset)
     # under it: the kernel aborts the socket and resets the peer's end.
     n=0
     # `ss -tnpH state established`: Recv-Q Send-Q Local Peer Process.
+    # Only libfabric's, to the other hosts: not the rank's PMIx connection
+    # to its own orted (tcp too), which would fail its finalize.
     while read -r _ _ local peer rest; do
         case $rest in *"pid=$vpid,"*) ;; *) continue ;; esac
+        case ${peer%:*} in 10.99.0.*) ;; *) continue ;; esac
+        [ "${peer%:*}" = "$(mh_addr $victim)" ] && continue
         ip netns exec "${MH_HOSTS[$victim]}" ss -K src "${local%:*}" sport = ":${local##*:}" \
             dst "${peer%:*}" dport = ":${peer##*:}" >/dev/null && n=$((n + 1))
     done < <(ip netns exec "${MH_HOSTS[$victim]}" ss -tnpH state established)

@@ -484,7 +484,8 @@ XTQ_TEST(check)
         CHECK(ran[r] && len == (size_t)n * CAP);
     }
     uint64_t acked = 0, failed = 0, failed_ran = 0, lost = 0, dup = 0, hangs = 0, bad = 0,
-             to_dead_ok = 0, to_dead_failed = 0, refused = 0, unknown = 0;
+             to_dead_ok = 0, to_dead_failed = 0, refused = 0, unknown = 0, not_run = 0,
+             not_run_ran = 0;
     uint64_t max_ok = 0, max_fail = 0, max_call = 0;
     for (int s = 0; s < n; s++) {
         if (!sums[s])
@@ -519,6 +520,11 @@ XTQ_TEST(check)
                 acked++;
                 if (c == 0)
                     lost++;
+            } else if (rc->status == -XTQ_EIO) {
+                /* Lost in the transport, refused by the target for good
+                 * (MISSING): it must not have run. */
+                not_run++;
+                not_run_ran += c != 0;
             } else {
                 failed++;
                 failed_ran += c == 1;
@@ -540,6 +546,9 @@ XTQ_TEST(check)
            (unsigned long long)acked, (unsigned long long)failed, (unsigned long long)failed_ran,
            (unsigned long long)refused, (unsigned long long)to_dead_ok,
            (unsigned long long)to_dead_failed);
+    printf("%llu failed with -XTQ_EIO (lost in the transport, refused by the target: must not "
+           "have run; %llu ran)\n",
+           (unsigned long long)not_run, (unsigned long long)not_run_ran);
     printf("lost %llu, duplicated %llu, hung %llu, corrupted %llu, other errors %llu\n",
            (unsigned long long)lost, (unsigned long long)dup, (unsigned long long)hangs,
            (unsigned long long)bad, (unsigned long long)unknown);
@@ -577,6 +586,7 @@ XTQ_TEST(check)
     CHECK_EQ(hangs, 0);
     CHECK_EQ(bad, 0);
     CHECK_EQ(unknown, 0);
+    CHECK_EQ(not_run_ran, 0);
     /* In flight, nothing outlives the peer timeout by much: the check
      * period (timeout / 8) and a loaded machine's scheduling. */
     CHECK(max_fail <= 2 * timeout_ns);

@@ -33,7 +33,7 @@ struct ack_storm {
 static void ack_one(struct xtq__engine *e, uint64_t seq)
 {
     int err;
-    struct ack_entry *a = xtq__ack_hold(e, 0, seq, 0, &err);
+    struct ack_entry *a = xtq__ack_hold(e, 0, seq, 0, false, &err);
     if (a) /* else another thread's put holds the entry */
         xtq__ack_done(e, a, 0);
 }

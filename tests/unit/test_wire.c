@@ -180,19 +180,31 @@ XTQ_TEST(bad_type)
 XTQ_TEST(unknown_flags)
 {
     size_t len = make_put(msgbuf, 16, 0);
-    hdr_of(msgbuf)->flags = XTQ__WIRE_REMOTE_COMPLETION;
+    const uint32_t put_ok = XTQ__WIRE_REMOTE_COMPLETION | XTQ__WIRE_RESEND;
+    hdr_of(msgbuf)->flags = put_ok;
     CHECK_OK(validate(msgbuf, len));
-    for (unsigned b = 1; b < 32; b++) {
+    for (unsigned b = 0; b < 32; b++) {
+        if (put_ok & (1u << b))
+            continue;
         hdr_of(msgbuf)->flags = XTQ__WIRE_REMOTE_COMPLETION | (1u << b);
         CHECK_ERR(validate(msgbuf, len), -XTQ_EPROTO);
     }
-    /* An ACK defines no flag. */
-    struct xtq__wire_hdr h;
-    xtq__wire_hdr_init(&h, XTQ__MSG_ACK, KEY, 0, 7);
-    for (unsigned b = 0; b < 32; b++) {
-        h.flags = 1u << b;
-        memcpy(msgbuf, &h, sizeof(h));
-        CHECK_ERR(validate(msgbuf, 64), -XTQ_EPROTO);
+    /* An ACK defines MISSING alone, an ASK defines ASK_AGAIN alone. */
+    static const struct {
+        enum xtq__msg_type type;
+        uint32_t ok;
+    } only[] = {{XTQ__MSG_ACK, XTQ__WIRE_MISSING}, {XTQ__MSG_ASK, XTQ__WIRE_ASK_AGAIN}};
+    for (size_t k = 0; k < ARRAY_SIZE(only); k++) {
+        struct xtq__wire_hdr h;
+        xtq__wire_hdr_init(&h, only[k].type, KEY, 0, 7);
+        for (unsigned b = 0; b < 32; b++) {
+            h.flags = 1u << b;
+            memcpy(msgbuf, &h, sizeof(h));
+            if (h.flags == only[k].ok)
+                CHECK_OK(validate(msgbuf, 64));
+            else
+                CHECK_ERR(validate(msgbuf, 64), -XTQ_EPROTO);
+        }
     }
 }
 

@@ -206,7 +206,7 @@ static struct ack_entry *ring_of(struct xtq__engine *e, uint32_t src)
 }
 
 struct ack_entry *xtq__ack_hold(struct xtq__engine *e, uint32_t src, uint64_t seq,
-                                uint32_t result_len, int *err)
+                                uint32_t result_len, bool resend, int *err)
 {
     struct ack_entry *ring = ring_of(e, src);
     *err = 0;
@@ -216,14 +216,25 @@ struct ack_entry *xtq__ack_hold(struct xtq__engine *e, uint32_t src, uint64_t se
     }
     /* The initiator's window keeps at most `window` puts unacknowledged,
      * so entry seq % window is free unless the peer runs another window
-     * size or repeats itself. */
+     * size or repeats itself. The entry remembers the last seq it served:
+     * that seq again is a copy (a resend that crossed its original), an
+     * older one a late copy of a put long answered; neither runs. A put
+     * refused as MISSING (ack_reask) runs only as its resend. */
     struct ack_entry *a = &ring[seq % e->window];
     xtq__mutex_lock(&e->ack_lock);
-    if (a->state != ACK_FREE || (a->sent && a->seq == seq)) {
-        *err = a->seq == seq ? -XTQ_EALREADY : -XTQ_EPROTO;
+    bool revive = a->used && a->seq == seq && a->missing && resend && a->state == ACK_FREE;
+    if (!revive && a->used && seq <= a->seq) {
+        *err = -XTQ_EALREADY;
         pthread_mutex_unlock(&e->ack_lock);
         return NULL;
     }
+    if (a->state != ACK_FREE) {
+        *err = -XTQ_EPROTO;
+        pthread_mutex_unlock(&e->ack_lock);
+        return NULL;
+    }
+    a->used = true;
+    a->missing = false;
     a->state = ACK_HELD;
     a->sent = false;
     a->result_inflight = false;
@@ -466,28 +477,62 @@ void xtq__ack_unrecorded(struct xtq__engine *e, int dest, uint64_t seq, int stat
         ack_counted(e, dest);
 }
 
-void xtq__ack_reask(struct xtq__engine *e, uint32_t src, uint64_t seq)
+/* Caller holds ack_lock: the put `seq` has not arrived here, and entry `a`
+ * may stand for it: nothing else holds the entry, and the last put it
+ * served is older. A receive region is posted: while none is (tasks hold
+ * them all), puts wait unmatched in the provider, and the ASK, on the
+ * control channel, may have overtaken this one; a region posted again
+ * takes what waited at once. */
+static bool may_refuse(const struct xtq__engine *e, const struct ack_entry *a, uint64_t seq)
 {
-    struct ack_entry *ring = e->peers[src].acks;
+    return a->state == ACK_FREE && !a->result_inflight && (!a->used || a->seq < seq) &&
+           atomic_load_explicit(&e->regions_out, memory_order_relaxed) < e->nregions;
+}
+
+void xtq__ack_reask(struct xtq__engine *e, uint32_t src, uint64_t seq, bool again)
+{
+    struct ack_entry *ring = ring_of(e, src); /* a progress turn */
     struct xtq__wire_hdr h;
-    bool answer = false;
+    bool answer = false, refused = false;
     if (!ring)
-        return; /* no put of theirs arrived yet */
+        return;
     struct ack_entry *a = &ring[seq % e->window];
     xtq__wire_hdr_init(&h, XTQ__MSG_ACK, e->ctx->job_key, (uint32_t)e->ctx->rank, seq);
     xtq__mutex_lock(&e->ack_lock);
     /* Held or queued: its ack is on its way. A result still being sent:
      * likewise. Sent: again, on the control channel; a result cannot be
      * sent twice (its block is gone), so that put fails with -XTQ_EIO
-     * rather than wait for ever. Another seq: that put has not arrived. */
-    if (a->seq == seq && a->state == ACK_FREE && a->sent && !a->result_inflight) {
+     * rather than wait for ever. Refused before: MISSING again. Not here
+     * (another seq): on the first ask it may still be on its way; asked
+     * again (a quarter timeout later), it was lost (a connection the transport replaced dropped
+     * what it held, a message that arrived malformed): the entry becomes
+     * its tombstone, so that a late copy never runs, and the initiator
+     * sends it again (RESEND) or fails it, knowing it did not run. */
+    if (a->used && a->seq == seq && a->state == ACK_FREE && a->sent && !a->result_inflight) {
         h.status = a->status ? a->status : a->result_len ? -XTQ_EIO : 0;
+        h.flags = a->missing ? XTQ__WIRE_MISSING : 0;
         answer = true;
+    } else if (again && may_refuse(e, a, seq)) {
+        a->used = true;
+        a->missing = true;
+        a->sent = true;
+        a->seq = seq;
+        a->status = -XTQ_EIO;
+        a->result_len = 0;
+        h.status = -XTQ_EIO;
+        h.flags = XTQ__WIRE_MISSING;
+        answer = refused = true;
     }
     pthread_mutex_unlock(&e->ack_lock);
     if (answer && xtq__ctrl_send(e, (int)src, &h) == 0) {
-        XTQ_LOG_ONCE(ENGINE, INFO, "rank %u asked again for an ack (put %llu); sent", src,
-                     (unsigned long long)seq);
+        if (refused)
+            XTQ_LOG_ONCE(ENGINE, WARN,
+                         "rank %u asked again for put %llu, which never arrived here (lost in "
+                         "the transport); answered MISSING",
+                         src, (unsigned long long)seq);
+        else
+            XTQ_LOG_ONCE(ENGINE, INFO, "rank %u asked again for an ack (put %llu); sent", src,
+                         (unsigned long long)seq);
         ack_counted(e, (int)src);
     }
 }
@@ -604,7 +649,7 @@ void xtq__ctrl_recv(struct xtq__engine *e, struct ctrl_rx *c, size_t len, fi_add
         else if (hdr->type == XTQ__MSG_ACK)
             xtq__initiator_ack(e, hdr, NULL);
         else
-            xtq__ack_reask(e, hdr->src_rank, hdr->seq);
+            xtq__ack_reask(e, hdr->src_rank, hdr->seq, hdr->flags & XTQ__WIRE_ASK_AGAIN);
     }
     if (!atomic_load(&e->stop))
         ctrl_post(e, c);

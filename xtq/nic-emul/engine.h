@@ -143,6 +143,7 @@ struct xtq__engine_faults {
     _Atomic uint32_t result_alloc; /* a result buffer cannot be allocated */
     _Atomic uint32_t ack_send;     /* an ack's send returns -FI_EIO */
     _Atomic uint32_t ack_drop;     /* an ack is lost after it left */
+    _Atomic uint32_t put_lost;     /* an arriving put is dropped unread (a reset) */
 };
 extern struct xtq__engine_faults xtq__faults;
 /* Take one from a count: whether it was nonzero. */

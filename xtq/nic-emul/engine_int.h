@@ -58,6 +58,7 @@ struct rx_region {
      * the furthest end, and a release the provider reported too early. */
     size_t landed, landed_end;
     bool release_pending;
+    bool out; /* released by the provider, not posted again yet */
 };
 
 /*
@@ -81,6 +82,8 @@ struct ack_entry {
     bool sent;            /* its ack left: seq and status are the last put's */
     bool result_inflight; /* its result's send has not completed yet */
     bool pooled;          /* block from the result pool */
+    bool used;            /* seq names a put that arrived, or a tombstone */
+    bool missing;         /* tombstone: asked for, never arrived (MISSING) */
     int32_t status;
     int32_t dest;
     uint32_t result_len; /* the put's result bytes */
@@ -199,6 +202,8 @@ struct put_slot {
     size_t result_len;
     struct put_trigger *trig; /* a triggered put, until the slot is free */
     uint64_t local_at;        /* ns: when it left (LOCAL), for re-asks */
+    uint8_t asks;             /* ASKs since it (last) left */
+    uint8_t resends;          /* times sent again after a MISSING answer */
     bool detach_at_local;
     /* Wire header, plus the command where it is gathered here, plus the
      * payload where it is copied (eager, or more pieces than the provider
@@ -206,7 +211,8 @@ struct put_slot {
     uint8_t *stage;
     size_t stage_cap;
     /* The send as the caller made it, for the progress turn that makes it
-     * (XTQ_ENDPOINT_OWNER=progress): layout, pieces, and the queue link. */
+     * (XTQ_ENDPOINT_OWNER=progress): layout, pieces, and the queue link.
+     * The layout is kept for every put: one staged whole may be resent. */
     struct put_layout txl;
     struct iovec txiov[WIRE_IOV_MAX];
     uint8_t txniov;
@@ -253,6 +259,9 @@ struct xtq__engine {
     /* target.c */
     struct rx_region *regions;
     unsigned nregions;
+    /* Regions the provider released that are not posted again (tasks
+     * still point into them): messages may wait unmatched meanwhile. */
+    _Atomic uint32_t regions_out;
 
     /* XTQ_ENDPOINT_OWNER=progress: only the progress thread (or, in manual
      * mode, whoever progresses) uses the endpoint; puts wait in txq, acks
@@ -387,11 +396,12 @@ int xtq__acks_open(struct xtq__engine *e);
 void xtq__acks_close(struct xtq__engine *e);
 /* A put (`seq` from `src`) arrived (progress turn): its entry, HELD, with
  * a zero-filled result buffer of result_len bytes where asked. NULL when
- * it cannot be recorded (*err: -XTQ_EALREADY for a duplicate, -XTQ_EPROTO
- * for an entry another put holds, -XTQ_ENOMEM); an entry with *err set
- * (its result could not be allocated) must be acknowledged with *err. */
+ * it cannot be recorded (*err: -XTQ_EALREADY for a duplicate, an older
+ * put, or one refused as MISSING that is not its resend; -XTQ_EPROTO for
+ * an entry another put holds, -XTQ_ENOMEM); an entry with *err set (its
+ * result could not be allocated) must be acknowledged with *err. */
 struct ack_entry *xtq__ack_hold(struct xtq__engine *e, uint32_t src, uint64_t seq,
-                                uint32_t result_len, int *err);
+                                uint32_t result_len, bool resend, int *err);
 /* The task's result buffer of a held entry (NULL when none). */
 void *xtq__ack_result(const struct ack_entry *a);
 /* The put's outcome is known: send its ack (with the result when status
@@ -405,8 +415,9 @@ void xtq__ack_sent(struct xtq__engine *e, void *send, int status);
 /* Send queued acks (progress thread); returns how many left the queue. */
 int xtq__acks_flush(struct xtq__engine *e);
 /* The initiator asks again for the ack of put `seq` (a control message):
- * sent again if it left already, else it is on its way. */
-void xtq__ack_reask(struct xtq__engine *e, uint32_t src, uint64_t seq);
+ * sent again if it left already, else it is on its way; asked `again`
+ * for a put that never arrived: refused for good and answered MISSING. */
+void xtq__ack_reask(struct xtq__engine *e, uint32_t src, uint64_t seq, bool again);
 /* The control channel: post its receives (create); send a header on it
  * (0, or the fabric's error; a progress turn where the progress thread
  * owns the endpoint); one arrived (progress turn: `len` bytes from

@@ -21,6 +21,11 @@ static const uint8_t zero_pad[64];
  * put copied whole (more pieces than the provider gathers) must not pin a
  * megabyte per slot. */
 #define STAGE_KEEP 16384
+/* Puts up to this size (wire bytes) that the provider does not inject
+ * (tcp injects 64 bytes) are copied whole into the stage: a copy of a few
+ * KiB costs little next to the send, and a put staged whole can be sent
+ * again if the transport loses it (a connection reset; slot_missing). */
+#define STAGE_COPY_MAX 4096
 /* Longest wait between evaluations of armed triggers: signals a device
  * changes are polled (nothing on the host sees the change), host-side
  * changes kick the engine and this is a safety net. */
@@ -309,6 +314,68 @@ static void slot_sent(struct xtq__engine *e, struct put_slot *s, ssize_t rc, boo
     pthread_mutex_unlock(&e->put_lock);
 }
 
+static ssize_t put_transmit(struct xtq__engine *e, struct put_slot *s, const struct put_layout *l,
+                            const struct iovec *iov, size_t niov);
+
+/* Times one put is sent again after MISSING answers before it fails. */
+#define RESEND_MAX 8
+
+/*
+ * The target never got put `s` and refused it for good (a MISSING answer
+ * to an ASK_AGAIN; acks.c): the copy was lost in the transport (a
+ * connection the transport replaced dropped what it held, or it arrived
+ * malformed). A put staged whole (injected or copied: every small put) is
+ * sent again, marked RESEND, which the target runs once; one gathered
+ * from the caller's buffers cannot be (they are the caller's again since
+ * LOCAL) and fails with -XTQ_EIO: it did not run. Caller holds put_lock;
+ * released here.
+ */
+static void slot_missing(struct xtq__engine *e, struct put_slot *s, int status)
+{
+    bool staged = s->txl.how == SEND_INJECT || s->txl.how == SEND_COPY;
+    bool local = s->state & SLOT_LOCAL;
+    if (!local || !staged || s->resends >= RESEND_MAX) {
+        /* Not LOCAL: the transport never completed its send (and may
+         * still hold the buffers): DONE now, LOCAL when it lets go. */
+        XTQ_LOG_ONCE(ENGINE, WARN,
+                     "put %llu to rank %d was lost in the transport and not run there; it "
+                     "fails (%s)",
+                     (unsigned long long)s->seq, s->target,
+                     !local   ? "the transport never completed its send"
+                     : staged ? "sent again too often"
+                              : "its buffers are the caller's again");
+        s->state |= SLOT_ACKED;
+        if (!s->status)
+            s->status = status ? status : -XTQ_EIO;
+        slot_finish(e, s);
+        pthread_mutex_unlock(&e->put_lock);
+        return;
+    }
+    XTQ_LOG_ONCE(ENGINE, WARN, "put %llu to rank %d was lost in the transport; sending it again",
+                 (unsigned long long)s->seq, s->target);
+    s->resends++;
+    s->asks = 0;
+    s->state &= ~(uint32_t)SLOT_LOCAL;
+    s->state |= SLOT_SENDING;
+    ((struct xtq__wire_hdr *)s->stage)->flags |= XTQ__WIRE_RESEND;
+    struct iovec iov = {s->stage, s->txl.total};
+    struct put_layout l = s->txl;
+    pthread_mutex_unlock(&e->put_lock);
+    ssize_t rc = put_transmit(e, s, &l, &iov, 1);
+    if (rc != -FI_EAGAIN) {
+        slot_sent(e, s, rc, l.how == SEND_INJECT);
+        return;
+    }
+    /* The transport is full: as if it left, so that the next ASK brings
+     * the next MISSING and another try. */
+    xtq__mutex_lock(&e->put_lock);
+    s->state &= ~(uint32_t)SLOT_SENDING;
+    slot_local_locked(e, s, 0, 0);
+    if (!s->state)
+        slot_release(e, s);
+    pthread_mutex_unlock(&e->put_lock);
+}
+
 void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr, const void *result)
 {
     uint32_t src = hdr->src_rank;
@@ -319,6 +386,15 @@ void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr, 
         pthread_mutex_unlock(&e->put_lock);
         XTQ_LOG_ONCE(ENGINE, WARN, "ack from rank %u names seq %llu, not in flight; dropped", src,
                      (unsigned long long)hdr->seq);
+        return;
+    }
+    if (hdr->flags & XTQ__WIRE_MISSING) {
+        /* A resend on its way is answered by its own ack. */
+        if (s->state & SLOT_SENDING) {
+            pthread_mutex_unlock(&e->put_lock);
+            return;
+        }
+        slot_missing(e, s, hdr->status);
         return;
     }
     s->state |= SLOT_ACKED;
@@ -404,13 +480,37 @@ void xtq__puts_reask(struct xtq__engine *e)
         xtq__mutex_lock(&e->put_lock);
         for (uint32_t i = 0; p->busy && i < e->window; i++) {
             struct put_slot *s = &p->slots[i];
-            if ((s->state & (SLOT_BUSY | SLOT_LOCAL | SLOT_ACKED)) != (SLOT_BUSY | SLOT_LOCAL) ||
-                now - s->local_at < after)
+            uint32_t st = s->state;
+            if (!(st & SLOT_BUSY) || (st & (SLOT_ARMED | SLOT_SENDING)))
                 continue;
+            /* A send the transport has not completed for a peer timeout
+             * (4 rounds) while the peer talks: its connection was replaced
+             * under it (a reset), and it may never complete. Acked: DONE,
+             * LOCAL when the transport lets go. Not acked: asked, as a put
+             * that left is. */
+            bool local = st & SLOT_LOCAL;
+            if (now - s->local_at < (local || s->asks ? after : 4 * after))
+                continue;
+            if (st & SLOT_ACKED) {
+                if (!local) {
+                    XTQ_LOG_ONCE(ENGINE, WARN,
+                                 "the transport never completed the send of put %llu to rank "
+                                 "%d, acknowledged; DONE, LOCAL once the transport lets go",
+                                 (unsigned long long)s->seq, r);
+                    slot_finish(e, s);
+                }
+                continue;
+            }
             /* Lost on the way, or the task still runs: ask (on the
              * control channel; best effort, again next round). */
             struct xtq__wire_hdr h;
             xtq__wire_hdr_init(&h, XTQ__MSG_ASK, e->ctx->job_key, (uint32_t)e->ctx->rank, s->seq);
+            /* Asked before, unanswered: if it is not there, it was lost
+             * (acks.c answers MISSING). */
+            if (s->asks)
+                h.flags = XTQ__WIRE_ASK_AGAIN;
+            if (s->asks < UINT8_MAX)
+                s->asks++;
             s->local_at = now;
             if (xtq__ctrl_send(e, r, &h) == 0)
                 xtq__bell_ring(e, r);
@@ -490,12 +590,15 @@ static int put_layout(const struct xtq__engine *e, size_t cmd_len, const struct 
     size_t tail = l->pieces + (l->pad2 ? 1 : 0);
     /* Small puts (up to the provider's inject size) are copied whole and
      * injected: one copy of a few hundred bytes costs less than a gathered
-     * send and its completion (the eager protocol). Larger payloads are
+     * send and its completion (the eager protocol); up to STAGE_COPY_MAX
+     * they are copied whole and sent from the stage. Larger payloads are
      * gathered from the caller's buffers where the provider takes that
      * many pieces (tcp and shm take 4: the command then joins the header),
      * and copied into the stage only beyond. */
     if (l->total <= e->ofi.inject_size)
         l->how = SEND_INJECT;
+    else if (l->total <= STAGE_COPY_MAX)
+        l->how = SEND_COPY;
     else if (2 + (l->pad1 ? 1 : 0) + tail <= limit)
         l->how = SEND_GATHER;
     else if (1 + tail <= limit)
@@ -792,6 +895,7 @@ int xtq__triggers_poll(struct xtq__engine *e)
         struct put_trigger *t = e->trig_ready;
         trig_unlink(e, t);
         t->slot->state |= SLOT_SENDING;
+        t->slot->local_at = now; /* fired: asked about from now on */
         *fire_tail = t;
         fire_tail = &t->next;
     }
@@ -1017,6 +1121,10 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
     s->result = req->result;
     s->result_len = req->result_len;
     s->counter = req->counter;
+    s->txl = l;
+    s->asks = 0;
+    s->resends = 0;
+    s->local_at = xtq__now_ns(); /* issued; LOCAL sets it again */
     if (s->counter)
         xtq__counter_attach(s->counter);
     if (p->busy++ == 0)
@@ -1059,6 +1167,7 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
         xtq__engine_wake(e);
     } else {
         ssize_t src;
+        uint64_t refused_at = 0;
         for (;;) {
             src = put_transmit(e, s, &l, iov, niov);
             if (src != -FI_EAGAIN)
@@ -1067,6 +1176,20 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
              * has completed the slot with -XTQ_EHOSTDOWN. */
             if (atomic_load(&p->down))
                 break;
+            /* A transport that takes nothing for a whole peer timeout
+             * from a peer not heard from as long is a peer gone: the call
+             * returns, whether or not a progress turn got to the liveness
+             * check. A peer that talks but takes nothing is overloaded
+             * (its regions held by backlogged tasks): flow control. */
+            uint64_t now = xtq__now_ns();
+            uint64_t heard = atomic_load_explicit(&p->last_heard, memory_order_relaxed);
+            if (!refused_at) {
+                refused_at = now;
+            } else if (e->peer_timeout_ns && now - refused_at >= e->peer_timeout_ns &&
+                       now > heard && now - heard >= e->peer_timeout_ns) {
+                xtq__peer_down(e, target, "took no message for XTQ_PEER_TIMEOUT_MS");
+                break;
+            }
             if (xtq__engine_progress(e) == 0)
                 sched_yield();
         }

@@ -38,13 +38,23 @@ static int cq_poll(struct xtq__engine *e, bool polite, bool *drained)
             fi_cq_strerror(e->ofi.cq, err.prov_errno, err.err_data, buf, sizeof(buf));
             if (kind == CTX_PUT) {
                 struct put_slot *s = err.op_context;
-                /* A connection the peer reset or refused (tcp) is the peer
-                 * gone, seen before the liveness timeout: fail its puts the
-                 * same way, -XTQ_EHOSTDOWN. */
+                /* A connection reset or refused (tcp): the transport lets
+                 * go of the message, which may or may not have arrived.
+                 * LOCAL as if it left: the ASK finds out (acked, or
+                 * MISSING: sent again, or failed knowing it did not run;
+                 * initiator.c). A peer that is gone is declared down by
+                 * the liveness timeout, not by one lost connection, which
+                 * the transport replaces. */
                 if (err.err == FI_ECONNRESET || err.err == FI_ECONNREFUSED ||
                     err.err == FI_ECONNABORTED || err.err == FI_ENOTCONN ||
                     err.err == FI_EHOSTUNREACH) {
-                    xtq__peer_down(e, s->target, fi_strerror(err.err));
+                    XTQ_LOG_ONCE(OFI, WARN,
+                                 "a put's connection to rank %d failed (%s); asking whether it "
+                                 "arrived",
+                                 s->target, fi_strerror(err.err));
+                    xtq__slot_local(e, s, 0, 0);
+                    n++;
+                    continue;
                 } else {
                     XTQ_LOG_ONCE(OFI, ERROR, "a put failed in the transport: %s (%s)",
                                  fi_strerror(err.err), buf);

@@ -28,6 +28,10 @@ static int region_post(struct rx_region *r)
     r->landed_end = 0;
     r->release_pending = false;
     int rc = xtq__ofi_post_multi_recv(&r->e->ofi, r->buf, r->len, r);
+    if (rc == 0 && r->out) {
+        r->out = false;
+        atomic_fetch_sub(&r->e->regions_out, 1);
+    }
     /* -FI_ENOMEM: the provider's receive entries are all taken (shm holds
      * unexpected messages in them): like -FI_EAGAIN, again next turn. */
     if (rc == -FI_EAGAIN || rc == -FI_ENOMEM) {
@@ -89,6 +93,10 @@ void xtq__region_landed(struct rx_region *r, const void *buf, size_t len)
 
 void xtq__region_released(struct rx_region *r, uint64_t flags)
 {
+    if (!r->out) {
+        r->out = true;
+        atomic_fetch_add(&r->e->regions_out, 1);
+    }
     if ((flags & FI_RECV) || region_filled(r)) {
         xtq__region_put(r);
         return;
@@ -344,12 +352,15 @@ void xtq__live_free(struct xtq__engine *e)
 static struct ack_entry *put_record(struct xtq__engine *e, const struct xtq__wire_hdr *hdr,
                                     int *err)
 {
-    struct ack_entry *a = xtq__ack_hold(e, hdr->src_rank, hdr->seq, hdr->result_len, err);
+    struct ack_entry *a = xtq__ack_hold(e, hdr->src_rank, hdr->seq, hdr->result_len,
+                                        hdr->flags & XTQ__WIRE_RESEND, err);
     if (a)
         return a;
     if (*err == -XTQ_EALREADY) {
-        XTQ_LOG_ONCE(ENGINE, WARN, "rank %u sent put %llu twice; dropped", hdr->src_rank,
-                     (unsigned long long)hdr->seq);
+        /* A copy: a resend that crossed its original, or a late original
+         * of a put answered MISSING. Runs once, or not at all. */
+        XTQ_LOG_ONCE(ENGINE, INFO, "rank %u sent put %llu again, or late; dropped the copy",
+                     hdr->src_rank, (unsigned long long)hdr->seq);
         return NULL;
     }
     if (*err == -XTQ_EPROTO)
@@ -442,10 +453,10 @@ void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *bu
             raw->job_key == ctx->job_key && raw->src_rank < (uint32_t)ctx->size &&
             xtq__ofi_source_is(&e->ofi, (int)raw->src_rank, src)) {
             int err;
-            struct ack_entry *a = xtq__ack_hold(e, raw->src_rank, raw->seq, 0, &err);
+            struct ack_entry *a = xtq__ack_hold(e, raw->src_rank, raw->seq, 0, false, &err);
             if (a)
                 xtq__ack_done(e, a, rc);
-            else
+            else if (err != -XTQ_EALREADY) /* a stale header: nothing to answer */
                 xtq__ack_unrecorded(e, (int)raw->src_rank, raw->seq, rc);
         }
         return;
@@ -461,13 +472,18 @@ void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *bu
     }
     if (xtq__fault_dropped(hdr->src_rank))
         return; /* a test's link outage */
+    /* Test hook: a put lost in the transport (a connection replaced). */
+    if (hdr->type == XTQ__MSG_PUT &&
+        unlikely(atomic_load_explicit(&xtq__faults.put_lost, memory_order_relaxed)) &&
+        xtq__fault_take(&xtq__faults.put_lost))
+        return;
     xtq__peer_heard(e, hdr->src_rank);
     if (xtq__probe_recv(e, hdr))
         ; /* liveness only */
     else if (hdr->type == XTQ__MSG_ACK)
         xtq__initiator_ack(e, hdr, payload);
     else if (hdr->type == XTQ__MSG_ASK) /* sent untagged: answered all the same */
-        xtq__ack_reask(e, hdr->src_rank, hdr->seq);
+        xtq__ack_reask(e, hdr->src_rank, hdr->seq, hdr->flags & XTQ__WIRE_ASK_AGAIN);
     else
         handle_put(e, r, hdr, cmd, payload);
 }
