@@ -768,6 +768,9 @@ int main(int argc, char **argv)
                    xtq_coll_team_triggers(A.team) == XTQ_COLL_TRIGGERS_ENGINE
                        ? "engine (triggered XtqPuts)"
                        : "task (the receive task sends the next step)");
+        if (A.team)
+            printf("# xtq: same-host single copy (CMA) from %d of %d peers\n",
+                   xtq_coll_team_cma_peers(A.team), A.size - 1);
         printf("# GPU: %s\n", A.gpu_ok ? ar_gpu_name() : A.gpu_why);
     }
     /* GPU paths that do not use the CUDA agent first: xtqgpu starts its

@@ -65,6 +65,23 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   xtq_add_mpi_case(NAME coll.short_piece.shm.np2 NP 2 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> short_piece TIMEOUT 120)
   list(APPEND coll_cases coll.short_piece.shm.np2)
+  # Same-host single copy: peers read large pieces from the sender (shm),
+  # nobody does on tcp; forged pieces pointing elsewhere are refused.
+  foreach(np 2 3)
+    xtq_add_mpi_case(NAME coll.cma.shm.np${np} NP ${np} PROVIDER shm LABEL coll
+                     COMMAND $<TARGET_FILE:test_coll> cma TIMEOUT 300)
+    list(APPEND coll_cases coll.cma.shm.np${np})
+  endforeach()
+  xtq_add_mpi_case(NAME coll.cma.task.shm.np3 NP 3 PROVIDER shm LABEL coll
+                   COMMAND $<TARGET_FILE:test_coll> cma TIMEOUT 300 ENV XTQ_COLL_TRIGGERS=task)
+  xtq_add_mpi_case(NAME coll.cma.tcp.np2 NP 2 PROVIDER tcp LABEL coll
+                   COMMAND $<TARGET_FILE:test_coll> cma TIMEOUT 300)
+  list(APPEND coll_cases coll.cma.task.shm.np3 coll.cma.tcp.np2)
+  foreach(how address pid)
+    xtq_add_mpi_case(NAME coll.cma_forged_${how}.shm.np2 NP 2 PROVIDER shm LABEL coll
+                     COMMAND $<TARGET_FILE:test_coll> cma_forged ${how} TIMEOUT 120)
+    list(APPEND coll_cases coll.cma_forged_${how}.shm.np2)
+  endforeach()
   # Both trigger modes whatever the default is: the cases above run the
   # default (auto), these pin each mode (creation fails where the pinned
   # mode cannot run, so a silent fallback cannot pass them).
