@@ -137,9 +137,11 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
     endforeach()
   endif()
   # Under TSan (CI: ctest -L tsan): tasks on agent workers against the
-  # caller's thread, every algorithm, and a mismatch.
+  # caller's thread, every algorithm (large pieces read by the workers
+  # from the senders: same-host single copy), a mismatch, a failed read.
   if(XTQ_SANITIZE STREQUAL "thread")
-    foreach(t coll.algorithms.shm.np3 coll.mismatch_count.ring.shm.np3)
+    foreach(t coll.algorithms.shm.np3 coll.mismatch_count.ring.shm.np3
+              coll.cma_forged_address.shm.np2)
       set_property(TEST ${t} APPEND PROPERTY LABELS tsan)
       set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
                    "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 suppressions=${CMAKE_CURRENT_LIST_DIR}/tsan.supp")
