@@ -43,7 +43,10 @@
 #     STAGES='allreduce_strong allreduce_ctest'. Stage allreduce_triggers
 #     (about 4 minutes): libxtq_coll's trigger modes, XTQ_COLL_TRIGGERS=task
 #     against engine (triggered XtqPuts), alternating, xtq and xtqgpu, 2 and
-#     4 ranks (apps/allreduce/triggers_ab.sh).
+#     4 ranks (apps/allreduce/triggers_ab.sh). Stage allreduce_cma (about
+#     4 minutes): same-host single copy, XTQ_COLL_CMA=off against auto,
+#     alternating, with the MPI in the same runs: xtq/mpi for each setting,
+#     4 and 2 ranks, 64 KiB - 64 MiB (the issue 13 target: <= 1 from 1 MiB).
 # 11. (stage "owner", not in the default list) who owns the endpoint,
 #     XTQ_ENDPOINT_OWNER=shared against progress: bench/ab_compare.sh,
 #     round trip, message rate and the target's process CPU alternating
@@ -389,11 +392,27 @@ if want allreduce; then
     --csv $W/allreduce/gpu.np2.csv >$W/allreduce/gpu.np2.txt 2>&1
   # "# xtq: triggers engine" is the engine-triggered path (the default
   # where the engine's triggered puts pass the team's probe).
-  echo "rc=$?"; grep -E "^# (xtq: triggers|mode|SKIP|Avg|Out)|^# ratios|^ +[0-9]+ +[0-9.-]+ " $W/allreduce/gpu.np2.txt | tail -62
+  echo "rc=$?"; grep -E "^# (xtq: triggers|xtq: same-host|mode|SKIP|Avg|Out)|^# ratios|^ +[0-9]+ +[0-9.-]+ " $W/allreduce/gpu.np2.txt | tail -63
   stage "allreduce: CPU paths, 4 ranks, 16 cores (target: xtq <= mpi from 1 MiB)"
   timeout 150 "${MPI[@]}" -np 4 $AR --modes mpi,xtq --sizes 8-64M --iters 20 --commit $COMMIT \
     --machine "$(hostname), 16 cores" --csv $W/allreduce/cpu.np4.csv >$W/allreduce/cpu.np4.txt 2>&1
-  echo "rc=$?"; grep -E "^# ratios" -A 30 $W/allreduce/cpu.np4.txt
+  echo "rc=$?"; grep -E "^# xtq: same-host" $W/allreduce/cpu.np4.txt; grep -E "^# ratios" -A 30 $W/allreduce/cpu.np4.txt
+  pack
+fi
+if want allreduce_cma; then
+  mkdir -p $W/allreduce
+  stage "allreduce: same-host single copy, XTQ_COLL_CMA off vs auto, with mpi (4 and 2 ranks)"
+  # summary.txt: xtq/mpi per size for off (the transport carries each
+  # piece) and auto (the receiving task reads it from the sender); the mpi
+  # rows' auto/off is the noise. strace counts of the copies if present.
+  BUILD_DIR=$B AB_VAR=XTQ_COLL_CMA AB_A=off AB_B=auto MODES=mpi,xtq RANKS="4 2" ROUNDS=3 \
+    ITERS=20 SIZES=64K,256K,1M,4M,16M,64M MACHINE="$(hostname), 16 cores" timeout 330 \
+    "$ROOT/apps/allreduce/triggers_ab.sh" $W/allreduce/cma >$W/allreduce/cma.txt 2>&1
+  echo "rc=$?"; cat $W/allreduce/cma/summary.txt; grep -c . $W/allreduce/cma/raw.csv
+  if command -v strace >/dev/null; then
+    BUILD_DIR=$B RANKS="4" ITERS=6 timeout 120 "$ROOT/apps/allreduce/copies_strace.sh" \
+      $W/allreduce/cma/copies.txt; cat $W/allreduce/cma/copies.txt
+  fi
   pack
 fi
 if want allreduce_strong; then

@@ -30,6 +30,14 @@
  * triggered puts still armed (engine mode) or fires what it still owed
  * (task mode; no peer waits for it either way), and returns the error.
  * A member that learns of it does the same.
+ *
+ * Same-host teams (the shm provider) move pieces larger than
+ * XTQ_COLL_CMA_MIN the way Open MPI's vader does: the put carries only the
+ * header with the piece's address in the sender, and the receiving task
+ * reads it with process_vm_readv (CMA) straight into place (allgather
+ * steps: one copy instead of the transport's plus ours) or a cache-sized
+ * chunk at a time into the reduction. Such puts ask for remote
+ * completion: the sender's instance ends only once every reader has read.
  */
 #include "coll_int.h"
 
@@ -40,7 +48,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "coll_cuda.h"
 #include "coll_exec.h"
@@ -179,6 +189,17 @@ struct xtq_coll_team {
     xtq_queue_t *queue;
     xtq_kernel_t *kernel;
     int bounded, engine;
+    /* Same host: per peer, whether it reads our pieces itself (CMA). */
+    uint8_t *cma_peer;
+    int cma_peers;
+    /* Receiving side: whether this rank reads peers' memory at all (the
+     * shm provider, host memory, not XTQ_COLL_CMA=off), and each peer's
+     * pid as its probe showed it (0: none); a piece that names another
+     * process is refused. */
+    int cma_recv;
+    _Atomic int32_t *peer_pid;
+    uint64_t cma_min;   /* bytes: larger pieces go by CMA */
+    uint64_t cma_probe; /* what a peer's probe reads here */
     unsigned inflight, nslots;
     struct coll_slot *slots;
     uint64_t next_instance;
@@ -416,6 +437,67 @@ static int put_now(struct xtq_coll_team *t, int peer, const void *cmd, size_t cm
     return xtq_put(t->ctx, t->ranks[peer], cmd, cmd_len, payload, len, flags, comp);
 }
 
+/* Whether send `op` leaves its piece in place for the peer to read. */
+static int send_by_cma(const struct xtq_coll_team *t, const struct coll_op *op, size_t esize)
+{
+    return t->cma_peer && op->type == COLL_OP_SEND && t->cma_peer[op->peer] &&
+           op->cnt * esize > t->cma_min;
+}
+
+/* Read `bytes` at `addr` in process `pid` into `dst` (CMA). */
+static int cma_read(pid_t pid, uint64_t addr, void *dst, size_t bytes)
+{
+    while (bytes > 0) {
+        struct iovec l = {dst, bytes}, r = {(void *)(uintptr_t)addr, bytes};
+        ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int err = n < 0 ? errno : EFAULT;
+            return err == ESRCH                    ? -XTQ_EHOSTDOWN
+                   : err == EPERM || err == EACCES ? -XTQ_EPERM
+                   : err == ENOSYS                 ? -XTQ_ENOSYS
+                   : err == ENOMEM                 ? -XTQ_ENOMEM
+                                                   : -XTQ_ERANGE;
+        }
+        dst = (uint8_t *)dst + n;
+        addr += (uint64_t)n;
+        bytes -= (size_t)n;
+    }
+    return 0;
+}
+
+/* coll_src.read of a DATA_CMA message: its header says where. */
+static int cma_src_read(const struct coll_src *src, uint64_t off, void *dst, size_t bytes)
+{
+    const struct coll_hdr *h = src->ctx;
+    return cma_read((pid_t)h->src_pid, src->addr + off, dst, bytes);
+}
+
+/* A CMA probe from a peer: read its word; remember its pid if it reads. */
+static int cma_probe_task(struct xtq_coll_team *t, const struct coll_hdr *h)
+{
+    uint64_t word = 0;
+    int rc;
+
+    if (!t->cma_recv || h->src_pid <= 0)
+        return -XTQ_ENOSYS;
+    rc = cma_read((pid_t)h->src_pid, h->src_addr, &word, sizeof(word));
+    if (rc == 0 && word != h->count)
+        rc = -XTQ_EPROTO;
+    if (rc == 0)
+        atomic_store_explicit(&t->peer_pid[h->sender], h->src_pid, memory_order_release);
+    return rc;
+}
+
+/* A DATA_CMA piece names the process its probe named, on a team that
+ * reads peers at all. */
+static int cma_src_ok(struct xtq_coll_team *t, const struct coll_hdr *h)
+{
+    return t->cma_recv && h->src_pid > 0 &&
+           atomic_load_explicit(&t->peer_pid[h->sender], memory_order_acquire) == h->src_pid;
+}
+
 static void defer_send(struct xtq_coll_req *req, uint32_t si)
 {
     struct xtq_coll_team *t = req->team;
@@ -450,7 +532,13 @@ static void issue(struct xtq_coll_req *req, uint32_t si)
     xtq_signal_t *trig = NULL;
     int rc;
 
-    if (op->type == COLL_OP_SEND && op->cnt) {
+    uint32_t flags = XTQ_PUT_NONBLOCKING;
+
+    if (send_by_cma(t, op, slot->exec.esize)) {
+        /* The header says where the piece is; the reader's task must
+         * have run before this send counts as done. */
+        flags |= XTQ_PUT_REMOTE_COMPLETION;
+    } else if (op->type == COLL_OP_SEND && op->cnt) {
         const uint8_t *base =
             t->gpu ? (op->buf == COLL_BUF_SCRATCH ? slot->mscratch : t->mirror[op->buf])
                    : (const uint8_t *)slot->exec.buf[op->buf];
@@ -460,7 +548,7 @@ static void issue(struct xtq_coll_req *req, uint32_t si)
     if (t->engine && op->ndeps && !req->aborted)
         trig = slot->trig[si];
     rc = put_now(t, op->peer, req->cmd + (size_t)si * req->cmd_len, req->cmd_len, payload, len,
-                 XTQ_PUT_NONBLOCKING, &req->comp[si], trig);
+                 flags, &req->comp[si], trig);
     if (rc == -XTQ_EAGAIN) {
         defer_send(req, si);
         return;
@@ -505,7 +593,7 @@ static void task_fail(struct xtq_coll_team *t, int err)
 }
 
 /* A message for a posted instance. */
-static int deliver(struct xtq_coll_req *req, const struct coll_hdr *h, const void *data,
+static int deliver(struct xtq_coll_req *req, const struct coll_hdr *h, const struct coll_src *src,
                    int stashed)
 {
     const struct coll_sched *s = &req->sched->s;
@@ -532,17 +620,24 @@ static int deliver(struct xtq_coll_req *req, const struct coll_hdr *h, const voi
              h->sender, (unsigned long long)h->cnt);
         return -XTQ_EPROTO;
     }
-    int rc = coll_exec_arrive(&slot->exec, (uint32_t)ri, data, stashed);
+    int rc = stashed ? coll_exec_arrive(&slot->exec, (uint32_t)ri, src->local, 1)
+                     : coll_exec_arrive_src(&slot->exec, (uint32_t)ri, src);
     if (rc)
         note(req->team, "message %u from rank %u (%llu elements): %s", h->seq, h->sender,
-             (unsigned long long)h->cnt, rc == -XTQ_ENOSPC ? "stash full" : "arrived twice");
+             (unsigned long long)h->cnt,
+             rc == -XTQ_ENOSPC   ? "stash full"
+             : rc == -XTQ_EPROTO ? "arrived twice"
+                                 : xtq_strerror(rc));
+    else if (src->read && atomic_load(&slot->exec.error))
+        note(req->team, "message %u from rank %u: reading it from rank %u's memory: %s", h->seq,
+             h->sender, h->sender, xtq_strerror(atomic_load(&slot->exec.error)));
     return rc;
 }
 
 /* Keep a message for an instance not posted yet; 1 when the post came
  * first after all (deliver it now). */
 static int keep_early(struct xtq_coll_team *t, struct coll_slot *slot, const struct coll_hdr *h,
-                      const void *payload)
+                      const struct coll_src *src)
 {
     uint64_t c = atomic_load_explicit(&slot->ctl, memory_order_acquire), bytes;
     struct coll_early *rec;
@@ -561,7 +656,7 @@ static int keep_early(struct xtq_coll_team *t, struct coll_slot *slot, const str
     rec->h = *h;
     rec->data = NULL;
     bytes = h->cnt * xtq_datatype_size((enum xtq_datatype)h->type);
-    if (h->kind == COLL_MSG_DATA && bytes) {
+    if ((h->kind == COLL_MSG_DATA || h->kind == COLL_MSG_DATA_CMA) && bytes) {
         if (h->type >= XTQ_DT_COUNT || bytes / h->cnt != xtq_datatype_size(h->type)) {
             atomic_store_explicit(&rec->ready, 2, memory_order_release);
             return -XTQ_EPROTO;
@@ -575,7 +670,13 @@ static int keep_early(struct xtq_coll_team *t, struct coll_slot *slot, const str
                  (unsigned long long)bytes, h->sender, (unsigned long long)t->stash_cap);
             return -XTQ_ENOSPC;
         }
-        memcpy(copy, payload, bytes);
+        int rc = coll_src_copy(src, 0, copy, bytes);
+        if (rc) {
+            atomic_store_explicit(&rec->ready, 2, memory_order_release);
+            note(t, "%llu bytes from rank %u: reading them from its memory: %s",
+                 (unsigned long long)bytes, h->sender, xtq_strerror(rc));
+            return rc;
+        }
         rec->data = copy;
     }
     atomic_store_explicit(&rec->ready, 1, memory_order_release);
@@ -602,6 +703,9 @@ static int payload_fits(const struct coll_hdr *h, size_t len)
 
     if (h->kind == COLL_MSG_CREDIT)
         return len == 0;
+    if (h->kind == COLL_MSG_DATA_CMA) /* the elements stay with the sender */
+        return len == 0 && (unsigned)h->type < XTQ_DT_COUNT && h->cnt <= h->count &&
+               h->cnt <= (UINT64_MAX >> 8);
     if ((unsigned)h->type >= XTQ_DT_COUNT || !(es = xtq_datatype_size((enum xtq_datatype)h->type)))
         return 0;
     return h->cnt <= len / es && h->cnt * es == len;
@@ -640,7 +744,11 @@ static void coll_task(const xtq_dispatch_t *d, void *kernarg)
     case COLL_MSG_ABORT:
         on_abort(t, h);
         goto out;
+    case COLL_MSG_CMA_PROBE:
+        rc = cma_probe_task(t, h);
+        goto out;
     case COLL_MSG_DATA:
+    case COLL_MSG_DATA_CMA:
     case COLL_MSG_CREDIT:
         break;
     default:
@@ -667,10 +775,20 @@ static void coll_task(const xtq_dispatch_t *d, void *kernarg)
         rc = -XTQ_EBADMSG;
         note(t, "message %u from rank %u: %llu elements of %s, but %zu bytes came", h->seq,
              h->sender, (unsigned long long)h->cnt, xtq_datatype_name(h->type), plen);
+    } else if (h->kind == COLL_MSG_DATA_CMA && !cma_src_ok(t, h)) {
+        rc = -XTQ_EBADMSG;
+        note(t, "message %u from rank %u points into process %d, which this rank may not read",
+             h->seq, h->sender, (int)h->src_pid);
     } else {
-        rc = keep_early(t, slot, h, payload);
+        struct coll_src src = {.local = payload};
+        if (h->kind == COLL_MSG_DATA_CMA) {
+            src.read = cma_src_read;
+            src.ctx = (void *)h;
+            src.addr = h->src_addr;
+        }
+        rc = keep_early(t, slot, h, &src);
         if (rc == 1)
-            rc = deliver(slot->inst, h, payload, 0);
+            rc = deliver(slot->inst, h, &src, 0);
     }
     if (rc) {
         if (atomic_load_explicit(&slot->ctl, memory_order_acquire) & COLL_CTL_POSTED)
@@ -863,33 +981,6 @@ static int post(struct xtq_coll_req *req)
     req->issued = calloc(ns + 1, 1);
     if (!req->comp || !req->cmd || !req->send_left || !req->issued)
         return -XTQ_ENOMEM;
-    for (uint32_t si = 0; si < ns; si++) {
-        const struct coll_op *op = &s->ops[s->send_op[si]];
-        struct coll_hdr h;
-        size_t len;
-
-        hdr_init(t, &h, op->type == COLL_OP_SEND_CREDIT ? COLL_MSG_CREDIT : COLL_MSG_DATA);
-        h.type = (uint8_t)req->type;
-        h.op = (uint8_t)req->op;
-        h.alg = (uint8_t)req->sched->p.alg;
-        h.ckind = (uint8_t)req->kind;
-        h.handshake = (uint8_t)req->sched->p.handshake;
-        h.slot = (uint16_t)req->slot;
-        h.seq = op->seq;
-        h.root = req->kind == XTQ_COLL_REDUCE ? req->root : 0;
-        h.instance = req->instance;
-        h.count = req->count;
-        h.piece = req->sched->p.piece_elems;
-        h.off = op->off;
-        h.cnt = op->cnt;
-        rc = build_cmd(t, &h, req->cmd + (size_t)si * req->cmd_len, req->cmd_len, &len);
-        if (rc)
-            return rc;
-        atomic_store_explicit(&req->send_left[si], op->ndeps, memory_order_relaxed);
-        if (t->engine)
-            xtq_signal_store(slot->trig[si], op->ndeps);
-    }
-
     /* Buffers. A reduce's non-root ranks work in the team's vector. */
     e->s = s;
     e->ops = &exec_ops;
@@ -930,6 +1021,38 @@ static int post(struct xtq_coll_req *req)
                         (uint8_t *)e->buf[c->src] + c->src_off * e->esize, c->cnt * e->esize);
         }
     }
+    for (uint32_t si = 0; si < ns; si++) {
+        const struct coll_op *op = &s->ops[s->send_op[si]];
+        struct coll_hdr h;
+        size_t len;
+
+        hdr_init(t, &h, op->type == COLL_OP_SEND_CREDIT ? COLL_MSG_CREDIT : COLL_MSG_DATA);
+        h.type = (uint8_t)req->type;
+        h.op = (uint8_t)req->op;
+        h.alg = (uint8_t)req->sched->p.alg;
+        h.ckind = (uint8_t)req->kind;
+        h.handshake = (uint8_t)req->sched->p.handshake;
+        h.slot = (uint16_t)req->slot;
+        h.seq = op->seq;
+        h.root = req->kind == XTQ_COLL_REDUCE ? req->root : 0;
+        h.instance = req->instance;
+        h.count = req->count;
+        h.piece = req->sched->p.piece_elems;
+        h.off = op->off;
+        h.cnt = op->cnt;
+        if (send_by_cma(t, op, e->esize)) {
+            h.kind = COLL_MSG_DATA_CMA;
+            h.src_pid = (int32_t)getpid();
+            h.src_addr = (uint64_t)(uintptr_t)((uint8_t *)e->buf[op->buf] + op->off * e->esize);
+        }
+        rc = build_cmd(t, &h, req->cmd + (size_t)si * req->cmd_len, req->cmd_len, &len);
+        if (rc)
+            return rc;
+        atomic_store_explicit(&req->send_left[si], op->ndeps, memory_order_relaxed);
+        if (t->engine)
+            xtq_signal_store(slot->trig[si], op->ndeps);
+    }
+
     int kept_err = atomic_load(&e->error);
     coll_exec_reset(e);
     if (kept_err)
@@ -951,7 +1074,8 @@ static int post(struct xtq_coll_req *req)
             xtq_progress(t->ctx);
         if (ready != 1)
             continue;
-        rc = deliver(req, &rec->h, rec->data, 1);
+        struct coll_src kept = {.local = rec->data};
+        rc = deliver(req, &rec->h, &kept, 1);
         if (rc)
             fail_inst(req, rc);
     }
@@ -1504,6 +1628,84 @@ static int engine_triggers_work(struct xtq_coll_team *t)
     return rc == 0;
 }
 
+/*
+ * Same-host single copy (XTQ_COLL_CMA): where every rank shares this host
+ * (the shm provider), each rank asks every peer to read a word of its
+ * memory with process_vm_readv (a probe put with remote completion; the
+ * peer's task fails it when the read fails or finds another value) and
+ * sends its large pieces by address to the peers that could. A peer that
+ * cannot (ptrace restrictions, another user, a container without CMA)
+ * gets the piece in the put as before; "on" fails the team instead.
+ */
+/* Before the team's kernel is registered: a peer's probe may come as soon
+ * as it is. */
+static int cma_init(struct xtq_coll_team *t)
+{
+    const char *mode = param_value("XTQ_COLL_CMA");
+    const char *prov = xtq_provider_name(t->ctx);
+
+    t->cma_min = param_size("XTQ_COLL_CMA_MIN", 4096);
+    t->cma_recv = !(mode && strcmp(mode, "off") == 0) && !t->gpu && t->size > 1 && prov &&
+                  strcmp(prov, "shm") == 0;
+    if (!t->cma_recv)
+        return 0;
+    t->peer_pid = calloc((size_t)t->size, sizeof(*t->peer_pid));
+    return t->peer_pid ? 0 : -XTQ_ENOMEM;
+}
+
+static int cma_setup(struct xtq_coll_team *t)
+{
+    const char *mode = param_value("XTQ_COLL_CMA");
+    const char *prov = xtq_provider_name(t->ctx);
+    int64_t deadline = now_ns() + (t->timeout_ns ? t->timeout_ns : INT64_MAX / 4);
+    int forced = mode && strcmp(mode, "on") == 0;
+
+    if (mode && strcmp(mode, "off") == 0)
+        return 0;
+    if (!t->cma_recv) {
+        if (forced) {
+            coll_err("XTQ_COLL_CMA=on, but this team's ranks are not all on one host's shm "
+                     "provider (provider %s%s)\n",
+                     prov ? prov : "?", t->gpu ? ", device memory" : "");
+            return -XTQ_ENOSYS;
+        }
+        return 0;
+    }
+    t->cma_peer = calloc((size_t)t->size, 1);
+    if (!t->cma_peer)
+        return -XTQ_ENOMEM;
+    t->cma_probe = ((uint64_t)t->id << 32) ^ (uint64_t)getpid() ^ 0x434d4158ull;
+    for (int q = 0; q < t->size; q++) {
+        struct coll_hdr h;
+        int rc;
+        if (q == t->rank)
+            continue;
+        hdr_init(t, &h, COLL_MSG_CMA_PROBE);
+        h.src_pid = (int32_t)getpid();
+        h.src_addr = (uint64_t)(uintptr_t)&t->cma_probe;
+        h.count = t->cma_probe;
+        rc = put_sync(t, q, &h, deadline);
+        if (rc == 0) {
+            t->cma_peer[q] = 1;
+            t->cma_peers++;
+        } else if (forced) {
+            coll_err("XTQ_COLL_CMA=on, but rank %d cannot read this process's memory: %s\n", q,
+                     xtq_strerror(rc));
+            return -XTQ_ENOSYS;
+        }
+    }
+    if (t->cma_peers == 0) {
+        free(t->cma_peer);
+        t->cma_peer = NULL;
+    }
+    return 0;
+}
+
+int xtq_coll_team_cma_peers(const xtq_coll_team_t *t)
+{
+    return t ? t->cma_peers : -1;
+}
+
 static uint32_t team_hash(const int *ranks, int n, uint32_t index)
 {
     uint32_t h = 2166136261u ^ index;
@@ -1557,6 +1759,8 @@ static void team_free(struct xtq_coll_team *t)
         coll_gpu_close(t->gpu);
     }
     free(t->rwork);
+    free(t->cma_peer);
+    free((void *)t->peer_pid);
     free(t->ranks);
     free(t);
 }
@@ -1632,7 +1836,7 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
     }
     t->alg = (mask & XTQ_COLL_TEAM_ATTR_FIELD_ALG) ? attr->alg : param_alg();
     t->th.rd_max = param_size("XTQ_COLL_RD_MAX", 16384);
-    t->th.ring_min = param_size("XTQ_COLL_RING_MIN", 1u << 20);
+    t->th.ring_min = param_size("XTQ_COLL_RING_MIN", 2u << 20);
     t->piece_bytes = param_size("XTQ_COLL_PIECE", 256u << 10);
     if (t->piece_bytes < 64)
         t->piece_bytes = 64;
@@ -1643,6 +1847,9 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
     t->engine = !(trig && strcmp(trig, "task") == 0);
 
     rc = xtq_signal_create(0, &t->event);
+    if (rc)
+        goto fail;
+    rc = cma_init(t);
     if (rc)
         goto fail;
     t->slots = calloc(t->nslots, sizeof(*t->slots));
@@ -1715,6 +1922,11 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
         t->engine = 0;
     }
     rc = team_barrier(t);
+    if (rc)
+        goto fail;
+    /* After the barrier: every member's task is registered. Each rank
+     * decides only for its own sends, so the members need not agree. */
+    rc = cma_setup(t);
     if (rc)
         goto fail;
     *out = t;

@@ -1,6 +1,7 @@
 /* The receive side of a collective instance (coll_exec.h). */
 #include "coll_exec.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,17 +103,104 @@ static void apply(struct coll_exec *e, const struct coll_op *op, const void *in)
         coll_exec_fail(e, rc);
 }
 
+int coll_src_copy(const struct coll_src *src, uint64_t off, void *dst, size_t bytes)
+{
+    if (bytes == 0)
+        return 0;
+    if (src->read)
+        return src->read(src, off, dst, bytes);
+    memcpy(dst, (const uint8_t *)src->local + off, bytes);
+    return 0;
+}
+
+/* A reduction reads a remote piece through this many bytes of the calling
+ * thread's memory at a time: small enough to stay in its core's cache
+ * between the read and the reduction. */
+#define COLL_BOUNCE_BYTES (64u << 10)
+
+static pthread_key_t bounce_key;
+static pthread_once_t bounce_once = PTHREAD_ONCE_INIT;
+static int bounce_key_ok;
+
+static void bounce_key_init(void)
+{
+    bounce_key_ok = pthread_key_create(&bounce_key, free) == 0;
+}
+
+/* The calling thread's buffer (an agent worker's; freed when it exits). */
+static uint8_t *bounce_get(void)
+{
+    uint8_t *b;
+
+    pthread_once(&bounce_once, bounce_key_init);
+    if (!bounce_key_ok)
+        return NULL;
+    b = pthread_getspecific(bounce_key);
+    if (!b) {
+        b = aligned_alloc(64, COLL_BOUNCE_BYTES);
+        if (b && pthread_setspecific(bounce_key, b) != 0) {
+            free(b);
+            b = NULL;
+        }
+    }
+    return b;
+}
+
+/* The data operation of one receive whose input is `src`: a copy reads
+ * straight into place; a reduction reads a bounce buffer's worth at a
+ * time and reduces it while it is in cache. */
+static void apply_src(struct coll_exec *e, const struct coll_op *op, const struct coll_src *src)
+{
+    uint64_t per;
+    uint8_t *b;
+    int rc;
+
+    if (!src->read) {
+        apply(e, op, src->local);
+        return;
+    }
+    if (op->cnt == 0)
+        return;
+    if (op->type == COLL_OP_RECV_COPY && !e->apply_hook) {
+        rc = src->read(src, 0, at(e, op->buf, op->off), op->cnt * e->esize);
+        if (rc)
+            coll_exec_fail(e, rc);
+        return;
+    }
+    b = bounce_get();
+    per = (e->chunk_bytes && e->chunk_bytes < COLL_BOUNCE_BYTES ? e->chunk_bytes
+                                                                : COLL_BOUNCE_BYTES) /
+          e->esize;
+    if (!b || per == 0) {
+        coll_exec_fail(e, -XTQ_ENOMEM);
+        return;
+    }
+    for (uint64_t done = 0; done < op->cnt; done += per) {
+        struct coll_op sub = *op;
+        sub.cnt = op->cnt - done < per ? op->cnt - done : per;
+        sub.off = op->off + done;
+        sub.aoff = op->aoff + done;
+        rc = src->read(src, done * e->esize, b, sub.cnt * e->esize);
+        if (rc) {
+            coll_exec_fail(e, rc);
+            return;
+        }
+        apply(e, &sub, b);
+    }
+}
+
 /* Run receive ri, then whatever its completion makes runnable. */
-static void run(struct coll_exec *e, uint32_t ri, const void *in)
+static void run(struct coll_exec *e, uint32_t ri, const struct coll_src *first)
 {
     const struct coll_sched *s = e->s;
     uint32_t stack[64], n = 0;
-    const void *data = in;
+    struct coll_src kept = {0};
+    const struct coll_src *src = first;
 
     for (;;) {
         const struct coll_op *op = &s->ops[s->recv_op[ri]];
 
-        apply(e, op, data);
+        apply_src(e, op, src);
         atomic_fetch_or_explicit(&e->rstate[ri], COLL_RS_DONE, memory_order_release);
         for (uint32_t k = s->succ_first[ri]; k < s->succ_first[ri + 1]; k++) {
             const struct coll_op *succ = &s->ops[s->succ[k]];
@@ -123,24 +211,28 @@ static void run(struct coll_exec *e, uint32_t ri, const void *in)
             uint32_t old =
                 atomic_fetch_sub_explicit(&e->rstate[succ->index], 1, memory_order_acq_rel);
             if ((old & COLL_RS_PREDS) == 1 && (old & COLL_RS_ARRIVED)) {
-                if (n < 64)
+                if (n < 64) {
                     stack[n++] = succ->index;
-                else
-                    run(e, succ->index, e->rstash[succ->index]);
+                } else {
+                    struct coll_src st = {.local = e->rstash[succ->index]};
+                    run(e, succ->index, &st);
+                }
             }
         }
         e->ops->recv_done(e, ri);
         if (n == 0)
             return;
         ri = stack[--n];
-        data = e->rstash[ri];
+        kept.local = e->rstash[ri];
+        src = &kept;
     }
 }
 
-int coll_exec_arrive(struct coll_exec *e, uint32_t ri, const void *data, int stashed)
+static int arrive(struct coll_exec *e, uint32_t ri, const struct coll_src *src, int stashed)
 {
     const struct coll_op *op = &e->s->ops[e->s->recv_op[ri]];
     uint32_t st = atomic_load_explicit(&e->rstate[ri], memory_order_acquire);
+    const void *data = src->local;
     uint32_t old;
 
     if (st & (COLL_RS_ARRIVED | COLL_RS_DONE))
@@ -149,19 +241,37 @@ int coll_exec_arrive(struct coll_exec *e, uint32_t ri, const void *data, int sta
         /* Its inputs are done and only this message was missing: nobody
          * else runs it (a completion runs only an ARRIVED receive). */
         atomic_fetch_or_explicit(&e->rstate[ri], COLL_RS_ARRIVED, memory_order_relaxed);
-        run(e, ri, data);
+        run(e, ri, src);
         return 0;
     }
     if (!stashed && op->cnt > 0) {
         void *copy = coll_exec_stash_alloc(e, op->cnt * e->esize);
         if (!copy)
             return -XTQ_ENOSPC;
-        memcpy(copy, data, op->cnt * e->esize);
+        int rc = coll_src_copy(src, 0, copy, op->cnt * e->esize);
+        if (rc) {
+            coll_exec_fail(e, rc);
+            return rc;
+        }
         data = copy;
     }
     e->rstash[ri] = data;
     old = atomic_fetch_or_explicit(&e->rstate[ri], COLL_RS_ARRIVED, memory_order_acq_rel);
-    if ((old & COLL_RS_PREDS) == 0)
-        run(e, ri, data); /* its last input completed meanwhile */
+    if ((old & COLL_RS_PREDS) == 0) {
+        /* its last input completed meanwhile */
+        struct coll_src kept = {.local = data};
+        run(e, ri, &kept);
+    }
     return 0;
+}
+
+int coll_exec_arrive(struct coll_exec *e, uint32_t ri, const void *data, int stashed)
+{
+    struct coll_src src = {.local = data};
+    return arrive(e, ri, &src, stashed);
+}
+
+int coll_exec_arrive_src(struct coll_exec *e, uint32_t ri, const struct coll_src *src)
+{
+    return arrive(e, ri, src, 0);
 }

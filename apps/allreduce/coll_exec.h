@@ -28,6 +28,20 @@ extern "C" {
 
 struct coll_exec;
 
+/*
+ * Where a message's elements are: in local memory (`local`), or still in
+ * the sender's memory, read on demand by `read` (same-host teams: the
+ * receiving task copies straight from the sender, as Open MPI's vader
+ * does with CMA). `read` copies `bytes` from byte `off` of the message to
+ * `dst` and returns 0 or -XTQ_E*.
+ */
+struct coll_src {
+    const void *local;
+    int (*read)(const struct coll_src *src, uint64_t off, void *dst, size_t bytes);
+    void *ctx;
+    uint64_t addr;
+};
+
 /* What a receive's completion does outside the receive side. */
 struct coll_exec_ops {
     /* One of the receives that send `send_index` waits for has run. */
@@ -51,6 +65,9 @@ struct coll_exec {
     const void **rstash;      /* per receive: where its stashed message is */
     uint8_t *stash;
     uint64_t stash_cap;
+    /* Bytes a reduction reads from a remote source at a time (0: 64 KiB,
+     * and never more; tests set it small to cut pieces into chunks). */
+    uint64_t chunk_bytes;
     _Atomic uint64_t stash_used;
     _Atomic uint64_t stash_peak; /* bytes stashed in all, for tests */
     _Atomic int error;           /* first error (-XTQ_E*) */
@@ -74,6 +91,19 @@ void *coll_exec_stash_alloc(struct coll_exec *e, uint64_t bytes);
  * post). Returns 0 or -XTQ_ENOSPC (stash full), -XTQ_EPROTO (arrived twice).
  */
 int coll_exec_arrive(struct coll_exec *e, uint32_t ri, const void *data, int stashed);
+
+/*
+ * The same for a message whose elements may still be in the sender's
+ * memory (src->read set): a copying receive that can run reads them
+ * straight into place (one copy), a reducing one through a small
+ * cache-resident buffer of the calling thread, one that cannot run yet
+ * into the stash. Every read happens before this returns. A failed read
+ * fails the instance (coll_exec_fail); one into the stash is also returned.
+ */
+int coll_exec_arrive_src(struct coll_exec *e, uint32_t ri, const struct coll_src *src);
+
+/* Copy `bytes` of `src` from byte `off` to `dst` (memcpy or src->read). */
+int coll_src_copy(const struct coll_src *src, uint64_t off, void *dst, size_t bytes);
 
 /* Record the first error of the instance. */
 void coll_exec_fail(struct coll_exec *e, int err);

@@ -14,13 +14,19 @@
 extern "C" {
 #endif
 
-#define COLL_MAGIC 0x4c4f4358u /* "XCOL", version 1 */
+#define COLL_MAGIC 0x4c4f4358u /* "XCOL" */
 
 enum coll_msg_kind {
     COLL_MSG_DATA = 1,   /* a step's piece (or a zero-length one) */
     COLL_MSG_CREDIT = 2, /* handshake: the receiver has posted */
     COLL_MSG_ABORT = 3,  /* the sender's instance failed: every rank fails it */
     COLL_MSG_HELLO = 4,  /* team barrier (creation, destruction) */
+    /* A step's piece left in the sender's memory (src_pid, src_addr): the
+     * receiving task reads it itself (same host, CMA), like DATA else. */
+    COLL_MSG_DATA_CMA = 5,
+    /* Team creation: can the receiver read the sender's memory? It reads
+     * 8 bytes at src_addr and compares them with `count`. */
+    COLL_MSG_CMA_PROBE = 6,
 };
 
 /*
@@ -47,6 +53,9 @@ struct coll_hdr {
     uint64_t count;
     uint64_t piece; /* elements per piece */
     uint64_t off, cnt;
+    uint64_t src_addr; /* DATA_CMA, CMA_PROBE: where the elements are */
+    int32_t src_pid;   /* ... in this process (the sender) */
+    uint32_t reserved;
 };
 
 /* Kernel arguments of every step (CPU and CUDA agents alike). Arguments 0

@@ -671,7 +671,7 @@ int main(int argc, char **argv)
     if (rc)
         DIE("xtq_init: %s", xtq_strerror(rc));
     TH.rd_max = 16384;
-    TH.ring_min = 1u << 20;
+    TH.ring_min = 2u << 20;
     {
         /* The HSA path chooses as libxtq_coll does (XTQ_COLL_RD_MAX...). */
         xtq_param_info_t pi;
@@ -768,6 +768,9 @@ int main(int argc, char **argv)
                    xtq_coll_team_triggers(A.team) == XTQ_COLL_TRIGGERS_ENGINE
                        ? "engine (triggered XtqPuts)"
                        : "task (the receive task sends the next step)");
+        if (A.team)
+            printf("# xtq: same-host single copy (CMA) from %d of %d peers\n",
+                   xtq_coll_team_cma_peers(A.team), A.size - 1);
         printf("# GPU: %s\n", A.gpu_ok ? ar_gpu_name() : A.gpu_why);
     }
     /* GPU paths that do not use the CUDA agent first: xtqgpu starts its

@@ -65,6 +65,23 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   xtq_add_mpi_case(NAME coll.short_piece.shm.np2 NP 2 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> short_piece TIMEOUT 120)
   list(APPEND coll_cases coll.short_piece.shm.np2)
+  # Same-host single copy: peers read large pieces from the sender (shm),
+  # nobody does on tcp; forged pieces pointing elsewhere are refused.
+  foreach(np 2 3)
+    xtq_add_mpi_case(NAME coll.cma.shm.np${np} NP ${np} PROVIDER shm LABEL coll
+                     COMMAND $<TARGET_FILE:test_coll> cma TIMEOUT 300)
+    list(APPEND coll_cases coll.cma.shm.np${np})
+  endforeach()
+  xtq_add_mpi_case(NAME coll.cma.task.shm.np3 NP 3 PROVIDER shm LABEL coll
+                   COMMAND $<TARGET_FILE:test_coll> cma TIMEOUT 300 ENV XTQ_COLL_TRIGGERS=task)
+  xtq_add_mpi_case(NAME coll.cma.tcp.np2 NP 2 PROVIDER tcp LABEL coll
+                   COMMAND $<TARGET_FILE:test_coll> cma TIMEOUT 300)
+  list(APPEND coll_cases coll.cma.task.shm.np3 coll.cma.tcp.np2)
+  foreach(how address pid)
+    xtq_add_mpi_case(NAME coll.cma_forged_${how}.shm.np2 NP 2 PROVIDER shm LABEL coll
+                     COMMAND $<TARGET_FILE:test_coll> cma_forged ${how} TIMEOUT 120)
+    list(APPEND coll_cases coll.cma_forged_${how}.shm.np2)
+  endforeach()
   # Both trigger modes whatever the default is: the cases above run the
   # default (auto), these pin each mode (creation fails where the pinned
   # mode cannot run, so a silent fallback cannot pass them).
@@ -120,9 +137,11 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
     endforeach()
   endif()
   # Under TSan (CI: ctest -L tsan): tasks on agent workers against the
-  # caller's thread, every algorithm, and a mismatch.
+  # caller's thread, every algorithm (large pieces read by the workers
+  # from the senders: same-host single copy), a mismatch, a failed read.
   if(XTQ_SANITIZE STREQUAL "thread")
-    foreach(t coll.algorithms.shm.np3 coll.mismatch_count.ring.shm.np3)
+    foreach(t coll.algorithms.shm.np3 coll.mismatch_count.ring.shm.np3
+              coll.cma_forged_address.shm.np2)
       set_property(TEST ${t} APPEND PROPERTY LABELS tsan)
       set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
                    "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 suppressions=${CMAKE_CURRENT_LIST_DIR}/tsan.supp")

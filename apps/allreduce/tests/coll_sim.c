@@ -329,9 +329,27 @@ static int same_call(const struct sim_rank *a, const struct sim_rank *b)
            a->p.piece_elems == b->p.piece_elems;
 }
 
+/* A piece still in its sender's buffer, read by the receiver (by_reader). */
+struct reader {
+    struct sim *m;
+    const uint8_t *base; /* the sender's piece */
+    uint8_t *into_place; /* where a copying receive's elements go */
+};
+
+static int sim_read(const struct coll_src *src, uint64_t off, void *dst, size_t bytes)
+{
+    const struct reader *rd = src->ctx;
+    rd->m->res->reads++;
+    rd->m->res->read_bytes += bytes;
+    if ((uint8_t *)dst == rd->into_place + off)
+        rd->m->res->copy_reads++;
+    memcpy(dst, rd->base + off, bytes);
+    return 0;
+}
+
 /* A message (or a kept one) meets its receive. */
 static void match(struct sim *m, struct sim_rank *r, int src, uint32_t seq, uint64_t cnt,
-                  const void *data, int stashed)
+                  const void *data, int stashed, const struct coll_src *rsrc)
 {
     struct sim_rank *from = &m->r[src];
     int64_t ri;
@@ -361,7 +379,14 @@ static void match(struct sim *m, struct sim_rank *r, int src, uint32_t seq, uint
               r->rank, (long long)ri, op->step, src);
         return;
     }
-    int rc = coll_exec_arrive(&r->e, (uint32_t)ri, data, stashed);
+    int rc;
+    if (rsrc) {
+        struct reader *rd = rsrc->ctx;
+        rd->into_place = (uint8_t *)r->e.buf[op->buf] + op->off * m->esize;
+        rc = coll_exec_arrive_src(&r->e, (uint32_t)ri, rsrc);
+    } else {
+        rc = coll_exec_arrive(&r->e, (uint32_t)ri, data, stashed);
+    }
     if (rc)
         failf(m, "rank %d: receive %lld: %s (stash %llu of %llu bytes)", r->rank, (long long)ri,
               xtq_strerror(rc), (unsigned long long)atomic_load(&r->e.stash_used),
@@ -378,9 +403,12 @@ static void deliver(struct sim *m, size_t k)
 
     m->net[k] = m->net[--m->nnet];
     from->sends_delivered++;
-    /* Read the sender's buffer now: as late as a transport may. */
-    if (bytes)
-        memcpy(data, (uint8_t *)from->e.buf[op->buf] + op->off * m->esize, bytes);
+    struct reader rd = {m, (uint8_t *)from->e.buf[op->buf] + op->off * m->esize, NULL};
+    struct coll_src rsrc = {.read = sim_read, .ctx = &rd};
+    /* Read the sender's buffer now: as late as a transport may (by_reader:
+     * the receiver reads it itself, now). */
+    if (bytes && !m->c->by_reader)
+        memcpy(data, rd.base, bytes);
     m->res->msgs++;
     m->res->bytes += bytes;
     if (!to->posted) {
@@ -402,12 +430,15 @@ static void deliver(struct sim *m, size_t k)
                 free(data);
                 return;
             }
-            memcpy(keep, data, bytes);
+            if (m->c->by_reader)
+                (void)coll_src_copy(&rsrc, 0, keep, bytes);
+            else
+                memcpy(keep, data, bytes);
         }
         to->early = realloc(to->early, (to->nearly + 1) * sizeof(*to->early));
         to->early[to->nearly++] = (struct early){g.src, op->seq, op->cnt, keep};
     } else {
-        match(m, to, g.src, op->seq, op->cnt, data, 0);
+        match(m, to, g.src, op->seq, op->cnt, data, 0, m->c->by_reader ? &rsrc : NULL);
     }
     free(data);
 }
@@ -423,7 +454,7 @@ static void post(struct sim *m, struct sim_rank *r)
     }
     r->posted = 1;
     for (uint32_t k = 0; k < r->nearly; k++)
-        match(m, r, r->early[k].src, r->early[k].seq, r->early[k].cnt, r->early[k].data, 1);
+        match(m, r, r->early[k].src, r->early[k].seq, r->early[k].cnt, r->early[k].data, 1, NULL);
     for (uint32_t si = 0; si < s->nsends; si++)
         if (s->ops[s->send_op[si]].ndeps == 0)
             fire(m, r, si);
@@ -496,6 +527,7 @@ void sim_run(const struct sim_case *c, struct sim_result *res)
         r->e.esize = m.esize;
         r->e.stash = r->stash;
         r->e.stash_cap = r->s.stash_bound;
+        r->e.chunk_bytes = c->chunk_elems * m.esize;
         if (c->inplace) {
             memcpy(r->work, r->in, count * m.esize);
             r->e.buf[COLL_BUF_SEND] = NULL;

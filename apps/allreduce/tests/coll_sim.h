@@ -26,15 +26,22 @@ struct sim_case {
     int bad_rank;
     uint64_t bad_count;
     enum xtq_coll_alg bad_alg; /* the bad rank's algorithm (AUTO: the same) */
+    /* Receivers read each piece from the sender's buffer themselves
+     * (coll_exec_arrive_src, as same-host CMA does), reductions in chunks
+     * of chunk_elems (0: the library's default). */
+    int by_reader;
+    uint64_t chunk_elems;
 };
 
 struct sim_result {
     int err; /* 0, or what went wrong (message in `why`) */
     char why[256];
-    uint64_t msgs, bytes; /* messages and payload bytes delivered */
-    uint64_t stash_peak;  /* most bytes stashed by one rank */
-    uint64_t stash_bound; /* largest bound a rank's schedule gave */
-    int detected;         /* mismatch: ranks that saw it */
+    uint64_t msgs, bytes;       /* messages and payload bytes delivered */
+    uint64_t stash_peak;        /* most bytes stashed by one rank */
+    uint64_t stash_bound;       /* largest bound a rank's schedule gave */
+    int detected;               /* mismatch: ranks that saw it */
+    uint64_t reads, read_bytes; /* by_reader: reads of senders' buffers, bytes */
+    uint64_t copy_reads;        /* ... of them straight into a copying receive's place */
 };
 
 /* Run a case; compare results bitwise with the fixed-order reference

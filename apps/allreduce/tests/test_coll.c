@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <xtq/coll.h>
 #include <xtq/xtq.h>
@@ -427,6 +428,126 @@ XTQ_TEST(short_piece)
                          (double)out[i]);
     } else if (rank == 0 && rc != -XTQ_EBADMSG) {
         XTQ_FAIL("rank 0: returned %d (%s), expected 0 or -XTQ_EBADMSG", rc, xtq_errname(rc));
+    }
+    xtq_coll_team_destroy(t);
+    teardown();
+}
+
+/*
+ * Same-host single copy (XTQ_COLL_CMA): on the shm provider every peer
+ * reads this rank's large pieces from its memory (the team's probe
+ * passed); on tcp none does. Every algorithm, in place and not, vectors
+ * whose pieces are above XTQ_COLL_CMA_MIN and above the 64 KiB a
+ * reduction reads at a time, a reduce; then the same on a team made with
+ * XTQ_COLL_CMA=off, which must read nothing.
+ */
+static void cma_round(xtq_coll_team_t *t)
+{
+    static const uint64_t counts[] = {3000, 70001};
+    for (unsigned k = 0; k < 2; k++)
+        for (int inplace = 0; inplace <= 1; inplace++) {
+            one(t, XTQ_COLL_ALLREDUCE, counts[k], XTQ_DT_DOUBLE, XTQ_OP_SUM, inplace, 0);
+            one(t, XTQ_COLL_ALLREDUCE, counts[k], XTQ_DT_INT32, XTQ_OP_MAX, inplace, 0);
+        }
+    one(t, XTQ_COLL_REDUCE, 70001, XTQ_DT_FLOAT, XTQ_OP_SUM, 0, size - 1);
+}
+
+XTQ_TEST(cma)
+{
+    setup();
+    const char *prov = xtq_provider_name(ctx);
+    int want = prov && strcmp(prov, "shm") == 0 ? size - 1 : 0;
+    for (int a = 1; a < XTQ_COLL_ALG_COUNT; a++) {
+        xtq_coll_team_t *t = team_with((enum xtq_coll_alg)a);
+        int got = xtq_coll_team_cma_peers(t);
+        printf("rank %d: %s, provider %s: %d of %d peers read this rank's pieces\n", rank,
+               xtq_coll_alg_name(a), prov, got, size - 1);
+        if (got != want)
+            XTQ_FAIL("rank %d: %d peers read by CMA on provider %s, expected %d", rank, got, prov,
+                     want);
+        cma_round(t);
+        xtq_coll_team_destroy(t);
+    }
+    setenv("XTQ_COLL_CMA", "off", 1);
+    xtq_coll_team_t *t = team_with(XTQ_COLL_ALG_AUTO);
+    if (xtq_coll_team_cma_peers(t) != 0)
+        XTQ_FAIL("rank %d: XTQ_COLL_CMA=off, yet %d peers read by CMA", rank,
+                 xtq_coll_team_cma_peers(t));
+    cma_round(t);
+    xtq_coll_team_destroy(t);
+    unsetenv("XTQ_COLL_CMA");
+    teardown();
+}
+
+/* A forged piece "in rank 0's memory" (2 ranks, shm, recursive doubling):
+ * argv "address": at an address rank 0 has not mapped: rank 1's read
+ * fails and the call fails with -XTQ_ERANGE there, no crash; "pid": in
+ * another process than the one rank 0's probe named: refused unread,
+ * -XTQ_EBADMSG. Rank 0 (the forger) completes exactly or fails the same
+ * way, as in short_piece. */
+XTQ_TEST(cma_forged)
+{
+    const char *how = xtq_test_argc > 0 ? xtq_test_argv[0] : "address";
+    const uint32_t n = 4096;
+    static float in[4096], out[4096];
+    int want = strcmp(how, "pid") == 0 ? -XTQ_EBADMSG : -XTQ_ERANGE;
+
+    setup();
+    const uint32_t index = xtq_table_size(ctx) - 1;
+    if (size != 2)
+        XTQ_SKIP("needs exactly 2 ranks (its forged message is rank 0's first step)");
+    setenv("XTQ_COLL_PIECE", "16384", 1); /* the header's piece: n floats */
+    xtq_coll_team_t *t;
+    xtq_coll_team_attr_t a;
+    memset(&a, 0, sizeof(a));
+    a.field_mask = XTQ_COLL_TEAM_ATTR_FIELD_ALG | XTQ_COLL_TEAM_ATTR_FIELD_INDEX;
+    a.alg = XTQ_COLL_ALG_RD;
+    a.index = index;
+    CHECK_OK(xtq_coll_team_create(ctx, &a, &t));
+    if (xtq_coll_team_cma_peers(t) != 1) {
+        xtq_coll_team_destroy(t);
+        XTQ_SKIP("no same-host single copy here (provider %s)", xtq_provider_name(ctx));
+    }
+    for (uint32_t i = 0; i < n; i++)
+        in[i] = (float)(rank + 1);
+    if (rank == 0) {
+        struct coll_kargs k;
+        uint8_t cmd[XTQ_AQL_PACKET_SIZE + sizeof(k)];
+        size_t len;
+        xtq_completion_t comp;
+
+        memset(&k, 0, sizeof(k));
+        k.extent = 1;
+        k.h.magic = COLL_MAGIC;
+        k.h.kind = COLL_MSG_DATA_CMA;
+        k.h.type = XTQ_DT_FLOAT;
+        k.h.op = XTQ_OP_SUM;
+        k.h.alg = XTQ_COLL_ALG_RD;
+        k.h.team = team_id(size, index);
+        k.h.ckind = XTQ_COLL_ALLREDUCE;
+        k.h.count = n;
+        k.h.piece = n;
+        k.h.cnt = n;
+        k.h.src_pid = strcmp(how, "pid") == 0 ? 1 : (int32_t)getpid();
+        k.h.src_addr = strcmp(how, "pid") == 0 ? (uint64_t)(uintptr_t)in : 4096; /* unmapped */
+        CHECK_OK(xtq_cmd_kernel(cmd, sizeof(cmd), index, index, NULL, &k, sizeof(k), &len));
+        memset(&comp, 0, sizeof(comp));
+        CHECK_OK(xtq_put(ctx, 1, cmd, len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &comp));
+        int prc = xtq_completion_wait(ctx, &comp, XTQ_TIMEOUT_INFINITE);
+        printf("rank 0: forged piece (%s): %s\n", how, xtq_strerror(prc ? prc : comp.status));
+    }
+    int rc = xtq_coll_allreduce(t, in, out, n, XTQ_DT_FLOAT, XTQ_OP_SUM);
+    printf("rank %d: allreduce after a forged piece (%s): %s\n", rank, how, xtq_strerror(rc));
+    if (rank == 1 && rc != want)
+        XTQ_FAIL("rank 1: returned %d (%s), expected %s", rc, xtq_errname(rc), xtq_errname(want));
+    if (rank == 0 && rc == 0) {
+        for (uint32_t i = 0; i < n; i++)
+            if (out[i] != 3.0f)
+                XTQ_FAIL("rank 0: element %u is %g after a completed allreduce, expected 3", i,
+                         (double)out[i]);
+    } else if (rank == 0 && rc != want) {
+        XTQ_FAIL("rank 0: returned %d (%s), expected 0 or %s", rc, xtq_errname(rc),
+                 xtq_errname(want));
     }
     xtq_coll_team_destroy(t);
     teardown();

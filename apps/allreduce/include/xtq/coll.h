@@ -192,6 +192,14 @@ enum xtq_coll_triggers {
 /** The trigger mechanism in use (see XTQ_COLL_TRIGGERS). */
 XTQ_COLL_API enum xtq_coll_triggers xtq_coll_team_triggers(const xtq_coll_team_t *team);
 
+/**
+ * How many peers read this rank's large pieces straight from its memory
+ * (same-host single copy, XTQ_COLL_CMA): 0 when every piece travels in
+ * its put (another provider than shm, CMA refused, device memory, or
+ * XTQ_COLL_CMA=off); -1 for a NULL team.
+ */
+XTQ_COLL_API int xtq_coll_team_cma_peers(const xtq_coll_team_t *team);
+
 XTQ_EXTERN_C_END
 
 #endif /* XTQ_COLL_H */
