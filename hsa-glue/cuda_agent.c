@@ -1217,6 +1217,31 @@ int xtq_cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len)
     return cuda_mem_deregister(agent, addr, len);
 }
 
+int xtq_cuda_quiesce(xtq_agent_t *agent, void (*fn)(void *arg), void *arg)
+{
+    struct cuda_agent *a;
+    int rc, rc2 = 0;
+
+    if (agent == NULL || fn == NULL)
+        return -XTQ_EINVAL;
+    if (agent->kind != XTQ_AGENT_CUDA)
+        return -XTQ_EAGENTKIND;
+    a = to_cuda(agent);
+    /* As around cudaHostUnregister (cuda_mem_deregister): the processor
+     * exits between packets, the device idles, fn's call returns, and the
+     * same module's processor starts again on the same state. */
+    pthread_mutex_lock(&a->lock);
+    bool had = a->running;
+    cudaSetDevice(a->device);
+    rc = processor_stop(a);
+    if (rc == 0)
+        fn(arg);
+    if (had)
+        rc2 = processor_start(a, a->launch, a->tag, a->module_name);
+    pthread_mutex_unlock(&a->lock);
+    return rc ? rc : rc2;
+}
+
 int xtq__cuda_profile(xtq_agent_t *agent, uint64_t out[8])
 {
     XTQ_STATIC_ASSERT(XTQ__CUDA_PROF_STAGES == 8, "prototype in internal.h");
@@ -1350,6 +1375,11 @@ int xtq_cuda_mem_register(xtq_agent_t *agent, void *addr, size_t len)
 }
 
 int xtq_cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len)
+{
+    return -XTQ_ENOAGENT;
+}
+
+int xtq_cuda_quiesce(xtq_agent_t *agent, void (*fn)(void *arg), void *arg)
 {
     return -XTQ_ENOAGENT;
 }

@@ -2,10 +2,11 @@
  * CUDA teams (coll_cuda.h): libxtq_coll's task module for the CUDA agent
  * and the host calls around it.
  *
- * The module holds one task, xtq_coll_cuda_task (<xtq/coll_cuda.cuh>): one
- * work-item per element of a piece, with the reductions of that header; it writes the
- * result to device memory and, for the next step's put, to a pinned host
- * mirror (a push across PCIe: the GPU writes, nobody reads back). The
+ * The module holds one task, xtq_coll_cuda_task (<xtq/coll_cuda.cuh>): its
+ * work-items stride over the elements of a piece, with the reductions of
+ * that header; it writes the result to device memory and, for the next
+ * step's put, to a pinned host mirror (a push across PCIe: the GPU writes,
+ * nobody reads back). The
  * collective's control (which step runs when) stays in the CPU agent's
  * task; it dispatches this task into a local queue of the CUDA agent,
  * which the persistent processor runs with no launch, and waits for it
@@ -16,9 +17,16 @@
  * passes its address (xtq_coll_team_attr_t.cuda_task); this module is then
  * not attached (docs/allreduce.md, "Sharing the CUDA module").
  *
- * All copies and allocations go on this library's own non-blocking stream
- * and the stream-ordered allocator: the legacy default stream, and plain
- * cudaFree, would wait for the processor, which never ends.
+ * The processor is a kernel that runs as long as the agent has a queue, so
+ * the device never idles: every CUDA call here must be one that does not
+ * wait for an idle device. Copies go on this library's own non-blocking
+ * stream; device memory comes from a pool of its own (stream-ordered, and
+ * never trimmed, so a free unmaps nothing while the processor runs); and
+ * pinned host memory is freed with the processor paused
+ * (xtq_cuda_quiesce): cudaFreeHost waits for an idle device, and did so
+ * for ever on the H100 (coll.gpu_team hung at its second size, whose
+ * mirrors replace the first size's; docs/cuda.md, "Calls that wait for an
+ * idle device").
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +47,10 @@ XTQ_CUDA_MODULE(xtq_coll_tasks);
 /* ---- host -------------------------------------------------------------------------- */
 
 #define COLL_GPU_SLOTS 32
+/* Elements per work-item at least before a dispatch takes another
+ * work-group (xtq_cuda_stride_groups): a group's claim and start cost
+ * about what a work-item's few extra rounds of loads do. */
+#define COLL_GPU_PER_ITEM 8
 
 struct coll_gpu_slot {
     xtq_signal_t *sig;
@@ -51,6 +63,8 @@ struct coll_gpu {
     xtq_queue_t *queue;
     xtq_kernel_t *kernel;
     cudaStream_t stream;
+    cudaMemPool_t pool;  /* device memory, never trimmed */
+    uint32_t groups_max; /* work-groups that run at once: the processor's blocks */
     int attached;
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -63,22 +77,77 @@ extern "C" int coll_gpu_supported(int op, int type)
     return xtq_cuda_reduce_supported(op, type);
 }
 
+/* Calls that wait for an idle device, run with the processor paused. */
+static void free_args(void *arg)
+{
+    struct coll_gpu *g = (struct coll_gpu *)arg;
+    for (int i = 0; i < COLL_GPU_SLOTS; i++)
+        if (g->slot[i].args) {
+            cudaFreeHost(g->slot[i].args);
+            g->slot[i].args = NULL;
+        }
+}
+
+static void free_host(void *p)
+{
+    cudaFreeHost(p);
+}
+
+static void destroy_pool(void *arg)
+{
+    struct coll_gpu *g = (struct coll_gpu *)arg;
+    cudaMemPoolDestroy(g->pool);
+    g->pool = NULL;
+}
+
+struct quiesce_call {
+    void (*fn)(void *);
+    void *arg;
+    int ran;
+};
+
+static void quiesce_run(void *arg)
+{
+    struct quiesce_call *c = (struct quiesce_call *)arg;
+    c->fn(c->arg);
+    c->ran = 1;
+}
+
+/* Run `fn` where the device can idle: with the processor paused. Without
+ * an agent (open failed before) no processor of ours runs. */
+static void quiesced(struct coll_gpu *g, void (*fn)(void *), void *arg)
+{
+    struct quiesce_call c = {fn, arg, 0};
+    int rc = g->agent ? xtq_cuda_quiesce(g->agent, quiesce_run, &c) : -XTQ_EINVAL;
+    if (rc && !c.ran) {
+        /* Not paused: the call would wait for ever; leak instead. */
+        if (g->agent) {
+            fprintf(stderr,
+                    "xtq_coll: cannot pause the CUDA processor (%s): pinned or device "
+                    "memory not freed\n",
+                    xtq_strerror(rc));
+            return;
+        }
+        fn(arg);
+    }
+}
+
 extern "C" void coll_gpu_close(struct coll_gpu *g)
 {
     if (!g)
         return;
-    for (int i = 0; i < COLL_GPU_SLOTS; i++) {
+    for (int i = 0; i < COLL_GPU_SLOTS; i++)
         if (g->slot[i].sig)
             xtq_cuda_signal_destroy(g->agent, g->slot[i].sig);
-        if (g->slot[i].args)
-            cudaFreeHost(g->slot[i].args);
-    }
+    quiesced(g, free_args, g);
     if (g->kernel)
         xtq_kernel_destroy(g->kernel);
     if (g->queue)
         xtq_queue_destroy(g->queue);
     if (g->attached)
         xtq_cuda_module_detach(g->agent, xtq_coll_tasks);
+    if (g->pool)
+        quiesced(g, destroy_pool, g);
     if (g->stream)
         cudaStreamDestroy(g->stream);
     pthread_mutex_destroy(&g->lock);
@@ -107,6 +176,27 @@ extern "C" int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, struct coll_gpu **ou
         rc = -XTQ_EIO;
         goto fail;
     }
+    {
+        /* A pool of its own that keeps what it mapped (release threshold:
+         * everything): the default pool trims at every synchronisation,
+         * and unmapping device memory under a running processor is not
+         * a call to make (see the top of this file). */
+        cudaMemPoolProps props;
+        uint64_t keep = UINT64_MAX;
+        int dev = 0;
+        memset(&props, 0, sizeof(props));
+        props.allocType = cudaMemAllocationTypePinned;
+        props.location.type = cudaMemLocationTypeDevice;
+        if (cudaGetDevice(&dev) == cudaSuccess)
+            props.location.id = dev;
+        if (cudaMemPoolCreate(&g->pool, &props) != cudaSuccess ||
+            cudaMemPoolSetAttribute(g->pool, cudaMemPoolAttrReleaseThreshold, &keep) !=
+                cudaSuccess) {
+            snprintf(why, len, "cudaMemPoolCreate: %s", cudaGetErrorString(cudaGetLastError()));
+            rc = -XTQ_EIO;
+            goto fail;
+        }
+    }
     if (!fn) {
         rc = xtq_cuda_module_attach(g->agent, xtq_coll_tasks);
         if (rc) {
@@ -129,6 +219,13 @@ extern "C" int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, struct coll_gpu **ou
     rc = xtq_kernel_create_cuda(g->agent, fn, sizeof(struct xtq_coll_cuda_args), &g->kernel);
     if (rc == 0)
         rc = xtq_queue_create(g->agent, 256, &g->queue);
+    if (rc == 0) {
+        /* The processor's blocks: a dispatch's work-groups beyond them
+         * run one after another (docs/cuda.md, "Grid-stride tasks"). */
+        xtq_agent_info_t info;
+        memset(&info, 0, sizeof(info));
+        g->groups_max = xtq_agent_get_info(g->agent, &info) == 0 && info.workers ? info.workers : 1;
+    }
     if (rc) {
         snprintf(why, len, "CUDA kernel or queue: %s", xtq_strerror(rc));
         goto fail;
@@ -157,7 +254,7 @@ fail:
 extern "C" void *coll_gpu_alloc(struct coll_gpu *g, size_t bytes)
 {
     void *p = NULL;
-    if (cudaMallocAsync(&p, bytes ? bytes : 1, g->stream) != cudaSuccess ||
+    if (cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, g->pool, g->stream) != cudaSuccess ||
         cudaStreamSynchronize(g->stream) != cudaSuccess)
         return NULL;
     return p;
@@ -180,9 +277,8 @@ extern "C" void *coll_gpu_host_alloc(struct coll_gpu *g, size_t bytes)
 
 extern "C" void coll_gpu_host_free(struct coll_gpu *g, void *p)
 {
-    (void)g;
     if (p)
-        cudaFreeHost(p);
+        quiesced(g, free_host, p);
 }
 
 extern "C" int coll_gpu_register(struct coll_gpu *g, void *p, size_t bytes)
@@ -233,10 +329,18 @@ extern "C" int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_arg
     pkt.kernel.header = xtq_aql_header(XTQ_PACKET_TYPE_KERNEL_DISPATCH, 0, XTQ_FENCE_SCOPE_SYSTEM,
                                        XTQ_FENCE_SCOPE_SYSTEM);
     pkt.kernel.setup = 1;
-    pkt.kernel.workgroup_size_x = XTQ_CUDA_MAX_WORKGROUP;
+    /* At most one work-group per processor block, each work-item striding
+     * over the piece with several loads in flight: one group per 256
+     * elements ran the groups of a 1 MiB piece one after another in two
+     * blocks, each a round trip to the piece (20 ms per aggregation of
+     * xtq_train on the H100; docs/cuda.md, "Grid-stride tasks"). */
+    uint32_t grid = 1, wg = 1;
+    xtq_cuda_stride_geometry(a->count, XTQ_CUDA_MAX_WORKGROUP, COLL_GPU_PER_ITEM, g->groups_max,
+                             &grid, &wg);
+    pkt.kernel.workgroup_size_x = (uint16_t)wg;
     pkt.kernel.workgroup_size_y = 1;
     pkt.kernel.workgroup_size_z = 1;
-    pkt.kernel.grid_size_x = (uint32_t)a->count;
+    pkt.kernel.grid_size_x = grid;
     pkt.kernel.grid_size_y = 1;
     pkt.kernel.grid_size_z = 1;
     pkt.kernel.kernel_object = xtq_kernel_object(g->kernel);

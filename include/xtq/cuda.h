@@ -30,6 +30,8 @@
  * makes the process's first CUDA call), and create device memory and load
  * modules before packets flow: a lazy module load, and some frees, wait
  * for the device to idle, which it never does while a processor runs.
+ * Make those calls (cudaFree, cudaFreeHost, cudaHostUnregister,
+ * cudaDeviceSynchronize) inside xtq_cuda_quiesce().
  *
  * This header is plain C and needs no CUDA header; the helpers marked
  * "CUDA only" appear when compiled by nvcc.
@@ -165,6 +167,58 @@ XTQ_API int xtq_cuda_signal_destroy(xtq_agent_t *agent, xtq_signal_t *signal);
  */
 XTQ_API int xtq_cuda_mem_register(xtq_agent_t *agent, void *addr, size_t len);
 XTQ_API int xtq_cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len);
+
+/**
+ * Run `fn(arg)` with the agent's packet processor stopped, so that the
+ * device can idle. The processor is a kernel that runs for as long as the
+ * agent has a queue, so a CUDA call that waits for an idle device never
+ * returns while it runs: cudaFree of cudaMalloc memory, cudaFreeHost,
+ * cudaHostUnregister, cudaDeviceSynchronize (any runtime in the process,
+ * the application's too). Make such calls inside `fn`. Packets wait
+ * meanwhile (none is lost); a dispatch in flight finishes first; the
+ * same processor starts again before this returns. `fn` must not call
+ * libxtq's CUDA functions (the agent is locked) nor wait for a packet.
+ * @return 0 (fn ran), -XTQ_EINVAL, -XTQ_EAGENTKIND, -XTQ_EIO (the
+ *         processor did not stop: fn did not run; or did not restart).
+ */
+XTQ_API int xtq_cuda_quiesce(xtq_agent_t *agent, void (*fn)(void *arg), void *arg);
+
+/**
+ * Work-groups of a grid-stride dispatch over `items` elements (plain C,
+ * host). A dispatch runs its work-groups `max_groups` at a time (the
+ * processor's blocks: xtq_agent_info_t.workers of the CUDA agent); more
+ * groups than that run one after another, each paying a claim and a
+ * round trip to its data. So a task over many elements should stride
+ * (element i + k * grid_size[0] for k = 0, 1, ...) under a grid of at most
+ * `max_groups` groups of `wg` work-items, each with at least `per_item`
+ * elements where there are enough. Returns 1 .. max_groups (0 and 1 in
+ * the arguments count as 1).
+ */
+static inline uint32_t xtq_cuda_stride_groups(uint64_t items, uint32_t wg, uint32_t per_item,
+                                              uint32_t max_groups)
+{
+    const uint64_t per_group = (uint64_t)(wg ? wg : 1) * (per_item ? per_item : 1);
+    uint64_t groups = items / per_group + (items % per_group != 0);
+    if (groups < 1)
+        groups = 1;
+    if (max_groups < 1)
+        max_groups = 1;
+    return groups > max_groups ? max_groups : (uint32_t)groups;
+}
+
+/**
+ * The 1-D geometry of that dispatch: `*grid` work-items in groups of
+ * `*wg_out` (never more work-items than elements, so a small dispatch is
+ * one partial group, as HSA requires: work-group size <= grid size).
+ */
+static inline void xtq_cuda_stride_geometry(uint64_t items, uint32_t wg, uint32_t per_item,
+                                            uint32_t max_groups, uint32_t *grid, uint32_t *wg_out)
+{
+    const uint32_t w = wg ? wg : 1;
+    const uint64_t n = (uint64_t)xtq_cuda_stride_groups(items, w, per_item, max_groups) * w;
+    *grid = (uint32_t)(items && items < n ? items : n);
+    *wg_out = *grid < w ? *grid : w;
+}
 
 XTQ_EXTERN_C_END
 

@@ -5,9 +5,11 @@
  * dispatches on a grid of their own, which the tests exercise.
  */
 #include <stdint.h>
+#include <string.h>
 
 #include <cuda_runtime.h>
 
+#include <xtq/coll_cuda.cuh>
 #include <xtq/cuda_processor.cuh>
 
 #include "cuda_tasks.h"
@@ -172,4 +174,35 @@ extern "C" void heavy_reference(const float *in, uint32_t lid, float *out)
     for (int i = 0; i < HEAVY_N; i++)
         s += v[i] * (float)(i + 1);
     *out = s;
+}
+
+/* libxtq_coll's task, exported as a task module must (its address is taken
+ * in device code: the host-and-device definition must allow it), and run
+ * on the host: every work-item of a 1-D grid of `grid` work-items in
+ * groups of `wg`, one after another. */
+XTQ_CUDA_TASK_EXPORT(xtq_coll_cuda_task);
+
+extern "C" void coll_task_run_host(const struct xtq_coll_cuda_args *a, uint32_t grid, uint32_t wg)
+{
+    xtq_cuda_dispatch_t d;
+    memset(&d, 0, sizeof(d));
+    d.dimensions = 1;
+    d.grid_size[0] = grid;
+    d.grid_size[1] = d.grid_size[2] = 1;
+    d.workgroup_size[0] = wg;
+    d.workgroup_size[1] = d.workgroup_size[2] = 1;
+    d.workgroup_count[0] = (grid + wg - 1) / wg;
+    d.workgroup_count[1] = d.workgroup_count[2] = 1;
+    for (uint32_t g = 0; g < d.workgroup_count[0]; g++)
+        for (uint32_t l = 0; l < wg && g * wg + l < grid; l++) {
+            d.workgroup_id[0] = g;
+            d.local_id[0] = l;
+            d.flat_local_id = l;
+            xtq_coll_cuda_task(&d, (void *)a);
+        }
+}
+
+extern "C" int coll_task_supported(int op, int type)
+{
+    return xtq_cuda_reduce_supported(op, type);
 }

@@ -92,6 +92,11 @@ int cuda_tasks_attach_other(struct xtq_agent *agent);
 /* The device address of a task (0 on failure). */
 uint64_t cuda_task_address(int which);
 void heavy_reference(const float *in, uint32_t lid, float *out);
+/* libxtq_coll's CUDA task run on the host, work-item by work-item, and
+ * the pairs it reduces (<xtq/coll_cuda.cuh>). */
+struct xtq_coll_cuda_args;
+void coll_task_run_host(const struct xtq_coll_cuda_args *a, uint32_t grid, uint32_t wg);
+int coll_task_supported(int op, int type);
 
 #ifdef __cplusplus
 }

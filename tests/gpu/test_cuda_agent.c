@@ -13,7 +13,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <xtq/coll_cuda_task.h>
 #include <xtq/cuda_abi.h>
+#include <xtq/reduce.h>
 
 #include "cuda_tasks.h"
 #include "xtq_test.h"
@@ -118,6 +120,11 @@ XTQ_TEST(probe_reports_reason)
     printf("no CUDA agent here: %s\n", reason);
 }
 
+static void noop(void *arg)
+{
+    (void)arg;
+}
+
 XTQ_TEST(api_rejects_other_kinds)
 {
     struct xtq_agent cpu = {.kind = XTQ_AGENT_CPU};
@@ -126,6 +133,303 @@ XTQ_TEST(api_rejects_other_kinds)
     CHECK_ERR(xtq_kernel_create_cuda(&cpu, 0x1000, 16, &k), -XTQ_EAGENTKIND);
     CHECK_ERR(xtq_cuda_signal_create(&cpu, 1, &s), -XTQ_EAGENTKIND);
     CHECK_ERR(xtq_kernel_create_cuda(&cpu, 0, 16, &k), -XTQ_EINVAL);
+    CHECK_ERR(xtq_cuda_quiesce(&cpu, noop, NULL), -XTQ_EAGENTKIND);
+    CHECK_ERR(xtq_cuda_quiesce(NULL, noop, NULL), -XTQ_EINVAL);
+    CHECK_ERR(xtq_cuda_quiesce(&cpu, NULL, NULL), -XTQ_EINVAL);
+}
+
+/* The geometry of a grid-stride dispatch (xtq_cuda_stride_geometry) and
+ * the stride of its task (element first + k * grid): every element is
+ * visited exactly once, by at most `max_groups` groups, none of them
+ * empty, each work-item with at least `per_item` elements where there
+ * are enough. No GPU needed: the arithmetic libxtq_coll's dispatch and
+ * task rely on. */
+XTQ_TEST(stride_geometry_covers_every_element_once)
+{
+    const uint64_t counts[] = {1,    2,    255,  256,   257,    1000,   2047,
+                               2048, 2049, 4096, 65536, 262144, 300000, 1000003};
+    const uint32_t maxes[] = {0, 1, 2, 3, 8, 132};
+    const uint32_t per[] = {0, 1, 8};
+    uint8_t *seen = calloc(1000003, 1);
+    CHECK(seen != NULL);
+    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+        for (size_t m = 0; m < sizeof(maxes) / sizeof(maxes[0]); m++)
+            for (size_t p = 0; p < sizeof(per) / sizeof(per[0]); p++) {
+                const uint64_t n = counts[c];
+                const uint32_t max = maxes[m] ? maxes[m] : 1, pi = per[p] ? per[p] : 1;
+                uint32_t grid = 0, wg = 0;
+                xtq_cuda_stride_geometry(n, 256, per[p], maxes[m], &grid, &wg);
+                const uint32_t groups = (grid + wg - 1) / wg;
+                CHECK(wg >= 1 && wg <= 256);
+                CHECK(grid >= wg);
+                CHECK(groups >= 1 && groups <= max);
+                CHECK(grid <= n); /* no work-item without an element */
+                /* Capped or not, never more groups than the elements ask. */
+                CHECK(groups == xtq_cuda_stride_groups(n, 256, per[p], maxes[m]));
+                if (groups < max && n > 256)
+                    CHECK((uint64_t)(groups - 1) * 256 * pi < n); /* the last group is needed */
+                memset(seen, 0, n);
+                for (uint32_t first = 0; first < grid; first++)
+                    for (uint64_t i = first; i < n; i += grid)
+                        seen[i]++;
+                for (uint64_t i = 0; i < n; i++)
+                    if (seen[i] != 1)
+                        XTQ_FAIL("count %llu, max %u, per %u: element %llu seen %u times",
+                                 (unsigned long long)n, max, pi, (unsigned long long)i, seen[i]);
+            }
+    /* One group per processor block for a large piece; one small group
+     * for a small one. */
+    uint32_t grid, wg;
+    xtq_cuda_stride_geometry(262144, 256, 8, 2, &grid, &wg);
+    CHECK_EQ(grid, 512);
+    CHECK_EQ(wg, 256);
+    xtq_cuda_stride_geometry(100, 256, 8, 2, &grid, &wg);
+    CHECK_EQ(grid, 100);
+    CHECK_EQ(wg, 100);
+    free(seen);
+}
+
+/* A small integer v (|v| < 2048) as IEEE binary16 bits. */
+static uint16_t half_bits(int v)
+{
+    uint32_t m = (uint32_t)(v < 0 ? -v : v), e = 0;
+    if (m == 0)
+        return 0;
+    while ((m >> (e + 1)) != 0)
+        e++;
+    return (uint16_t)((v < 0 ? 0x8000u : 0) | ((e + 15) << 10) | ((m << (10 - e)) & 0x3ffu));
+}
+
+/* Element i of `type` from small integers (ties and signs included), so
+ * every reduction is exact and the CPU and the task agree bit for bit. */
+static void set_elem(void *buf, int type, size_t i, int v, int idx)
+{
+    const size_t es = xtq_datatype_size(type);
+    uint8_t *p = (uint8_t *)buf + i * es;
+    float f = (float)v;
+    double dv = (double)v;
+    uint32_t fb;
+    memset(p, 0, es);
+    switch (type) {
+    case XTQ_DT_INT8:
+    case XTQ_DT_UINT8:
+    case XTQ_DT_BYTE:
+        *(int8_t *)p = (int8_t)v;
+        break;
+    case XTQ_DT_BOOL:
+        *(uint8_t *)p = (uint8_t)(v & 1);
+        break;
+    case XTQ_DT_INT16:
+    case XTQ_DT_UINT16:
+        *(int16_t *)p = (int16_t)v;
+        break;
+    case XTQ_DT_INT32:
+    case XTQ_DT_UINT32:
+        *(int32_t *)p = v;
+        break;
+    case XTQ_DT_INT64:
+    case XTQ_DT_UINT64:
+        *(int64_t *)p = v;
+        break;
+    case XTQ_DT_FLOAT16:
+        *(uint16_t *)p = half_bits(v);
+        break;
+    case XTQ_DT_BFLOAT16:
+        memcpy(&fb, &f, 4);
+        *(uint16_t *)p = (uint16_t)(fb >> 16);
+        break;
+    case XTQ_DT_FLOAT:
+        memcpy(p, &f, 4);
+        break;
+    case XTQ_DT_DOUBLE:
+        memcpy(p, &dv, 8);
+        break;
+    case XTQ_DT_C_FLOAT_COMPLEX: {
+        float c[2] = {f, (float)(idx % 5 - 2)};
+        memcpy(p, c, 8);
+        break;
+    }
+    case XTQ_DT_C_DOUBLE_COMPLEX: {
+        double c[2] = {dv, (double)(idx % 5 - 2)};
+        memcpy(p, c, 16);
+        break;
+    }
+    case XTQ_DT_FLOAT_INT: {
+        struct {
+            float v;
+            int i;
+        } e = {f, idx};
+        memcpy(p, &e, sizeof(e));
+        break;
+    }
+    case XTQ_DT_DOUBLE_INT: {
+        struct {
+            double v;
+            int i;
+        } e;
+        memset(&e, 0, sizeof(e)); /* padding: zero, as the buffer's */
+        e.v = dv;
+        e.i = idx;
+        memcpy(p, &e, sizeof(e));
+        break;
+    }
+    case XTQ_DT_LONG_INT: {
+        struct {
+            long v;
+            int i;
+        } e;
+        memset(&e, 0, sizeof(e)); /* padding: zero, as the buffer's */
+        e.v = v;
+        e.i = idx;
+        memcpy(p, &e, sizeof(e));
+        break;
+    }
+    case XTQ_DT_2INT: {
+        struct {
+            int v;
+            int i;
+        } e = {v, idx};
+        memcpy(p, &e, sizeof(e));
+        break;
+    }
+    case XTQ_DT_SHORT_INT: {
+        struct {
+            short v;
+            int i;
+        } e;
+        memset(&e, 0, sizeof(e)); /* padding: zero, as the buffer's */
+        e.v = (short)v;
+        e.i = idx;
+        memcpy(p, &e, sizeof(e));
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* libxtq_coll's CUDA task (<xtq/coll_cuda.cuh>, which now strides with
+ * several elements per round) against xtq_reduce_local, on the CPU: every
+ * type and operation the GPU reduces, every mode, one work-item per
+ * element and the capped grid libxtq_coll dispatches, counts around the
+ * round size; the device result and the host mirror bit for bit. */
+XTQ_TEST(coll_task_matches_reduce_local)
+{
+    const uint32_t counts[] = {1, 7, 9, 257, 2500};
+    const uint32_t nmax = 2500, esmax = 16;
+    uint8_t *dst = malloc(nmax * esmax), *in = malloc(nmax * esmax), *av = malloc(nmax * esmax);
+    uint8_t *mirror = malloc(nmax * esmax), *want = malloc(nmax * esmax);
+    uint8_t *d0 = malloc(nmax * esmax);
+    unsigned checked = 0;
+    CHECK(dst && in && av && mirror && want && d0);
+    for (int type = 0; type < XTQ_DT_COUNT; type++)
+        for (int op = 0; op < XTQ_OP_COUNT; op++) {
+            if (!coll_task_supported(op, type))
+                continue;
+            const size_t es = xtq_datatype_size(type);
+            for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+                for (uint32_t mode = 0; mode <= XTQ_COLL_CUDA_COPY; mode++)
+                    for (int capped = 0; capped <= 1; capped++) {
+                        const uint32_t n = counts[c];
+                        for (uint32_t i = 0; i < n; i++) {
+                            set_elem(d0, type, i, (int)(i % 11) - 5, (int)(i % 3));
+                            set_elem(in, type, i, (int)((i * 7) % 13) - 6, (int)(i % 4));
+                            set_elem(av, type, i, (int)((i * 5) % 9) - 4, (int)(i % 2));
+                        }
+                        memcpy(dst, d0, n * es);
+                        memset(mirror, 0xa5, n * es);
+                        /* What the task must leave in dst. */
+                        const uint8_t *lhs = mode == XTQ_COLL_CUDA_REDUCE        ? d0
+                                             : mode == XTQ_COLL_CUDA_REDUCE_IN_A ? in
+                                             : mode == XTQ_COLL_CUDA_REDUCE_A_IN ? av
+                                                                                 : in;
+                        const uint8_t *rhs = mode == XTQ_COLL_CUDA_REDUCE_IN_A ? av : in;
+                        memcpy(want, lhs, n * es);
+                        if (mode != XTQ_COLL_CUDA_COPY)
+                            CHECK_OK(xtq_reduce_local(op, type, want, rhs, n));
+                        struct xtq_coll_cuda_args a = {
+                            .dst = (uint64_t)(uintptr_t)dst,
+                            .in = (uint64_t)(uintptr_t)in,
+                            .a = (uint64_t)(uintptr_t)av,
+                            .mirror = (uint64_t)(uintptr_t)mirror,
+                            .count = n,
+                            .mode = mode,
+                            .type = (uint32_t)type,
+                            .op = (uint32_t)op,
+                            .esize = (uint32_t)es,
+                        };
+                        uint32_t grid = n, wg = n < 256 ? n : 256;
+                        if (capped)
+                            xtq_cuda_stride_geometry(n, 256, 8, 2, &grid, &wg);
+                        coll_task_run_host(&a, grid, wg);
+                        if (memcmp(dst, want, n * es) || memcmp(mirror, want, n * es))
+                            XTQ_FAIL("%s %s, mode %u, %u elements, grid %u of %u: %s differs",
+                                     xtq_datatype_name(type), xtq_op_name(op), mode, n, grid, wg,
+                                     memcmp(dst, want, n * es) ? "dst" : "mirror");
+                        checked++;
+                    }
+        }
+    printf("%u (type, op, mode, count, grid) cases agree with xtq_reduce_local\n", checked);
+    CHECK(checked > 1000);
+    free(dst);
+    free(in);
+    free(av);
+    free(mirror);
+    free(want);
+    free(d0);
+}
+
+/* Inside xtq_cuda_quiesce the device idles: calls that wait for an idle
+ * device return (each would wait for ever beside a running processor:
+ * coll.gpu_team hung in cudaFreeHost on the H100), and the processor runs
+ * packets again afterwards. */
+struct idle_calls {
+    void *host, *dev;
+    int host_rc, dev_rc, sync_rc;
+};
+
+static void idle_calls_run(void *arg)
+{
+    struct idle_calls *c = arg;
+    c->sync_rc = (int)cudaDeviceSynchronize();
+    c->host_rc = (int)cudaFreeHost(c->host);
+    c->dev_rc = (int)cudaFree(c->dev);
+}
+
+XTQ_TEST(quiesce_lets_the_device_idle)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t grid[3] = {1, 1, 1};
+    const uint16_t wg[3] = {1, 1, 1};
+    struct idle_calls c = {NULL, NULL, -1, -1, -1};
+    uint32_t *seen = host_alloc(agent, 4096);
+    struct count_args *ka = host_alloc(agent, 2 * sizeof(*ka));
+    xtq_kernel_t *k = make_kernel(agent, TASK_COUNT, sizeof(*ka));
+    CHECK(cudaHostAlloc(&c.host, 4096, cudaHostAllocMapped) == cudaSuccess);
+    CHECK(cudaMalloc(&c.dev, 4096) == cudaSuccess);
+    CHECK_OK(xtq_queue_create(agent, 4, &q)); /* the processor runs from here */
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    for (int round = 0; round < 2; round++) {
+        xtq_aql_packet_t p;
+        ka[round].seen = seen;
+        ka[round].seq = (uint64_t)round;
+        xtq_signal_store(sig, 1);
+        kernel_packet(&p, k, &ka[round], 1, grid, wg, sig);
+        submit(q, &p, NULL);
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+        CHECK_EQ(seen[round], 1);
+        if (round == 0) {
+            CHECK_OK(xtq_cuda_quiesce(agent, idle_calls_run, &c));
+            CHECK_EQ(c.sync_rc, 0);
+            CHECK_EQ(c.host_rc, 0);
+            CHECK_EQ(c.dev_rc, 0);
+        }
+    }
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
 }
 
 XTQ_TEST(dispatch_geometry_and_kernargs)

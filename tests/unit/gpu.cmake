@@ -6,7 +6,8 @@ if(NOT XTQ_HAVE_CUDA)
 endif()
 add_library(xtq_gpu_test_tasks STATIC ${PROJECT_SOURCE_DIR}/tests/gpu/cuda_tasks.cu)
 target_include_directories(xtq_gpu_test_tasks PUBLIC ${PROJECT_SOURCE_DIR}/tests/gpu
-                                                     ${PROJECT_SOURCE_DIR}/include)
+                                                     ${PROJECT_SOURCE_DIR}/include
+                                                     ${PROJECT_SOURCE_DIR}/apps/allreduce/include)
 # Separate compilation and the device runtime: the processor launches
 # large dispatches on a grid of their own (XTQ_CUDA_GRID_MIN).
 set_target_properties(xtq_gpu_test_tasks PROPERTIES CUDA_STANDARD 17 CUDA_SEPARABLE_COMPILATION ON
@@ -19,7 +20,8 @@ xtq_cuda_host_only_flags(xtq_gpu_test_tasks)
 # does not support dynamic parallelism).
 add_library(xtq_gpu_test_tasks_plain STATIC ${PROJECT_SOURCE_DIR}/tests/gpu/cuda_tasks.cu)
 target_include_directories(xtq_gpu_test_tasks_plain PUBLIC ${PROJECT_SOURCE_DIR}/tests/gpu
-                                                           ${PROJECT_SOURCE_DIR}/include)
+                                                           ${PROJECT_SOURCE_DIR}/include
+                                                           ${PROJECT_SOURCE_DIR}/apps/allreduce/include)
 set_target_properties(xtq_gpu_test_tasks_plain PROPERTIES CUDA_STANDARD 17)
 target_link_libraries(xtq_gpu_test_tasks_plain PUBLIC CUDA::cudart_static)
 xtq_cuda_host_only_flags(xtq_gpu_test_tasks_plain)

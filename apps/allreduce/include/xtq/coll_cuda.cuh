@@ -17,6 +17,7 @@
 #define XTQ_COLL_CUDA_CUH
 
 #include <stdint.h>
+#include <string.h>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -56,7 +57,7 @@ static inline __host__ __device__ int xtq_cuda_reduce_supported(int op, int type
 #ifdef __CUDACC__
 namespace xtq_cuda_reduce {
 
-template <typename T, typename U> __device__ __forceinline__ void int_op(int op, T *d, T b)
+template <typename T, typename U> __host__ __device__ __forceinline__ void int_op(int op, T *d, T b)
 {
     T a = *d;
     switch (op) {
@@ -74,7 +75,7 @@ template <typename T, typename U> __device__ __forceinline__ void int_op(int op,
     }
 }
 
-template <typename T> __device__ __forceinline__ T real_op(int op, T a, T b)
+template <typename T> __host__ __device__ __forceinline__ T real_op(int op, T a, T b)
 {
     switch (op) {
     case XTQ_OP_SUM: return a + b;
@@ -90,7 +91,8 @@ template <typename V> struct pair {
     int i;
 };
 
-template <typename V> __device__ __forceinline__ void pair_op(int op, pair<V> *d, const pair<V> *s)
+template <typename V>
+__host__ __device__ __forceinline__ void pair_op(int op, pair<V> *d, const pair<V> *s)
 {
     pair<V> a = *d, b = *s;
     bool take = op == XTQ_OP_MAXLOC ? (b.v > a.v || (b.v == a.v && b.i < a.i))
@@ -189,48 +191,268 @@ static __device__ __forceinline__ void xtq_cuda_reduce_elem(int op, int type, vo
         return;
     }
 }
-/**
- * libxtq_coll's CUDA task: one work-item per element of a piece, doing
- * what its arguments (struct xtq_coll_cuda_args, <xtq/coll_cuda_task.h>)
- * say, then pushing the result to the pinned host mirror if there is one.
- * A module that is attached in place of libxtq_coll's own exports it
- * (XTQ_CUDA_TASK_EXPORT(xtq_coll_cuda_task)) and passes its address as
- * xtq_coll_team_attr_t.cuda_task.
- */
-static __device__ void xtq_coll_cuda_task(const xtq_cuda_dispatch_t *d, void *kernarg)
+/* (#pragma unroll in device code only: the host compiler warns on it.) */
+#if defined(__CUDA_ARCH__)
+#define XTQ_COLL_CUDA_UNROLL _Pragma("unroll")
+#else
+#define XTQ_COLL_CUDA_UNROLL
+#endif
+
+namespace xtq_coll_cuda_detail
 {
-    const struct xtq_coll_cuda_args *a = (const struct xtq_coll_cuda_args *)kernarg;
-    uint64_t i = (uint64_t)d->workgroup_id[0] * d->workgroup_size[0] + d->local_id[0];
+
+/* Elements of one work-item in flight at once: its loads of a round are
+ * issued together (the piece is read across PCIe where it landed, about
+ * 1-2 us a round trip), then reduced and stored. */
+template <typename T> struct rounds {
+    static constexpr unsigned n = sizeof(T) >= 8 ? 4u : 8u;
+};
+
+/*
+ * dst[i] = lhs[i] op rhs[i] (COPY: dst[i] = in[i]) for i = first,
+ * first + stride, ... < count, `rounds<T>::n` elements per round; the
+ * result also goes to the pinned host mirror. `f` is the operation on
+ * values of T. Loads of a round go out before any store of it: nothing
+ * that a store could change is read after it.
+ */
+template <typename T, typename F>
+__host__ __device__ __forceinline__ void stride_loop(const struct xtq_coll_cuda_args *a,
+                                                     uint64_t first, uint64_t stride, F f)
+{
+    constexpr unsigned U = rounds<T>::n;
+    T *dst = (T *)(uintptr_t)a->dst;
+    T *mirror = (T *)(uintptr_t)a->mirror;
+    const T *in = (const T *)(uintptr_t)a->in;
+    const T *av = (const T *)(uintptr_t)a->a;
+    const uint64_t count = a->count;
+    const uint32_t mode = a->mode;
+    /* lhs op rhs: REDUCE dst op in, REDUCE_IN_A in op a, REDUCE_A_IN a op in. */
+    const T *lhs = mode == XTQ_COLL_CUDA_REDUCE ? dst : mode == XTQ_COLL_CUDA_REDUCE_IN_A ? in : av;
+    const T *rhs = mode == XTQ_COLL_CUDA_REDUCE_IN_A ? av : in;
+    const bool copy = mode != XTQ_COLL_CUDA_REDUCE && mode != XTQ_COLL_CUDA_REDUCE_IN_A &&
+                      mode != XTQ_COLL_CUDA_REDUCE_A_IN;
+    for (uint64_t base = first; base < count; base += U * stride) {
+        T x[U] = {}, y[U] = {}; /* (x unused by COPY) */
+        XTQ_COLL_CUDA_UNROLL
+        for (unsigned u = 0; u < U; u++) {
+            const uint64_t i = base + u * stride;
+            if (i < count) {
+                y[u] = rhs[i];
+                if (!copy)
+                    x[u] = lhs[i];
+            }
+        }
+        XTQ_COLL_CUDA_UNROLL
+        for (unsigned u = 0; u < U; u++) {
+            const uint64_t i = base + u * stride;
+            if (i < count) {
+                const T r = copy ? y[u] : f(x[u], y[u]);
+                dst[i] = r;
+                if (mirror)
+                    mirror[i] = r;
+            }
+        }
+    }
+}
+
+template <typename T, typename U>
+__host__ __device__ __forceinline__ void ints(const struct xtq_coll_cuda_args *a, uint64_t first,
+                                              uint64_t stride)
+{
+    const int op = (int)a->op;
+    stride_loop<T>(a, first, stride, [op](T x, T y) {
+        if (op == XTQ_OP_REPLACE)
+            return y;
+        T r = x;
+        xtq_cuda_reduce::int_op<T, U>(op, &r, y); /* NO_OP: r stays x */
+        return r;
+    });
+}
+
+template <typename T>
+__host__ __device__ __forceinline__ void reals(const struct xtq_coll_cuda_args *a, uint64_t first,
+                                               uint64_t stride)
+{
+    const int op = (int)a->op;
+    stride_loop<T>(a, first, stride, [op](T x, T y) {
+        return op == XTQ_OP_REPLACE ? y
+               : op == XTQ_OP_NO_OP ? x
+                                    : xtq_cuda_reduce::real_op<T>(op, x, y);
+    });
+}
+
+/* A value-index pair as its bytes: loaded, stored and chosen whole, so
+ * the mirror and the result carry the winner's bytes, padding included
+ * (a struct copy may leave padding as it was). */
+template <typename V> struct pair_bytes {
+    alignas(alignof(xtq_cuda_reduce::pair<V>)) unsigned char b[sizeof(xtq_cuda_reduce::pair<V>)];
+};
+
+template <typename V>
+__host__ __device__ __forceinline__ void pairs(const struct xtq_coll_cuda_args *a, uint64_t first,
+                                               uint64_t stride)
+{
+    using P = xtq_cuda_reduce::pair<V>;
+    using R = pair_bytes<V>;
+    const int op = (int)a->op;
+    stride_loop<R>(a, first, stride, [op](R x, R y) {
+        if (op == XTQ_OP_REPLACE)
+            return y;
+        if (op != XTQ_OP_MAXLOC && op != XTQ_OP_MINLOC)
+            return x; /* NO_OP */
+        P p, q;
+        memcpy(&p, x.b, sizeof(P));
+        memcpy(&q, y.b, sizeof(P));
+        /* pair_op's rule: the winning value; on a tie the smaller index. */
+        const bool take = op == XTQ_OP_MAXLOC ? (q.v > p.v || (q.v == p.v && q.i < p.i))
+                                              : (q.v < p.v || (q.v == p.v && q.i < p.i));
+        return take ? y : x;
+    });
+}
+
+/* Types the reductions do not cover (refused by the library before a
+ * dispatch): a byte-wise copy, one element per step. */
+__host__ __device__ __forceinline__ void bytes(const struct xtq_coll_cuda_args *a, uint64_t first,
+                                               uint64_t stride)
+{
     uint8_t *dst = (uint8_t *)(uintptr_t)a->dst;
     const uint8_t *in = (const uint8_t *)(uintptr_t)a->in;
-    const uint8_t *av = (const uint8_t *)(uintptr_t)a->a;
-    uint32_t es = a->esize;
+    uint8_t *m = (uint8_t *)(uintptr_t)a->mirror;
+    const uint32_t es = a->esize;
+    for (uint64_t i = first; i < a->count; i += stride)
+        for (uint32_t b = 0; b < es; b++) {
+            dst[i * es + b] = in[i * es + b];
+            if (m)
+                m[i * es + b] = in[i * es + b];
+        }
+}
 
-    if (i >= a->count)
+} // namespace xtq_coll_cuda_detail
+
+/**
+ * libxtq_coll's CUDA task: the work-items of the dispatch stride over the
+ * `count` elements of a piece (element i + k * grid_size[0] for k = 0, 1,
+ * ...), with the reductions of this header, writing the result to device
+ * memory and, for the next step's put, to the pinned host mirror (a push
+ * across PCIe: the GPU writes, nobody reads back). Any 1-D grid is right:
+ * one work-item per element, or (libxtq_coll's dispatch) a grid capped to
+ * the work-groups that run at once, xtq_cuda_stride_geometry(). A module
+ * that is attached in place of libxtq_coll's own exports it
+ * (XTQ_CUDA_TASK_EXPORT(xtq_coll_cuda_task)) and passes its address as
+ * xtq_coll_team_attr_t.cuda_task. Host-callable too: a test runs it on the
+ * CPU against xtq_reduce_local(), work-item by work-item.
+ */
+static __host__ __device__ void xtq_coll_cuda_task(const xtq_cuda_dispatch_t *d, void *kernarg)
+{
+    using namespace xtq_coll_cuda_detail;
+    const struct xtq_coll_cuda_args *a = (const struct xtq_coll_cuda_args *)kernarg;
+    const uint64_t first = (uint64_t)d->workgroup_id[0] * d->workgroup_size[0] + d->local_id[0];
+    const uint64_t stride = d->grid_size[0] ? d->grid_size[0] : 1;
+
+    if (first >= a->count)
         return;
-    switch (a->mode) {
-    case XTQ_COLL_CUDA_REDUCE:
-        xtq_cuda_reduce_elem((int)a->op, (int)a->type, dst, in, i);
-        break;
-    case XTQ_COLL_CUDA_REDUCE_IN_A:
-        for (uint32_t b = 0; b < es; b++)
-            dst[i * es + b] = in[i * es + b];
-        xtq_cuda_reduce_elem((int)a->op, (int)a->type, dst, av, i);
-        break;
-    case XTQ_COLL_CUDA_REDUCE_A_IN:
-        for (uint32_t b = 0; b < es; b++)
-            dst[i * es + b] = av[i * es + b];
-        xtq_cuda_reduce_elem((int)a->op, (int)a->type, dst, in, i);
-        break;
-    default:
-        for (uint32_t b = 0; b < es; b++)
-            dst[i * es + b] = in[i * es + b];
-        break;
+    switch (a->type) {
+    case XTQ_DT_INT8:
+        ints<int8_t, uint8_t>(a, first, stride);
+        return;
+    case XTQ_DT_UINT8:
+    case XTQ_DT_BYTE:
+        ints<uint8_t, uint8_t>(a, first, stride);
+        return;
+    case XTQ_DT_INT16:
+        ints<int16_t, uint16_t>(a, first, stride);
+        return;
+    case XTQ_DT_UINT16:
+        ints<uint16_t, uint16_t>(a, first, stride);
+        return;
+    case XTQ_DT_INT32:
+        ints<int32_t, uint32_t>(a, first, stride);
+        return;
+    case XTQ_DT_UINT32:
+        ints<uint32_t, uint32_t>(a, first, stride);
+        return;
+    case XTQ_DT_INT64:
+        ints<int64_t, uint64_t>(a, first, stride);
+        return;
+    case XTQ_DT_UINT64:
+        ints<uint64_t, uint64_t>(a, first, stride);
+        return;
+    case XTQ_DT_BOOL: {
+        const int op = (int)a->op;
+        stride_loop<bool>(a, first, stride, [op](bool x, bool y) {
+            return op == XTQ_OP_REPLACE ? y
+                   : op == XTQ_OP_LAND  ? (x && y)
+                   : op == XTQ_OP_LOR   ? (x || y)
+                   : op == XTQ_OP_LXOR  ? (x != y)
+                                        : x;
+        });
+        return;
     }
-    if (a->mirror) {
-        volatile uint8_t *m = (volatile uint8_t *)(uintptr_t)a->mirror;
-        for (uint32_t b = 0; b < es; b++)
-            m[i * es + b] = dst[i * es + b];
+    case XTQ_DT_FLOAT16: {
+        const int op = (int)a->op;
+        stride_loop<__half>(a, first, stride, [op](__half x, __half y) {
+            return op == XTQ_OP_REPLACE ? y
+                   : op == XTQ_OP_NO_OP ? x
+                                        : __float2half_rn(xtq_cuda_reduce::real_op<float>(
+                                              op, __half2float(x), __half2float(y)));
+        });
+        return;
+    }
+    case XTQ_DT_BFLOAT16: {
+        const int op = (int)a->op;
+        stride_loop<__nv_bfloat16>(a, first, stride, [op](__nv_bfloat16 x, __nv_bfloat16 y) {
+            return op == XTQ_OP_REPLACE ? y
+                   : op == XTQ_OP_NO_OP ? x
+                                        : __float2bfloat16_rn(xtq_cuda_reduce::real_op<float>(
+                                              op, __bfloat162float(x), __bfloat162float(y)));
+        });
+        return;
+    }
+    case XTQ_DT_FLOAT:
+        reals<float>(a, first, stride);
+        return;
+    case XTQ_DT_DOUBLE:
+        reals<double>(a, first, stride);
+        return;
+    case XTQ_DT_C_FLOAT_COMPLEX: {
+        const int op = (int)a->op;
+        stride_loop<cuFloatComplex>(a, first, stride, [op](cuFloatComplex x, cuFloatComplex y) {
+            return op == XTQ_OP_REPLACE ? y
+                   : op == XTQ_OP_SUM   ? cuCaddf(x, y)
+                   : op == XTQ_OP_PROD  ? cuCmulf(x, y)
+                                        : x;
+        });
+        return;
+    }
+    case XTQ_DT_C_DOUBLE_COMPLEX: {
+        const int op = (int)a->op;
+        stride_loop<cuDoubleComplex>(a, first, stride, [op](cuDoubleComplex x, cuDoubleComplex y) {
+            return op == XTQ_OP_REPLACE ? y
+                   : op == XTQ_OP_SUM   ? cuCadd(x, y)
+                   : op == XTQ_OP_PROD  ? cuCmul(x, y)
+                                        : x;
+        });
+        return;
+    }
+    case XTQ_DT_FLOAT_INT:
+        pairs<float>(a, first, stride);
+        return;
+    case XTQ_DT_DOUBLE_INT:
+        pairs<double>(a, first, stride);
+        return;
+    case XTQ_DT_LONG_INT:
+        pairs<long>(a, first, stride);
+        return;
+    case XTQ_DT_2INT:
+        pairs<int>(a, first, stride);
+        return;
+    case XTQ_DT_SHORT_INT:
+        pairs<short>(a, first, stride);
+        return;
+    default:
+        if (a->mode == XTQ_COLL_CUDA_COPY)
+            bytes(a, first, stride);
+        return;
     }
 }
 #endif /* __CUDACC__ */
