@@ -112,7 +112,6 @@ static bool lock_try(struct xtq__mpi_target *t, unsigned type, uint32_t origin)
         t->exclusive = origin;
         return true;
     }
-    t->refused++;
     return false;
 }
 
@@ -163,6 +162,7 @@ static int flags_acquire(struct xtq__mpi_target *t, const struct xtq__mpi_args *
         return 0;
     pthread_mutex_lock(&t->sync);
     ok = lock_try(t, type, a->origin);
+    t->refused += !ok;
     pthread_mutex_unlock(&t->sync);
     return ok ? 0 : -XTQ_EBUSY;
 }

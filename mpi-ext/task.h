@@ -99,7 +99,7 @@ struct xtq__mpi_target {
     pthread_mutex_t sync; /* the passive-target lock's state */
     int64_t exclusive;    /* origin holding the exclusive lock, or -1 */
     uint64_t shared;      /* shared holders */
-    uint64_t refused;     /* lock requests refused here (under `sync`) */
+    uint64_t refused;     /* data commands whose ACQUIRE was refused (under `sync`) */
 };
 
 void xtq__mpi_target_init(struct xtq__mpi_target *t, void *base, uint64_t size);

@@ -71,8 +71,8 @@ typedef struct MPIX_Xtq_counts {
                                 last gives it back: none when the lock was free) */
     uint64_t lock_refused; /**< lock epochs whose first operation was refused (lock
                                 busy), then resent once the lock was taken */
-    uint64_t refused_here; /**< lock requests refused by this process's window
-                                (other origins' first operations and lock commands) */
+    uint64_t refused_here; /**< first operations of lock epochs (any origin's) that
+                                this process's window refused: lock busy */
 } MPIX_Xtq_counts;
 
 /**
