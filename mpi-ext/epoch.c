@@ -10,10 +10,13 @@
  *    then results unpacked into derived datatypes; errors the targets
  *    reported (an out-of-range displacement: MPI_ERR_RMA_RANGE) are
  *    raised here, at the close of the epoch.
- *  - passive target (lock/unlock): a lock word per window on the target,
- *    taken and released by the sync task on the target's CPU agent; a
- *    lock refused is retried with a growing pause. The target process is
- *    never involved.
+ *  - passive target (lock/unlock): a lock word per window on the target.
+ *    MPI_Win_lock sends nothing; the epoch keeps its latest command back
+ *    (struct xtq__mpi_held), so that its first command carries the lock
+ *    request (applied only if the lock is granted, else refused: the
+ *    origin then takes the lock with the sync task, retried with a
+ *    growing pause, and resends) and its last the release. A one-command
+ *    epoch is one XtqPut. The target process is never involved.
  *  - fence: completion, then a barrier of the window's processes.
  *  - PSCW: zero-byte messages on the window's private communicator
  *    (post -> start, complete -> wait), sent after completion.
@@ -33,6 +36,15 @@ static int new_errors(struct xtq__mpi_win *w)
     int first;
 
     pthread_mutex_lock(&w->lock);
+    if (w->local_err) {
+        /* A put waited on alone (an epoch's first or last command). */
+        first = w->local_err;
+        w->local_err = 0;
+        pthread_mutex_unlock(&w->lock);
+        xmpi_log(WARN, "window %u: an operation failed on its target: %s", w->kindex,
+                 xtq_errname(first));
+        return xtq__mpi_errclass(first);
+    }
     if (err == w->err_seen) {
         pthread_mutex_unlock(&w->lock);
         return MPI_SUCCESS;
@@ -46,10 +58,21 @@ static int new_errors(struct xtq__mpi_win *w)
     return xtq__mpi_errclass(first ? first : -XTQ_EIO);
 }
 
+static int send_held(struct xtq__mpi_win *w, int target);
+
 int xtq__mpi_complete(struct xtq__mpi_win *w, int target)
 {
-    int rc = MPI_SUCCESS, xrc;
+    int rc = MPI_SUCCESS, xrc = 0;
     bool mpi_flush = false;
+
+    /* Commands a lock epoch kept back go first (the lock stays). */
+    for (int r = target < 0 ? 0 : target; r < (target < 0 ? w->size : target + 1); r++) {
+        int x = send_held(w, r);
+        if (x && !xrc)
+            xrc = x;
+    }
+    if (xrc)
+        rc = xtq__mpi_errclass(xrc);
 
     pthread_mutex_lock(&w->lock);
     if (target < 0) {
@@ -62,8 +85,11 @@ int xtq__mpi_complete(struct xtq__mpi_win *w, int target)
         w->peer[target].mpi_dirty = 0;
     }
     pthread_mutex_unlock(&w->lock);
-    if (mpi_flush)
-        rc = target < 0 ? PMPI_Win_flush_all(w->win) : PMPI_Win_flush(target, w->win);
+    if (mpi_flush) {
+        int m = target < 0 ? PMPI_Win_flush_all(w->win) : PMPI_Win_flush(target, w->win);
+        if (rc == MPI_SUCCESS)
+            rc = m;
+    }
 
     xrc = xtq_flush(xtq__mpi.ctx, target < 0 ? XTQ_TARGET_ALL : w->peer[target].xrank,
                     XTQ_TIMEOUT_INFINITE);
@@ -116,20 +142,191 @@ static int lock_take(struct xtq__mpi_win *w, int target, int type)
     }
 }
 
+/* ---- lazy lock epochs --------------------------------------------------------------------
+ *
+ * A lock epoch to a CPU window keeps its latest command back (peer->held),
+ * so that:
+ *  - the first command carries ACQUIRE: the target applies it only with
+ *    the lock granted, else refuses it (-XTQ_EBUSY, nothing applied); the
+ *    origin then takes the lock with lock commands and resends it;
+ *  - the last carries RELEASE (MPI_Win_unlock), in the queue behind the
+ *    epoch's earlier commands (barrier bit);
+ *  - a lone command carries both: lock/acc/unlock is one XtqPut.
+ * Nothing overtakes a first command whose lock is not known: the next
+ * command (or an MPI put/get, a flush) waits for its outcome first. A
+ * command that fails changes no lock state at the target (task.h), so
+ * the origin always knows whether it holds the lock (peer->granted).
+ * GPU windows run their commands in the CUDA queue, where no lock word
+ * is: their lock is taken with lock commands before the first one.
+ * Everything here runs under w->hold_lock. */
+
+static bool keeps_back(const struct xtq__mpi_win *w, const struct xtq__mpi_peer *p)
+{
+    return p->lock && !p->nocheck && !p->gpu && !w->lock_all;
+}
+
+/* A put waited on alone failed: raised at the epoch's close. */
+static void note_error(struct xtq__mpi_win *w, int rc)
+{
+    pthread_mutex_lock(&w->lock);
+    if (!w->local_err)
+        w->local_err = rc;
+    pthread_mutex_unlock(&w->lock);
+    xtq__mpi_wcount(w, XTQ__MPI_S_ERRORS, 1);
+}
+
+static int fire_wait(struct xtq__mpi_win *w, int target, uint8_t flags)
+{
+    xtq_completion_t comp;
+    int rc;
+
+    memset(&comp, 0, sizeof(comp));
+    rc = xtq__mpi_fire(w, target, &w->peer[target].held, flags, &comp);
+    return rc ? rc : xtq__mpi_wait(&comp);
+}
+
+/* The kept-back command goes with ACQUIRE and is waited for. Refused:
+ * the lock is taken with lock commands and the command resent. `need`:
+ * the caller needs the lock afterwards even if the command failed. */
+static int take_lock(struct xtq__mpi_win *w, int target, bool need)
+{
+    struct xtq__mpi_peer *p = &w->peer[target];
+    int rc;
+
+    if (p->granted || !p->lock || p->nocheck)
+        return 0;
+    if (p->has_held) {
+        p->has_held = false;
+        rc = fire_wait(w, target, XTQ__MPI_F_ACQUIRE(p->lock));
+        if (rc == 0) {
+            p->granted = 1;
+            return 0;
+        }
+        if (rc == -XTQ_EBUSY) {
+            xtq__mpi_wcount(w, XTQ__MPI_S_REFUSED, 1);
+            rc = lock_take(w, target, p->lock);
+            if (rc) {
+                note_error(w, rc); /* the command was not applied */
+                return rc;
+            }
+            p->granted = 1;
+            rc = xtq__mpi_fire(w, target, &p->held, 0, NULL);
+            if (rc)
+                note_error(w, rc);
+            return 0;
+        }
+        note_error(w, rc); /* not applied, no lock taken */
+        if (!need)
+            return 0;
+    }
+    rc = lock_take(w, target, p->lock);
+    if (rc == 0)
+        p->granted = 1;
+    return rc;
+}
+
+int xtq__mpi_emit(struct xtq__mpi_win *w, int target, struct xtq__mpi_held *h, bool must_send)
+{
+    struct xtq__mpi_peer *p = &w->peer[target];
+    int rc = 0;
+
+    pthread_mutex_lock(&w->hold_lock);
+    if (p->lock && !p->nocheck && !p->granted && (p->gpu || must_send || p->has_held))
+        rc = take_lock(w, target, true);
+    if (rc == 0 && p->has_held) {
+        p->has_held = false;
+        rc = xtq__mpi_fire(w, target, &p->held, 0, NULL);
+        if (rc) {
+            note_error(w, rc);
+            rc = 0;
+        }
+    }
+    if (rc == 0) {
+        if (keeps_back(w, p) && !must_send) {
+            p->held = *h;
+            p->has_held = true;
+        } else {
+            rc = xtq__mpi_fire(w, target, h, 0, NULL);
+        }
+    }
+    pthread_mutex_unlock(&w->hold_lock);
+    return rc;
+}
+
+int xtq__mpi_epoch_need_lock(struct xtq__mpi_win *w, int target)
+{
+    int rc;
+
+    pthread_mutex_lock(&w->hold_lock);
+    rc = take_lock(w, target, true);
+    pthread_mutex_unlock(&w->hold_lock);
+    return rc;
+}
+
+/* Completion: the kept-back command goes (with ACQUIRE where the lock is
+ * not known yet); the lock stays. */
+static int send_held(struct xtq__mpi_win *w, int target)
+{
+    struct xtq__mpi_peer *p = &w->peer[target];
+    int rc = 0;
+
+    pthread_mutex_lock(&w->hold_lock);
+    if (p->has_held) {
+        if (!p->granted && p->lock && !p->nocheck) {
+            rc = take_lock(w, target, false);
+        } else {
+            p->has_held = false;
+            rc = xtq__mpi_fire(w, target, &p->held, 0, NULL);
+            if (rc) {
+                note_error(w, rc);
+                rc = 0;
+            }
+        }
+    }
+    pthread_mutex_unlock(&w->hold_lock);
+    return rc;
+}
+
+/* The end of a lock epoch: the kept-back command goes with RELEASE (and
+ * ACQUIRE if the lock was never needed before: one XtqPut for the whole
+ * epoch); otherwise, where the lock was taken, a release on its own. */
 static int lock_release(struct xtq__mpi_win *w, int target)
 {
     struct xtq__mpi_peer *p = &w->peer[target];
-    int type = p->lock, rc;
+    int type = p->lock, rc = 0;
 
-    /* A CPU window's unlock waits in the queue behind this origin's
-     * commands (barrier bit), so it goes at once; a GPU window's
-     * commands run in another queue: complete them first. */
-    if (p->gpu) {
+    if (p->nocheck)
+        return MPI_SUCCESS;
+    /* A GPU window's commands run in another queue: completed first. */
+    if (p->gpu && p->granted) {
         rc = xtq__mpi_complete(w, target);
         if (rc != MPI_SUCCESS)
             return rc;
     }
-    rc = xtq__mpi_sync_op(w, target, XTQ__MPI_UNLOCK, type, NULL, NULL);
+    pthread_mutex_lock(&w->hold_lock);
+    if (p->has_held) {
+        p->has_held = false;
+        rc = fire_wait(w, target,
+                       XTQ__MPI_F_RELEASE(type) | (p->granted ? 0 : XTQ__MPI_F_ACQUIRE(type)));
+        if (rc == -XTQ_EBUSY && !p->granted) {
+            xtq__mpi_wcount(w, XTQ__MPI_S_REFUSED, 1);
+            rc = lock_take(w, target, type);
+            if (rc == 0) {
+                p->granted = 1;
+                rc = fire_wait(w, target, XTQ__MPI_F_RELEASE(type));
+            }
+        }
+        if (rc == 0)
+            p->granted = 0; /* given back by the command */
+        else
+            note_error(w, rc); /* not applied; a lock held goes on its own below */
+        rc = 0;
+    }
+    if (p->granted) {
+        rc = xtq__mpi_sync_op(w, target, XTQ__MPI_UNLOCK, type, NULL, NULL);
+        p->granted = 0;
+    }
+    pthread_mutex_unlock(&w->hold_lock);
     return rc ? xtq__mpi_win_error(w, xtq__mpi_errclass(rc)) : MPI_SUCCESS;
 }
 
@@ -138,9 +335,14 @@ static int to_lock_type(int lock_type)
     return lock_type == MPI_LOCK_EXCLUSIVE ? XTQ__MPI_LOCK_EXCLUSIVE : XTQ__MPI_LOCK_SHARED;
 }
 
+/* MPI_Win_lock sends nothing to another process: the epoch's first
+ * command asks for the lock (MPI-3.1 11.5.3 lets MPI_Win_lock return
+ * before the lock is acquired). A lock of one's own window is taken at
+ * once: the program may load and store its window inside the epoch. */
 XMPI_EXPORT int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win)
 {
     struct xtq__mpi_win *w = xtq__mpi_win_get(win);
+    struct xtq__mpi_peer *p;
     int rc = 0;
 
     if (!xtq__mpi_accelerated(w))
@@ -151,14 +353,18 @@ XMPI_EXPORT int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win)
         return xtq__mpi_win_error(w, MPI_ERR_RANK);
     if (lock_type != MPI_LOCK_SHARED && lock_type != MPI_LOCK_EXCLUSIVE)
         return xtq__mpi_win_error(w, MPI_ERR_LOCKTYPE);
-    if (w->peer[rank].lock)
+    p = &w->peer[rank];
+    if (p->lock)
         return xtq__mpi_win_error(w, MPI_ERR_RMA_SYNC);
-    if (!(assert &MPI_MODE_NOCHECK))
+    if (!(assert &MPI_MODE_NOCHECK) && rank == w->rank)
         rc = lock_take(w, rank, to_lock_type(lock_type));
     if (rc)
         return xtq__mpi_win_error(w, xtq__mpi_errclass(rc));
-    w->peer[rank].lock = (uint8_t)to_lock_type(lock_type);
-    w->peer[rank].nocheck = (assert &MPI_MODE_NOCHECK) != 0;
+    pthread_mutex_lock(&w->hold_lock);
+    p->lock = (uint8_t)to_lock_type(lock_type);
+    p->nocheck = (assert &MPI_MODE_NOCHECK) != 0;
+    p->granted = !p->nocheck && rank == w->rank;
+    pthread_mutex_unlock(&w->hold_lock);
     return MPI_SUCCESS;
 }
 
@@ -184,13 +390,14 @@ XMPI_EXPORT int MPI_Win_unlock(int rank, MPI_Win win)
         pthread_mutex_unlock(&w->lock);
         rc = PMPI_Win_flush(rank, win);
     }
-    if (!p->nocheck)
-        rc2 = lock_release(w, rank);
-    else
-        rc2 = MPI_SUCCESS;
+    rc2 = lock_release(w, rank);
+    pthread_mutex_lock(&w->hold_lock);
     p->lock = 0;
     p->nocheck = 0;
-    /* One wait for the commands and the release behind them. */
+    p->granted = 0;
+    pthread_mutex_unlock(&w->hold_lock);
+    /* One wait for the commands and the release behind them (nothing
+     * left to wait for after a one-command epoch). */
     {
         int rc3 = xtq__mpi_complete(w, rank);
         if (rc == MPI_SUCCESS)
@@ -247,11 +454,14 @@ XMPI_EXPORT int MPI_Win_lock_all(int assert, MPI_Win win)
         if (rc)
             return xtq__mpi_win_error(w, xtq__mpi_errclass(rc));
     }
+    pthread_mutex_lock(&w->hold_lock);
     for (int r = 0; r < w->size; r++) {
         w->peer[r].lock = XTQ__MPI_LOCK_SHARED;
         w->peer[r].nocheck = (assert &MPI_MODE_NOCHECK) != 0;
+        w->peer[r].granted = !w->peer[r].nocheck;
     }
     w->lock_all = true;
+    pthread_mutex_unlock(&w->hold_lock);
     return MPI_SUCCESS;
 }
 
@@ -278,6 +488,7 @@ XMPI_EXPORT int MPI_Win_unlock_all(MPI_Win win)
         }
         w->peer[r].lock = 0;
         w->peer[r].nocheck = 0;
+        w->peer[r].granted = 0;
     }
     w->lock_all = false;
     rc2 = xtq__mpi_complete(w, -1);

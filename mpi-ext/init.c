@@ -333,6 +333,10 @@ static void print_stats(void)
         ", get %" PRIu64 " (XtqPuts %" PRIu64 ", operand bytes %" PRIu64 ", failed %" PRIu64 ")\n",
         st[XTQ__MPI_S_ACC], st[XTQ__MPI_S_FETCH], st[XTQ__MPI_S_PUT_XTQ], st[XTQ__MPI_S_GET_XTQ],
         st[XTQ__MPI_S_XTQ_PUTS], st[XTQ__MPI_S_BYTES], st[XTQ__MPI_S_ERRORS]);
+    fprintf(stderr,
+            "xtq-mpi: lock epochs: lock/unlock commands on their own %" PRIu64
+            ", first operations refused (lock busy) %" PRIu64 "\n",
+            st[XTQ__MPI_S_LOCK_PUTS], st[XTQ__MPI_S_REFUSED]);
     fprintf(stderr, "xtq-mpi: put/get on accelerated windows left to the MPI: %" PRIu64 "\n",
             st[XTQ__MPI_S_RMA_MPI]);
     for (int i = 1; i < XTQ__MPI_R_COUNT; i++)

@@ -185,18 +185,16 @@ static int send_chunk(struct op *o, uint64_t offset, uint64_t extent,
                       const struct xtq__mpi_block *blk, size_t nb, uint64_t from, uint64_t len)
 {
     struct xtq__mpi_win *w = o->w;
-    const struct xtq__mpi_peer *p = &w->peer[o->target];
     struct xtq__mpi_pending *pe;
-    struct xtq__mpi_args args;
+    struct xtq__mpi_held h;
     struct iovec iov[3];
-    size_t niov = 0, cmd_len, prefix = nb * sizeof(struct xtq__mpi_block), memlen;
+    size_t niov = 0, prefix = nb * sizeof(struct xtq__mpi_block), memlen;
     bool has_operand = o->obuf && o->kind != XTQ__MPI_GET;
     bool pack = has_operand && (!o->ol->contiguous || o->copy_operand);
     bool fetch = o->kind == XTQ__MPI_GET_ACC || o->kind == XTQ__MPI_CAS || o->kind == XTQ__MPI_GET;
     bool bounce = fetch && (!o->rl->contiguous);
     size_t poff = CMD_SPACE, doff = CMD_SPACE + prefix, roff = doff + (pack ? len : 0);
     uint8_t *mem;
-    xtq_put_param_t param;
     int rc;
 
     memlen = roff + (bounce ? len : 0);
@@ -226,46 +224,38 @@ static int send_chunk(struct op *o, uint64_t offset, uint64_t extent,
         iov[niov++].iov_len = o->es;
     }
 
-    memset(&args, 0, sizeof(args));
-    args.target = offset;
-    args.extent = extent;
-    args.count = len / o->es;
-    args.nblocks = (uint32_t)nb;
-    args.kind = (uint16_t)o->kind;
-    args.op = (uint8_t)o->xop;
-    args.dtype = (uint8_t)o->dt;
-    args.origin = (uint32_t)w->rank;
-    args.magic = XTQ__MPI_MAGIC;
-    rc = build_cmd(p, w->kindex, &args,
-                   w->ordered && o->kind != XTQ__MPI_PUT && o->kind != XTQ__MPI_GET, mem, &cmd_len);
-    if (rc)
-        goto fail;
+    memset(&h, 0, sizeof(h));
+    h.args.target = offset;
+    h.args.extent = extent;
+    h.args.count = len / o->es;
+    h.args.nblocks = (uint32_t)nb;
+    h.args.kind = (uint8_t)o->kind;
+    h.args.op = (uint8_t)o->xop;
+    h.args.dtype = (uint8_t)o->dt;
+    h.args.origin = (uint32_t)w->rank;
+    h.args.magic = XTQ__MPI_MAGIC;
+    h.pe = pe;
+    memcpy(h.iov, iov, niov * sizeof(iov[0]));
+    h.niov = niov;
+    h.barrier = w->ordered && o->kind != XTQ__MPI_PUT && o->kind != XTQ__MPI_GET;
+    h.bytes = has_operand ? len : 0;
 
-    memset(&param, 0, sizeof(param));
-    param.field_mask = XTQ_PUT_PARAM_FIELD_FLAGS | XTQ_PUT_PARAM_FIELD_COUNTER;
-    param.flags = XTQ_PUT_REMOTE_COMPLETION;
-    param.counter = w->counter;
+    h.param.field_mask = XTQ_PUT_PARAM_FIELD_FLAGS | XTQ_PUT_PARAM_FIELD_COUNTER;
+    h.param.flags = XTQ_PUT_REMOTE_COMPLETION;
+    h.param.counter = w->counter;
     if (fetch) {
-        param.field_mask |= XTQ_PUT_PARAM_FIELD_RESULT;
-        param.result = bounce ? mem + roff : (uint8_t *)o->rbuf + from;
-        param.result_len = len;
+        h.param.field_mask |= XTQ_PUT_PARAM_FIELD_RESULT;
+        h.param.result = bounce ? mem + roff : (uint8_t *)o->rbuf + from;
+        h.param.result_len = len;
     }
     if (o->wait) {
-        param.comp = new_comp(o);
-        if (!param.comp) {
+        h.param.comp = new_comp(o);
+        if (!h.param.comp) {
             rc = -XTQ_ENOMEM;
             goto fail;
         }
-        param.field_mask |= XTQ_PUT_PARAM_FIELD_COMPLETION;
+        h.param.field_mask |= XTQ_PUT_PARAM_FIELD_COMPLETION;
     }
-    rc = xtq_putv(xtq__mpi.ctx, p->xrank, mem, cmd_len, iov, niov, &param);
-    if (rc) {
-        if (o->wait)
-            free(o->comps[--o->ncomps]);
-        goto fail;
-    }
-    xtq__mpi_wcount(w, XTQ__MPI_S_XTQ_PUTS, 1);
-    xtq__mpi_wcount(w, XTQ__MPI_S_BYTES, has_operand ? len : 0);
     if (bounce) {
         pe->rl = o->rl;
         pe->rbuf = o->rbuf;
@@ -273,11 +263,48 @@ static int send_chunk(struct op *o, uint64_t offset, uint64_t extent,
         pe->rfrom = from;
         pe->rlen = len;
     }
+    /* Sent now, or kept back by a lock epoch (its memory is the pending
+     * record, which lives until the epoch's completion). */
+    rc = xtq__mpi_emit(w, o->target, &h, o->wait);
+    if (rc) {
+        if (o->wait)
+            free(o->comps[--o->ncomps]);
+        goto fail;
+    }
     add_pending(o, pe);
     return 0;
 fail:
     free(pe);
     return rc;
+}
+
+int xtq__mpi_fire(struct xtq__mpi_win *w, int target, struct xtq__mpi_held *h, uint8_t flags,
+                  xtq_completion_t *comp)
+{
+    const struct xtq__mpi_peer *p = &w->peer[target];
+    xtq_put_param_t param = h->param;
+    size_t cmd_len;
+    int rc;
+
+    /* A release waits in the queue behind this origin's earlier commands
+     * (barrier bit) even where accumulate_ordering is none. */
+    h->args.flags = flags;
+    rc = build_cmd(p, w->kindex, &h->args, h->barrier || XTQ__MPI_F_RELEASE_TYPE(flags),
+                   h->pe->data, &cmd_len);
+    if (rc)
+        return rc;
+    if (comp) {
+        param.field_mask &= ~(uint64_t)XTQ_PUT_PARAM_FIELD_COUNTER;
+        param.field_mask |= XTQ_PUT_PARAM_FIELD_COMPLETION;
+        param.counter = NULL;
+        param.comp = comp;
+    }
+    rc = xtq_putv(xtq__mpi.ctx, p->xrank, h->pe->data, cmd_len, h->iov, h->niov, &param);
+    if (rc)
+        return rc;
+    xtq__mpi_wcount(w, XTQ__MPI_S_XTQ_PUTS, 1);
+    xtq__mpi_wcount(w, XTQ__MPI_S_BYTES, h->bytes);
+    return 0;
 }
 
 /* Split the operation into chunks that fit one put each. */
@@ -709,15 +736,25 @@ XMPI_EXPORT int MPI_Compare_and_swap(const void *origin_addr, const void *compar
 
 /* ---- put and get ---------------------------------------------------------------------- */
 
-static void mark_mpi(struct xtq__mpi_win *w, int target)
+/* The MPI's own put/get on an accelerated window: inside a lock epoch
+ * the layer's lock is taken first (it is taken lazily, with the first
+ * accumulate), and the MPI's operation is completed at the epoch's close.
+ * Returns an MPI error code (raised already). */
+static int mark_mpi(struct xtq__mpi_win *w, int target)
 {
+    int rc;
+
     if (target < 0 || target >= w->size)
-        return;
+        return MPI_SUCCESS; /* the MPI judges the rank */
+    rc = xtq__mpi_epoch_need_lock(w, target);
+    if (rc)
+        return xtq__mpi_win_error(w, xtq__mpi_errclass(rc));
     pthread_mutex_lock(&w->lock);
     w->peer[target].mpi_dirty = 1;
     w->any_mpi_dirty = true;
     pthread_mutex_unlock(&w->lock);
     xtq__mpi_wcount(w, XTQ__MPI_S_RMA_MPI, 1);
+    return MPI_SUCCESS;
 }
 
 XMPI_EXPORT int MPI_Put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
@@ -726,8 +763,11 @@ XMPI_EXPORT int MPI_Put(const void *origin_addr, int origin_count, MPI_Datatype 
 {
     struct xtq__mpi_win *w = xtq__mpi_win_get(win);
     if (!xtq__mpi_accelerated(w) || !w->put_get_xtq) {
-        if (w && w->accelerated)
-            mark_mpi(w, target_rank);
+        if (w && w->accelerated) {
+            int rc = mark_mpi(w, target_rank);
+            if (rc != MPI_SUCCESS)
+                return rc;
+        }
         return PMPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
                         target_count, target_datatype, win);
     }
@@ -742,8 +782,11 @@ XMPI_EXPORT int MPI_Rput(const void *origin_addr, int origin_count, MPI_Datatype
 {
     struct xtq__mpi_win *w = xtq__mpi_win_get(win);
     if (!xtq__mpi_accelerated(w) || !w->put_get_xtq) {
-        if (w && w->accelerated)
-            mark_mpi(w, target_rank);
+        if (w && w->accelerated) {
+            int rc = mark_mpi(w, target_rank);
+            if (rc != MPI_SUCCESS)
+                return rc;
+        }
         return PMPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
                          target_count, target_datatype, win, request);
     }
@@ -758,8 +801,11 @@ XMPI_EXPORT int MPI_Get(void *origin_addr, int origin_count, MPI_Datatype origin
 {
     struct xtq__mpi_win *w = xtq__mpi_win_get(win);
     if (!xtq__mpi_accelerated(w) || !w->put_get_xtq) {
-        if (w && w->accelerated)
-            mark_mpi(w, target_rank);
+        if (w && w->accelerated) {
+            int rc = mark_mpi(w, target_rank);
+            if (rc != MPI_SUCCESS)
+                return rc;
+        }
         return PMPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
                         target_count, target_datatype, win);
     }
@@ -774,8 +820,11 @@ XMPI_EXPORT int MPI_Rget(void *origin_addr, int origin_count, MPI_Datatype origi
 {
     struct xtq__mpi_win *w = xtq__mpi_win_get(win);
     if (!xtq__mpi_accelerated(w) || !w->put_get_xtq) {
-        if (w && w->accelerated)
-            mark_mpi(w, target_rank);
+        if (w && w->accelerated) {
+            int rc = mark_mpi(w, target_rank);
+            if (rc != MPI_SUCCESS)
+                return rc;
+        }
         return PMPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
                          target_count, target_datatype, win, request);
     }
@@ -806,7 +855,7 @@ int xtq__mpi_sync_op(struct xtq__mpi_win *w, int target, int kind, int type, uin
         return -XTQ_ENOMEM;
     memset(&args, 0, sizeof(args));
     args.count = w->kindex; /* which window */
-    args.kind = (uint16_t)kind;
+    args.kind = (uint8_t)kind;
     args.op = (uint8_t)type;
     args.origin = (uint32_t)w->rank;
     args.magic = XTQ__MPI_MAGIC;
@@ -836,6 +885,8 @@ int xtq__mpi_sync_op(struct xtq__mpi_win *w, int target, int kind, int type, uin
         free(pe);
         return rc;
     }
+    xtq__mpi_wcount(w, XTQ__MPI_S_XTQ_PUTS, 1);
+    xtq__mpi_wcount(w, XTQ__MPI_S_LOCK_PUTS, 1);
     xtq__mpi_pending_add(w, pe);
     return 0;
 }

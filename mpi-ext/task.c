@@ -25,6 +25,7 @@ void xtq__mpi_target_init(struct xtq__mpi_target *t, void *base, uint64_t size)
     pthread_mutex_init(&t->sync, NULL);
     t->exclusive = -1;
     t->shared = 0;
+    t->refused = 0;
 }
 
 void xtq__mpi_target_fini(struct xtq__mpi_target *t)
@@ -100,6 +101,35 @@ static int reduce_any(enum xtq_op op, enum xtq_datatype dt, size_t es, uint8_t *
     return 0;
 }
 
+/* Take `type` for `origin` if it can be had now (under t->sync). */
+static bool lock_try(struct xtq__mpi_target *t, unsigned type, uint32_t origin)
+{
+    if (type == XTQ__MPI_LOCK_SHARED && t->exclusive < 0) {
+        t->shared++;
+        return true;
+    }
+    if (type == XTQ__MPI_LOCK_EXCLUSIVE && t->exclusive < 0 && t->shared == 0) {
+        t->exclusive = origin;
+        return true;
+    }
+    return false;
+}
+
+/* Give back `type` held by `origin` (under t->sync); -XTQ_EINVAL when it
+ * does not hold it. */
+static int lock_drop(struct xtq__mpi_target *t, unsigned type, uint32_t origin)
+{
+    if (type == XTQ__MPI_LOCK_SHARED && t->shared > 0) {
+        t->shared--;
+        return 0;
+    }
+    if (type == XTQ__MPI_LOCK_EXCLUSIVE && t->exclusive == (int64_t)origin) {
+        t->exclusive = -1;
+        return 0;
+    }
+    return -XTQ_EINVAL;
+}
+
 static int run_lock(struct xtq__mpi_target *t, const struct xtq__mpi_args *a, void *result,
                     size_t result_len)
 {
@@ -108,40 +138,48 @@ static int run_lock(struct xtq__mpi_target *t, const struct xtq__mpi_args *a, vo
 
     if (a->kind == XTQ__MPI_LOCK && (!result || result_len < sizeof(granted)))
         return -XTQ_EINVAL;
+    if (a->op != XTQ__MPI_LOCK_SHARED && a->op != XTQ__MPI_LOCK_EXCLUSIVE)
+        return -XTQ_EINVAL;
     pthread_mutex_lock(&t->sync);
-    switch (a->kind * 4 + a->op) {
-    case XTQ__MPI_LOCK * 4 + XTQ__MPI_LOCK_SHARED:
-        if (t->exclusive < 0) {
-            t->shared++;
-            granted = 1;
-        }
-        break;
-    case XTQ__MPI_LOCK * 4 + XTQ__MPI_LOCK_EXCLUSIVE:
-        if (t->exclusive < 0 && t->shared == 0) {
-            t->exclusive = a->origin;
-            granted = 1;
-        }
-        break;
-    case XTQ__MPI_UNLOCK * 4 + XTQ__MPI_LOCK_SHARED:
-        if (t->shared == 0)
-            rc = -XTQ_EINVAL;
-        else
-            t->shared--;
-        break;
-    case XTQ__MPI_UNLOCK * 4 + XTQ__MPI_LOCK_EXCLUSIVE:
-        if (t->exclusive != (int64_t)a->origin)
-            rc = -XTQ_EINVAL;
-        else
-            t->exclusive = -1;
-        break;
-    default:
-        rc = -XTQ_EINVAL;
-        break;
-    }
+    if (a->kind == XTQ__MPI_LOCK)
+        granted = lock_try(t, a->op, a->origin);
+    else
+        rc = lock_drop(t, a->op, a->origin);
     pthread_mutex_unlock(&t->sync);
     if (rc == 0 && a->kind == XTQ__MPI_LOCK)
         memcpy(result, &granted, sizeof(granted));
     return rc;
+}
+
+/* A data command's ACQUIRE, before anything is applied: 0, or -XTQ_EBUSY
+ * (refused: the origin takes the lock with lock commands and resends). */
+static int flags_acquire(struct xtq__mpi_target *t, const struct xtq__mpi_args *a)
+{
+    unsigned type = XTQ__MPI_F_ACQUIRE_TYPE(a->flags);
+    bool ok;
+
+    if (!type)
+        return 0;
+    pthread_mutex_lock(&t->sync);
+    ok = lock_try(t, type, a->origin);
+    t->refused += !ok;
+    pthread_mutex_unlock(&t->sync);
+    return ok ? 0 : -XTQ_EBUSY;
+}
+
+/* After applying: RELEASE when it succeeded; when it failed, the ACQUIRE
+ * is undone (a failed command changes no lock state). */
+static int flags_finish(struct xtq__mpi_target *t, const struct xtq__mpi_args *a, int rc)
+{
+    unsigned type = rc ? XTQ__MPI_F_ACQUIRE_TYPE(a->flags) : XTQ__MPI_F_RELEASE_TYPE(a->flags);
+    int drc;
+
+    if (!type)
+        return rc;
+    pthread_mutex_lock(&t->sync);
+    drc = lock_drop(t, type, a->origin);
+    pthread_mutex_unlock(&t->sync);
+    return rc ? rc : drc;
 }
 
 int xtq__mpi_task_run(struct xtq__mpi_target *t, const struct xtq__mpi_args *a, size_t payload_len,
@@ -160,7 +198,10 @@ int xtq__mpi_task_run(struct xtq__mpi_target *t, const struct xtq__mpi_args *a, 
     if (a->magic != XTQ__MPI_MAGIC)
         return -XTQ_EVERSION;
     if (a->kind == XTQ__MPI_LOCK || a->kind == XTQ__MPI_UNLOCK)
-        return run_lock(t, a, result, result_len);
+        return a->flags ? -XTQ_EINVAL : run_lock(t, a, result, result_len);
+    if ((a->flags & ~0xfu) || XTQ__MPI_F_ACQUIRE_TYPE(a->flags) == 3 ||
+        XTQ__MPI_F_RELEASE_TYPE(a->flags) == 3)
+        return -XTQ_EINVAL;
     if (a->kind < XTQ__MPI_ACC || a->kind > XTQ__MPI_GET)
         return -XTQ_EINVAL;
     es = xtq_datatype_size(dt);
@@ -213,6 +254,12 @@ int xtq__mpi_task_run(struct xtq__mpi_target *t, const struct xtq__mpi_args *a, 
         return -XTQ_EINVAL;
     operand = payload + a->nblocks * sizeof(*blk);
 
+    /* Everything checked: only now may the lock be taken (a command that
+     * fails changes no lock state, so the origin knows where it stands). */
+    rc = flags_acquire(t, a);
+    if (rc)
+        return rc;
+
     /* MPI_Put / MPI_Get promise no atomicity: no lock. */
     if (a->kind != XTQ__MPI_PUT && a->kind != XTQ__MPI_GET) {
         uint64_t off = (uint64_t)(target - t->base);
@@ -251,7 +298,7 @@ int xtq__mpi_task_run(struct xtq__mpi_target *t, const struct xtq__mpi_args *a, 
     }
     if (mask)
         stripes_unlock(t, mask);
-    return rc;
+    return flags_finish(t, a, rc);
 }
 
 /* The registered CPU kernel: one work-item, the arguments above. */

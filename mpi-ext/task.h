@@ -25,7 +25,7 @@ extern "C" {
 
 /* Wire version of the arguments: a peer built from other sources is
  * refused (-XTQ_EVERSION) instead of misread. */
-#define XTQ__MPI_MAGIC 0x314d5158u /* "XQM1" */
+#define XTQ__MPI_MAGIC 0x324d5158u /* "XQM2": flags and a one-byte kind */
 
 enum xtq__mpi_kind {
     XTQ__MPI_ACC = 1,     /* target = target op operand (atomic per element) */
@@ -41,6 +41,17 @@ enum xtq__mpi_kind {
 /* `op` of LOCK / UNLOCK. */
 enum { XTQ__MPI_LOCK_SHARED = 1, XTQ__MPI_LOCK_EXCLUSIVE = 2 };
 
+/* `flags` of a data command on a CPU window: the passive-target lock rides
+ * with the epoch's first and last operations (docs/mpi.md, "Passive
+ * target"). ACQUIRE: take the origin's lock of this type before applying;
+ * when it cannot be had the command is refused (-XTQ_EBUSY), nothing is
+ * applied and no lock state changes. RELEASE: give the lock back after
+ * applying. A command that fails for any reason changes no lock state. */
+#define XTQ__MPI_F_ACQUIRE(type)   ((uint8_t)(type))
+#define XTQ__MPI_F_RELEASE(type)   ((uint8_t)((type) << 2))
+#define XTQ__MPI_F_ACQUIRE_TYPE(f) ((f)&3u)
+#define XTQ__MPI_F_RELEASE_TYPE(f) (((f) >> 2) & 3u)
+
 /* Kernel arguments; the engine rewrites the first two (registry.h,
  * XTQ_REGISTER_BOUNDED): target from a byte offset into the window to a
  * pointer, after checking offset + extent <= window size; payload to
@@ -51,7 +62,8 @@ struct xtq__mpi_args {
     uint64_t extent;  /* argument 2: bytes from target the task may touch */
     uint64_t count;   /* elements */
     uint32_t nblocks; /* target blocks at the start of the payload (0: contiguous) */
-    uint16_t kind;    /* enum xtq__mpi_kind */
+    uint8_t kind;     /* enum xtq__mpi_kind */
+    uint8_t flags;    /* XTQ__MPI_F_*: lock taken / given back with a data command */
     uint8_t op;       /* enum xtq_op (or the lock type) */
     uint8_t dtype;    /* enum xtq_datatype */
     uint32_t origin;  /* the origin's rank in the window (locks) */
@@ -87,6 +99,7 @@ struct xtq__mpi_target {
     pthread_mutex_t sync; /* the passive-target lock's state */
     int64_t exclusive;    /* origin holding the exclusive lock, or -1 */
     uint64_t shared;      /* shared holders */
+    uint64_t refused;     /* data commands whose ACQUIRE was refused (under `sync`) */
 };
 
 void xtq__mpi_target_init(struct xtq__mpi_target *t, void *base, uint64_t size);
@@ -98,7 +111,8 @@ void xtq__mpi_target_fini(struct xtq__mpi_target *t);
  * `payload_len` is what the payload holds when the caller knows it
  * (SIZE_MAX: unknown, trust the arguments' own consistency).
  * @return 0 or a negative XTQ_E* code (nothing is written then, except
- *         for a lock refusal, which is a result of 0, not an error).
+ *         for a lock command's refusal, which is a result of 0, not an
+ *         error); -XTQ_EBUSY: a data command's ACQUIRE was refused.
  */
 int xtq__mpi_task_run(struct xtq__mpi_target *t, const struct xtq__mpi_args *a, size_t payload_len,
                       void *result, size_t result_len);

@@ -312,6 +312,7 @@ static int setup_accelerated(struct xtq__mpi_win *w, MPI_Comm comm)
     PMPI_Comm_rank(w->comm, &w->rank);
     PMPI_Comm_size(w->comm, &w->size);
     pthread_mutex_init(&w->lock, NULL);
+    pthread_mutex_init(&w->hold_lock, NULL);
     w->peer = calloc((size_t)w->size, sizeof(*w->peer));
     all = calloc((size_t)w->size, sizeof(*all));
     if (!w->peer || !all)
@@ -384,6 +385,7 @@ static void teardown(struct xtq__mpi_win *w)
     if (w->comm != MPI_COMM_NULL)
         PMPI_Comm_free(&w->comm);
     pthread_mutex_destroy(&w->lock);
+    pthread_mutex_destroy(&w->hold_lock);
 }
 
 static void record(struct xtq__mpi_win *w, MPI_Win win)
@@ -661,6 +663,13 @@ XMPI_EXPORT int MPIX_Xtq_win_counts(MPI_Win win, MPIX_Xtq_counts *c)
     c->bytes = atomic_load(&w->count[XTQ__MPI_S_BYTES]);
     c->errors = atomic_load(&w->count[XTQ__MPI_S_ERRORS]);
     c->passthrough = atomic_load(&w->passthrough);
+    c->lock_puts = atomic_load(&w->count[XTQ__MPI_S_LOCK_PUTS]);
+    c->lock_refused = atomic_load(&w->count[XTQ__MPI_S_REFUSED]);
+    if (w->accelerated) {
+        pthread_mutex_lock(&w->tgt.sync);
+        c->refused_here = w->tgt.refused;
+        pthread_mutex_unlock(&w->tgt.sync);
+    }
     return MPI_SUCCESS;
 }
 

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include <mpi.h>
 
@@ -108,7 +109,9 @@ enum xtq__mpi_stat {
     XTQ__MPI_S_PUT_XTQ,   /* MPI_Put as tasks */
     XTQ__MPI_S_GET_XTQ,   /* MPI_Get as tasks */
     XTQ__MPI_S_RMA_MPI,   /* put/get on accelerated windows left to the MPI */
-    XTQ__MPI_S_XTQ_PUTS,  /* XtqPuts issued */
+    XTQ__MPI_S_XTQ_PUTS,  /* XtqPuts issued (lock commands and resends included) */
+    XTQ__MPI_S_LOCK_PUTS, /* ... of which lock / unlock commands on their own */
+    XTQ__MPI_S_REFUSED,   /* first operations of an epoch refused (lock busy) */
     XTQ__MPI_S_BYTES,     /* operand bytes sent */
     XTQ__MPI_S_ERRORS,    /* failed XtqPuts */
     XTQ__MPI_S_WIN_SHELL, /* windows whose put/get went to XTQ because the MPI failed */
@@ -216,6 +219,19 @@ void xtq__mpi_datatype_fini(void);
 
 /* ---- windows (window.c) ------------------------------------------------------ */
 
+/* An XtqPut built but not sent yet: a lock epoch keeps its latest command
+ * back, so that the epoch's first carries the lock request and its last
+ * the release (epoch.c). Its memory is a pending record of the window. */
+struct xtq__mpi_held {
+    struct xtq__mpi_args args;
+    struct xtq__mpi_pending *pe; /* command space at pe->data */
+    struct iovec iov[3];
+    size_t niov;
+    xtq_put_param_t param; /* counter (and result); no completion */
+    bool barrier;          /* the command's own ordering (accumulates) */
+    uint64_t bytes;        /* operand bytes (stats) */
+};
+
 struct xtq__mpi_peer {
     int xrank;      /* XTQ rank */
     uint32_t queue; /* queue index for this process's commands to it */
@@ -225,6 +241,9 @@ struct xtq__mpi_peer {
     uint8_t lock;      /* lock type this process holds on it (0: none) */
     uint8_t nocheck;   /* ... taken with MPI_MODE_NOCHECK (nothing to release) */
     uint8_t mpi_dirty; /* MPI put/get to it since its last completion */
+    uint8_t granted;   /* the lock is known to be held at the target */
+    bool has_held;     /* `held` waits to be sent */
+    struct xtq__mpi_held held;
 };
 
 struct xtq__mpi_win;
@@ -270,7 +289,9 @@ struct xtq__mpi_win {
     xtq_counter_t *counter;
     struct xtq__mpi_target tgt;
     struct xtq__mpi_peer *peer;
-    pthread_mutex_t lock; /* pending, epoch state */
+    pthread_mutex_t lock;      /* pending, epoch state */
+    pthread_mutex_t hold_lock; /* peers' granted / held (taken before `lock`) */
+    int local_err;             /* first -XTQ_E* of a put waited on alone, not yet raised */
     struct xtq__mpi_pending *pending;
     uint64_t pending_bytes;
     uint64_t err_seen;
@@ -341,6 +362,19 @@ int xtq__mpi_complete(struct xtq__mpi_win *w, int target);
  * whether it was taken. `comp` NULL: counted on the window's counter. */
 int xtq__mpi_sync_op(struct xtq__mpi_win *w, int target, int kind, int type, uint64_t *granted,
                      xtq_completion_t *comp);
+
+/* Send a built command with `flags` (XTQ__MPI_F_*); `comp` non-NULL: its
+ * outcome goes there (and not to the window's counter). 0 or -XTQ_E*. */
+int xtq__mpi_fire(struct xtq__mpi_win *w, int target, struct xtq__mpi_held *h, uint8_t flags,
+                  xtq_completion_t *comp);
+
+/* A built command of an operation: sent, or kept back by a lock epoch
+ * (`must_send`: its caller waits for it now). 0 or -XTQ_E*. */
+int xtq__mpi_emit(struct xtq__mpi_win *w, int target, struct xtq__mpi_held *h, bool must_send);
+
+/* The lock of a lock epoch to `target` held before the MPI's own put/get
+ * goes there. 0 or -XTQ_E*. */
+int xtq__mpi_epoch_need_lock(struct xtq__mpi_win *w, int target);
 
 /* Wait for a completion (progressing): 0 or -XTQ_E*. */
 int xtq__mpi_wait(xtq_completion_t *comp);

@@ -56,15 +56,23 @@ int MPIX_Xtq_win_accelerated(MPI_Win win, int *flag, char *reason, int reason_le
 
 /** What the layer did on one window, from this process's side. */
 typedef struct MPIX_Xtq_counts {
-    uint64_t accumulates; /**< MPI_Accumulate / MPI_Raccumulate run as tasks */
-    uint64_t fetching;    /**< get_accumulate, fetch_and_op, compare_and_swap */
-    uint64_t puts_xtq;    /**< MPI_Put / MPI_Rput run as tasks */
-    uint64_t gets_xtq;    /**< MPI_Get / MPI_Rget run as tasks */
-    uint64_t puts_mpi;    /**< MPI_Put / MPI_Get / MPI_R* left to the MPI */
-    uint64_t xtq_puts;    /**< XtqPuts issued (large operations take several) */
-    uint64_t bytes;       /**< operand bytes sent in those puts */
-    uint64_t errors;      /**< puts that failed (reported at the epoch's close) */
-    uint64_t passthrough; /**< calls on a window that is not accelerated */
+    uint64_t accumulates;  /**< MPI_Accumulate / MPI_Raccumulate run as tasks */
+    uint64_t fetching;     /**< get_accumulate, fetch_and_op, compare_and_swap */
+    uint64_t puts_xtq;     /**< MPI_Put / MPI_Rput run as tasks */
+    uint64_t gets_xtq;     /**< MPI_Get / MPI_Rget run as tasks */
+    uint64_t puts_mpi;     /**< MPI_Put / MPI_Get / MPI_R* left to the MPI */
+    uint64_t xtq_puts;     /**< XtqPuts issued (large operations take several; lock
+                                commands and resends after a refusal included) */
+    uint64_t bytes;        /**< operand bytes sent in those puts */
+    uint64_t errors;       /**< puts that failed (reported at the epoch's close) */
+    uint64_t passthrough;  /**< calls on a window that is not accelerated */
+    uint64_t lock_puts;    /**< of xtq_puts: lock / unlock commands sent on their own
+                                (a lock epoch's first operation asks for the lock, its
+                                last gives it back: none when the lock was free) */
+    uint64_t lock_refused; /**< lock epochs whose first operation was refused (lock
+                                busy), then resent once the lock was taken */
+    uint64_t refused_here; /**< first operations of lock epochs (any origin's) that
+                                this process's window refused: lock busy */
 } MPIX_Xtq_counts;
 
 /**

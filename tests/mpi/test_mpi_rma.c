@@ -18,6 +18,8 @@
 #include "xtq_test.h"
 #include "mpi_test_types.h"
 
+#include <xtq/mpi.h> /* MPIX_Xtq_counts (the functions are looked up) */
+
 #include <dlfcn.h>
 #include <complex.h>
 #include <stdarg.h>
@@ -303,6 +305,281 @@ XTQ_TEST(lock_exclusive)
         T_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win));
         T_CHECK(*base == (int64_t)n * nranks);
         T_MPI(MPI_Win_unlock(0, win));
+    }
+    T_MPI(MPI_Win_free(&win));
+    free(base);
+    t_fini();
+}
+
+/* This process's counts on an accelerated window (looked up: the program
+ * does not link the layer); false where the window is the MPI's. */
+static bool win_counts(MPI_Win win, MPIX_Xtq_counts *c)
+{
+    typedef int (*counts_fn)(MPI_Win, MPIX_Xtq_counts *);
+    counts_fn f = (counts_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "MPIX_Xtq_win_counts");
+
+    memset(c, 0, sizeof(*c));
+    if (!f || mpi_path)
+        return false;
+    T_MPI(f(win, c));
+    return true;
+}
+
+/* XtqPuts (all, and lock commands on their own) since `before`; checks
+ * them where the window is accelerated. */
+#define CHECK_PUTS(win, before, n_puts, n_lock_puts)                                               \
+    do {                                                                                           \
+        MPIX_Xtq_counts now_;                                                                      \
+        if (win_counts(win, &now_)) {                                                              \
+            T_CHECK(now_.xtq_puts - (before).xtq_puts == (uint64_t)(n_puts));                      \
+            T_CHECK(now_.lock_puts - (before).lock_puts == (uint64_t)(n_lock_puts));               \
+            T_CHECK(now_.lock_refused == (before).lock_refused);                                   \
+        }                                                                                          \
+        win_counts(win, &(before));                                                                \
+    } while (0)
+
+/* Lazy lock epochs (nobody contends): MPI_Win_lock sends nothing, the
+ * first operation carries the lock request and the last the release, so
+ * lock/acc/unlock is one XtqPut; an epoch without operations sends
+ * nothing; a flush completes but keeps the lock; MPI_MODE_NOCHECK, the
+ * MPI's own put, and an error inside the epoch (the lock is not lost). */
+XTQ_TEST(lock_lazy)
+{
+    int64_t *base = calloc(8, sizeof(int64_t));
+    MPIX_Xtq_counts c;
+    MPI_Win win;
+    int rc, cls;
+
+    t_init();
+    need_ranks(2);
+    T_MPI(MPI_Win_create(base, 8 * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD,
+                         &win));
+    check_window(win, 1);
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        const int64_t one = 1, v42 = 42;
+        int64_t got = -1;
+        win_counts(win, &c);
+        /* no operation: no message */
+        T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win));
+        T_MPI(MPI_Win_unlock(1, win));
+        T_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win));
+        T_MPI(MPI_Win_flush(1, win));
+        T_MPI(MPI_Win_unlock(1, win));
+        CHECK_PUTS(win, c, 0, 0);
+        /* lock/acc/unlock: one XtqPut */
+        T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win));
+        T_MPI(MPI_Accumulate(&one, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, MPI_SUM, win));
+        T_MPI(MPI_Win_unlock(1, win));
+        CHECK_PUTS(win, c, 1, 0);
+        /* a fetching one: the result is there at unlock */
+        T_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win));
+        T_MPI(MPI_Fetch_and_op(&one, &got, MPI_INT64_T, 1, 0, MPI_SUM, win));
+        T_MPI(MPI_Win_unlock(1, win));
+        T_CHECK(got == 1);
+        CHECK_PUTS(win, c, 1, 0);
+        /* three: one XtqPut each, no lock command */
+        T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win));
+        for (int i = 0; i < 3; i++)
+            T_MPI(MPI_Accumulate(&one, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, MPI_SUM, win));
+        T_MPI(MPI_Win_unlock(1, win));
+        CHECK_PUTS(win, c, 3, 0);
+        /* read, flush, write back: the flush completes the read */
+        T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win));
+        T_MPI(MPI_Get_accumulate(NULL, 0, MPI_INT64_T, &got, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T,
+                                 MPI_NO_OP, win));
+        T_MPI(MPI_Win_flush(1, win));
+        T_CHECK(got == 5);
+        got += 1;
+        T_MPI(MPI_Accumulate(&got, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, MPI_REPLACE, win));
+        T_MPI(MPI_Win_unlock(1, win));
+        CHECK_PUTS(win, c, 2, 0);
+        /* MPI_MODE_NOCHECK: no lock at all */
+        T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, MPI_MODE_NOCHECK, win));
+        T_MPI(MPI_Accumulate(&one, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, MPI_SUM, win));
+        T_MPI(MPI_Win_unlock(1, win));
+        CHECK_PUTS(win, c, 1, 0);
+        /* a put alone: over XTQ one XtqPut; by the MPI's own layer the
+         * lock is taken and given back by lock commands */
+        T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win));
+        T_MPI(MPI_Put(&v42, 1, MPI_INT64_T, 1, 2, 1, MPI_INT64_T, win));
+        T_MPI(MPI_Win_unlock(1, win));
+        {
+            MPIX_Xtq_counts now;
+            if (win_counts(win, &now)) {
+                bool by_mpi = now.puts_mpi > c.puts_mpi;
+                CHECK_PUTS(win, c, by_mpi ? 2 : 1, by_mpi ? 2 : 0);
+            }
+        }
+        /* an error in the last operation: reported at unlock, the lock
+         * released anyway (the release goes on its own). Out of range is
+         * erroneous in MPI: only the layer's path is asked. */
+        if (!mpi_path) {
+            T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win));
+            T_MPI(MPI_Accumulate(&one, 1, MPI_INT64_T, 1, 3, 1, MPI_INT64_T, MPI_SUM, win));
+            rc = MPI_Accumulate(&one, 1, MPI_INT64_T, 1, 8, 1, MPI_INT64_T, MPI_SUM, win);
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Win_unlock(1, win);
+            else
+                MPI_Win_unlock(1, win);
+            MPI_Error_class(rc, &cls);
+            T_CHECK(cls == MPI_ERR_RMA_RANGE);
+            CHECK_PUTS(win, c, 3, 1);
+            /* ... and in a lone operation: nothing taken, nothing to give */
+            T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win));
+            rc = MPI_Accumulate(&one, 1, MPI_INT64_T, 1, 9, 1, MPI_INT64_T, MPI_SUM, win);
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Win_unlock(1, win);
+            else
+                MPI_Win_unlock(1, win);
+            MPI_Error_class(rc, &cls);
+            T_CHECK(cls == MPI_ERR_RMA_RANGE);
+            CHECK_PUTS(win, c, 1, 0);
+        }
+        T_MPI(MPI_Send(NULL, 0, MPI_BYTE, 1, 7, MPI_COMM_WORLD));
+    } else if (rank == 1) {
+        /* The lock of one's own window is taken at once: a lock rank 0
+         * leaked would hang this. (MPICH 4.0.2's own path hangs in an
+         * exclusive lock of one's own window here: its epochs are
+         * checked by the values alone.) */
+        T_MPI(MPI_Recv(NULL, 0, MPI_BYTE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        if (!mpi_path)
+            T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win));
+        T_CHECK(base[0] == 7);
+        T_CHECK(base[2] == 42);
+        T_CHECK(base[3] == (mpi_path ? 0 : 1));
+        if (!mpi_path)
+            T_MPI(MPI_Win_unlock(1, win));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    T_MPI(MPI_Win_free(&win));
+    free(base);
+    t_fini();
+}
+
+/* A flush completes the epoch's operations and keeps the lock: rank 1
+ * asks for its own window's exclusive lock after rank 0's flush and must
+ * not get it before rank 0's unlock (it then sees both accumulates). */
+XTQ_TEST(lock_flush_keeps)
+{
+    int64_t *base = calloc(4, sizeof(int64_t));
+    MPI_Win win;
+
+    t_init();
+    need_ranks(2);
+    T_MPI(MPI_Win_create(base, 4 * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD,
+                         &win));
+    check_window(win, 1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int round = 1; round <= 5; round++) {
+        if (rank == 0) {
+            const int64_t one = 1;
+            struct timespec ts = {0, 50 * 1000 * 1000};
+            T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win));
+            T_MPI(MPI_Accumulate(&one, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, MPI_SUM, win));
+            T_MPI(MPI_Win_flush(1, win));
+            T_MPI(MPI_Send(NULL, 0, MPI_BYTE, 1, 8, MPI_COMM_WORLD));
+            nanosleep(&ts, NULL);
+            T_MPI(MPI_Accumulate(&one, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, MPI_SUM, win));
+            T_MPI(MPI_Win_unlock(1, win));
+        } else if (rank == 1) {
+            T_MPI(MPI_Recv(NULL, 0, MPI_BYTE, 0, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win));
+            if (base[0] != 2 * round)
+                T_FAIL("round %d: %lld in the window under the lock, expected %d: the flush let "
+                       "the lock go",
+                       round, (long long)base[0], 2 * round);
+            T_MPI(MPI_Win_unlock(1, win));
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    T_MPI(MPI_Win_free(&win));
+    free(base);
+    t_fini();
+}
+
+/* Contention. (1) Rank 0 holds its own window's exclusive lock; every
+ * other rank's lock/acc/unlock must be refused, not applied, and applied
+ * exactly once after rank 0's unlock (the origin takes the lock and
+ * resends). (2) Every rank does read-modify-write through get_accumulate
+ * under exclusive locks on rank 0: no update lost. */
+XTQ_TEST(lock_contention)
+{
+    int64_t *base = calloc(4, sizeof(int64_t));
+    const int n = 40;
+    MPIX_Xtq_counts c0, c1;
+    MPI_Win win;
+
+    t_init();
+    need_ranks(2);
+    T_MPI(MPI_Win_create(base, 4 * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD,
+                         &win));
+    check_window(win, 1);
+    win_counts(win, &c0);
+    if (rank == 0)
+        T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        if (win_counts(win, &c1)) {
+            /* Wait (bounded) until every other origin's first operation
+             * was refused here; nothing of theirs may be applied. */
+            for (int ms = 0; c1.refused_here - c0.refused_here < (uint64_t)(nranks - 1); ms++) {
+                struct timespec ts = {0, 1000 * 1000};
+                if (ms > 120000) {
+                    T_FAIL("after 120 s only %llu of %d origins were refused",
+                           (unsigned long long)(c1.refused_here - c0.refused_here), nranks - 1);
+                    break;
+                }
+                nanosleep(&ts, NULL);
+                win_counts(win, &c1);
+            }
+            T_CHECK(base[0] == 0);
+        }
+        T_MPI(MPI_Win_unlock(0, win));
+    } else {
+        const int64_t one = 1;
+        T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));
+        T_MPI(MPI_Accumulate(&one, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, MPI_SUM, win));
+        T_MPI(MPI_Win_unlock(0, win));
+        if (win_counts(win, &c1)) {
+            T_CHECK(c1.lock_refused - c0.lock_refused == 1);
+            T_CHECK(c1.lock_puts - c0.lock_puts >= 1); /* the lock taken the old way */
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        T_CHECK(base[0] == nranks - 1);
+
+    /* (2) read-modify-write under exclusive locks, every rank at once */
+    for (int i = 0; i < n; i++) {
+        int64_t v = -1;
+        T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));
+        if (i % 2)
+            T_MPI(MPI_Get_accumulate(NULL, 0, MPI_INT64_T, &v, 1, MPI_INT64_T, 0, 1, 1, MPI_INT64_T,
+                                     MPI_NO_OP, win));
+        else
+            T_MPI(MPI_Fetch_and_op(NULL, &v, MPI_INT64_T, 0, 1, MPI_NO_OP, win));
+        T_MPI(MPI_Win_flush(0, win));
+        v++;
+        T_MPI(MPI_Accumulate(&v, 1, MPI_INT64_T, 0, 1, 1, MPI_INT64_T, MPI_REPLACE, win));
+        T_MPI(MPI_Win_unlock(0, win));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        T_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win));
+        if (base[1] != (int64_t)n * nranks)
+            T_FAIL("read-modify-write under exclusive locks: %lld, expected %lld (lost updates)",
+                   (long long)base[1], (long long)n * nranks);
+        T_MPI(MPI_Win_unlock(0, win));
+    }
+    win_counts(win, &c1);
+    {
+        uint64_t mine = c1.lock_refused - c0.lock_refused, all = 0;
+        MPI_Reduce(&mine, &all, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+        if (rank == 0 && !mpi_path)
+            printf("lock_contention: %d origins, first operations refused %llu times\n", nranks,
+                   (unsigned long long)all);
     }
     T_MPI(MPI_Win_free(&win));
     free(base);

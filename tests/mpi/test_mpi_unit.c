@@ -59,7 +59,7 @@ static struct xtq__mpi_args args(int kind, int op, int dt, uint64_t off, uint64_
 {
     struct xtq__mpi_args a;
     memset(&a, 0, sizeof(a));
-    a.kind = (uint16_t)kind;
+    a.kind = (uint8_t)kind;
     a.op = (uint8_t)op;
     a.dtype = (uint8_t)dt;
     a.target = off;
@@ -235,6 +235,107 @@ XTQ_TEST(task_locks)
     CHECK_EQ(granted, 1);
     LOCK(XTQ__MPI_LOCK, 7, 1, -XTQ_EINVAL);
 #undef LOCK
+    win_close(&w);
+}
+
+/* The lock carried by data commands (lazy lock epochs): ACQUIRE refused
+ * applies nothing and changes no lock state; a failed command changes no
+ * lock state; ACQUIRE | RELEASE on one command leaves the lock free. */
+XTQ_TEST(task_lock_flags)
+{
+    struct win w;
+    int64_t one = 1, *t, got = -1;
+    uint64_t granted;
+    win_open(&w, 4 * sizeof(int64_t));
+    t = (int64_t *)w.base;
+#define DATA(fl, org, off, rc_expected)                                                            \
+    do {                                                                                           \
+        struct xtq__mpi_args a_ = args(XTQ__MPI_ACC, XTQ_OP_SUM, XTQ_DT_INT64, off, 8, 1, 0);      \
+        a_.origin = org;                                                                           \
+        a_.flags = (uint8_t)(fl);                                                                  \
+        CHECK_ERR(engine_run(&w, &a_, &one, sizeof(one), NULL, 0), rc_expected);                   \
+    } while (0)
+#define LOCKCMD(kind, type, org)                                                                   \
+    do {                                                                                           \
+        struct xtq__mpi_args a_ = args(kind, type, 0, 0, 0, 0, 0);                                 \
+        a_.origin = org;                                                                           \
+        granted = 99;                                                                              \
+        CHECK_OK(xtq__mpi_task_run(&w.t, &a_, 0, &granted, sizeof(granted)));                      \
+    } while (0)
+    const uint8_t acq_x = XTQ__MPI_F_ACQUIRE(XTQ__MPI_LOCK_EXCLUSIVE);
+    const uint8_t rel_x = XTQ__MPI_F_RELEASE(XTQ__MPI_LOCK_EXCLUSIVE);
+    const uint8_t acq_s = XTQ__MPI_F_ACQUIRE(XTQ__MPI_LOCK_SHARED);
+    const uint8_t rel_s = XTQ__MPI_F_RELEASE(XTQ__MPI_LOCK_SHARED);
+
+    /* one command, the whole epoch: applied, lock free afterwards */
+    DATA(acq_x | rel_x, 1, 0, 0);
+    CHECK_EQ(t[0], 1);
+    CHECK_EQ(w.t.exclusive, -1);
+    CHECK_EQ(w.t.shared, 0);
+    /* origin 1 takes it with its first command and keeps it */
+    DATA(acq_x, 1, 0, 0);
+    CHECK_EQ(w.t.exclusive, 1);
+    /* origin 2's first commands are refused and not applied */
+    DATA(acq_x | rel_x, 2, 8, -XTQ_EBUSY);
+    DATA(acq_s, 2, 8, -XTQ_EBUSY);
+    CHECK_EQ(t[1], 0);
+    CHECK_EQ(w.t.exclusive, 1);
+    CHECK_EQ(w.t.refused, 2);
+    LOCKCMD(XTQ__MPI_LOCK, XTQ__MPI_LOCK_SHARED, 2);
+    CHECK_EQ(granted, 0);
+    CHECK_EQ(w.t.refused, 2); /* data commands only */
+    /* origin 1's middle command, then its last releases */
+    DATA(0, 1, 0, 0);
+    /* a failed command (out of range at the task) releases nothing */
+    {
+        struct xtq__mpi_args a = args(XTQ__MPI_ACC, XTQ_OP_SUM, XTQ_DT_INT64, 0, 8, 2, 0);
+        a.origin = 1;
+        a.flags = rel_x;
+        int64_t two[2] = {1, 1};
+        CHECK_ERR(engine_run(&w, &a, two, sizeof(two), NULL, 0), -XTQ_ERANGE);
+        CHECK_EQ(w.t.exclusive, 1);
+    }
+    DATA(rel_x, 1, 0, 0);
+    CHECK_EQ(t[0], 4);
+    CHECK_EQ(w.t.exclusive, -1);
+    /* a failed command with ACQUIRE takes nothing */
+    {
+        struct xtq__mpi_args a = args(XTQ__MPI_ACC, XTQ_OP_SUM, XTQ_DT_INT64, 0, 8, 2, 0);
+        a.origin = 3;
+        a.flags = acq_x;
+        int64_t two[2] = {1, 1};
+        CHECK_ERR(engine_run(&w, &a, two, sizeof(two), NULL, 0), -XTQ_ERANGE);
+        CHECK_EQ(w.t.exclusive, -1);
+    }
+    /* shared: two origins at once; exclusive refused meanwhile */
+    DATA(acq_s, 2, 8, 0);
+    {
+        struct xtq__mpi_args a = args(XTQ__MPI_GET_ACC, XTQ_OP_NO_OP, XTQ_DT_INT64, 8, 8, 1, 0);
+        a.origin = 3;
+        a.flags = acq_s;
+        CHECK_OK(engine_run(&w, &a, NULL, 0, &got, sizeof(got)));
+        CHECK_EQ(got, 1);
+    }
+    CHECK_EQ(w.t.shared, 2);
+    DATA(acq_x, 4, 16, -XTQ_EBUSY);
+    CHECK_EQ(t[2], 0);
+    DATA(rel_s, 2, 8, 0);
+    LOCKCMD(XTQ__MPI_UNLOCK, XTQ__MPI_LOCK_SHARED, 3);
+    CHECK_EQ(w.t.shared, 0);
+    DATA(acq_x | rel_x, 4, 16, 0);
+    CHECK_EQ(t[2], 1);
+    /* malformed flags; flags on lock commands */
+    DATA(0x30, 1, 0, -XTQ_EINVAL);
+    DATA(XTQ__MPI_F_ACQUIRE(3), 1, 0, -XTQ_EINVAL);
+    {
+        struct xtq__mpi_args a = args(XTQ__MPI_LOCK, XTQ__MPI_LOCK_SHARED, 0, 0, 0, 0, 0);
+        a.flags = acq_s;
+        CHECK_ERR(xtq__mpi_task_run(&w.t, &a, 0, &granted, sizeof(granted)), -XTQ_EINVAL);
+    }
+    CHECK_EQ(w.t.exclusive, -1);
+    CHECK_EQ(w.t.shared, 0);
+#undef DATA
+#undef LOCKCMD
     win_close(&w);
 }
 
