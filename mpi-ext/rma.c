@@ -14,6 +14,9 @@
 
 #include <sys/uio.h>
 
+#include <xtq/cuda.h>
+#include <xtq/param.h>
+
 /* Bound on bounce memory held per window before the layer flushes on its
  * own (MPI allows completing operations early). */
 #define PENDING_LIMIT ((uint64_t)64 << 20)
@@ -154,6 +157,31 @@ int xtq__mpi_wait(xtq_completion_t *comp)
     return xtq_completion_wait(xtq__mpi.ctx, comp, XTQ_TIMEOUT_INFINITE);
 }
 
+/* Work-groups a GPU window's dispatch may have: the target processor's
+ * blocks (XTQ_CUDA_BLOCKS, read here as the job's setting: ranks share
+ * their environment). More groups than blocks run one after another
+ * (xtq_cuda_stride_groups). */
+static uint32_t gpu_groups(void)
+{
+    static _Atomic uint32_t cached;
+    uint32_t n = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (n)
+        return n;
+    n = 2;
+    for (unsigned i = 0; i < xtq_param_count(); i++) {
+        xtq_param_info_t pi;
+        if (xtq_param_get_info(i, &pi) == 0 && strcmp(pi.name, "XTQ_CUDA_BLOCKS") == 0) {
+            const char *v = pi.value && *pi.value ? pi.value : pi.default_value;
+            long b = v ? strtol(v, NULL, 10) : 0;
+            if (b > 0 && b <= 1024)
+                n = (uint32_t)b;
+            break;
+        }
+    }
+    atomic_store_explicit(&cached, n, memory_order_relaxed);
+    return n;
+}
+
 /* Command for the window's kernel at the target's queue for this origin. */
 static int build_cmd(const struct xtq__mpi_peer *p, uint32_t kindex,
                      const struct xtq__mpi_args *args, bool barrier, uint8_t *cmd, size_t *cmd_len)
@@ -161,10 +189,13 @@ static int build_cmd(const struct xtq__mpi_peer *p, uint32_t kindex,
     xtq_dispatch_geometry_t g = {1, {1, 1, 1}, {1, 1, 1}};
     int rc;
 
-    /* The CUDA task's work-items stride over the elements. */
+    /* The CUDA task's work-items stride over the elements, at most one
+     * work-group per processor block, 8 elements or more per work-item. */
     if (p->gpu && kindex != 0) {
-        g.grid[0] = args->count < (1u << 16) ? (uint32_t)args->count : (1u << 16);
-        g.workgroup[0] = g.grid[0] < 256 ? (uint16_t)g.grid[0] : 256; /* HSA: <= grid */
+        uint32_t grid, wg;
+        xtq_cuda_stride_geometry(args->count, 256, 8, gpu_groups(), &grid, &wg);
+        g.grid[0] = grid;
+        g.workgroup[0] = (uint16_t)wg; /* HSA: <= grid */
     }
     rc = xtq_cmd_kernel(cmd, XTQ_AQL_PACKET_SIZE + sizeof(*args), kindex, p->queue, &g, args,
                         sizeof(*args), cmd_len);

@@ -15,6 +15,7 @@
  */
 #include "shim_internal.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <xtq/coll.h>
@@ -162,6 +163,35 @@ static int xtq_shim_barrier_op(struct shim_backend *base)
     return xtq_barrier(be->ctx);
 }
 
+struct idle_call {
+    void (*fn)(void *);
+    void *arg;
+    bool ran;
+};
+
+static void idle_run(void *arg)
+{
+    struct idle_call *c = arg;
+    c->fn(c->arg);
+    c->ran = true;
+}
+
+/* With a CUDA agent in this process its processor keeps the device busy:
+ * fn runs inside xtq_cuda_quiesce. Without one, directly. */
+static int xtq_device_idle(struct shim_backend *base, void (*fn)(void *), void *arg)
+{
+    struct xtq_backend *be = container_of(base, struct xtq_backend, base);
+    struct idle_call c = {fn, arg, false};
+    xtq_agent_t *cuda;
+
+    if (xtq_agent_find(be->ctx, XTQ_AGENT_CUDA, &cuda) != 0) {
+        fn(arg);
+        return 0;
+    }
+    int rc = xtq_cuda_quiesce(cuda, idle_run, &c);
+    return c.ran ? 0 : rc ? rc : -XTQ_EIO;
+}
+
 const struct shim_backend_ops shim__xtq_ops = {
     .name = "xtq",
     .available = xtq_available,
@@ -172,4 +202,5 @@ const struct shim_backend_ops shim__xtq_ops = {
     .testall = xtq_testall,
     .waitall = xtq_waitall,
     .barrier = xtq_shim_barrier_op,
+    .device_idle = xtq_device_idle,
 };

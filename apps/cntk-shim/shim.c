@@ -362,25 +362,44 @@ const char *xtq_shim_last_error(const xtq_shim_comm_t *comm)
 
 /* ---- scratch memory ------------------------------------------------------ */
 
-static void arena_release(struct arena *a, enum arena_kind kind)
+static void free_pinned(void *p)
+{
+    shim__cuda_host_free(p);
+}
+
+static void free_device(void *p)
+{
+    shim__cuda_free(p);
+}
+
+/* CUDA memory is freed where the device may idle (device_idle); where
+ * that cannot be had, it is left allocated, with a message, rather than
+ * freed into a hang. */
+static void arena_release(struct shim_backend *be, struct arena *a, enum arena_kind kind)
 {
     if (!a->p)
         return;
-    if (kind == ARENA_HOST)
+    if (kind == ARENA_HOST) {
         free(a->p);
-    else if (kind == ARENA_PINNED)
-        shim__cuda_host_free(a->p);
-    else
-        shim__cuda_free(a->p);
+    } else {
+        void (*fn)(void *) = kind == ARENA_PINNED ? free_pinned : free_device;
+        int rc = be && be->ops->device_idle ? be->ops->device_idle(be, fn, a->p) : (fn(a->p), 0);
+        if (rc != 0)
+            fprintf(stderr,
+                    "xtq_shim: %zu bytes of %s scratch left allocated: the device could not be "
+                    "made idle to free them (%s)\n",
+                    a->cap, kind == ARENA_PINNED ? "pinned" : "device", xtq_strerror(rc));
+    }
     a->p = NULL;
     a->cap = 0;
 }
 
-static int arena_reserve(struct arena *a, enum arena_kind kind, size_t bytes)
+static int arena_reserve(struct shim_backend *be, struct arena *a, enum arena_kind kind,
+                         size_t bytes)
 {
     if (bytes <= a->cap)
         return 0;
-    arena_release(a, kind);
+    arena_release(be, a, kind);
     bytes = (bytes + 4095) & ~(size_t)4095;
     int rc = 0;
     if (kind == ARENA_HOST)
@@ -402,7 +421,7 @@ static void handle_free(xtq_shim_handle_t *h)
     if (!h)
         return;
     for (int k = 0; k < 3; k++)
-        arena_release(&h->arena[k], (enum arena_kind)k);
+        arena_release(h->comm ? h->comm->be : NULL, &h->arena[k], (enum arena_kind)k);
     free(h->in);
     free(h->slot);
     free(h->group_of);
@@ -610,7 +629,7 @@ static int plan(xtq_shim_handle_t *h, enum xtq_op op, size_t pack_bytes, uint64_
         h->nstaged += gr->staged;
     }
     for (int k = 0; k < 3; k++)
-        if ((rc = arena_reserve(&h->arena[k], (enum arena_kind)k, need[k])) != 0)
+        if ((rc = arena_reserve(comm->be, &h->arena[k], (enum arena_kind)k, need[k])) != 0)
             return seterr(comm, rc, "cannot allocate %zu bytes of %s scratch", need[k],
                           k == ARENA_HOST     ? "host"
                           : k == ARENA_PINNED ? "pinned"

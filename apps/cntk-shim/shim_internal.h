@@ -53,6 +53,12 @@ struct shim_backend_ops {
     /* Block until all n requests completed and release them. */
     int (*waitall)(struct shim_backend *be, shim_breq_t *reqs, size_t n);
     int (*barrier)(struct shim_backend *be);
+    /* Run fn(arg) where the device may idle: CUDA frees wait for an idle
+     * device, which a running CUDA processor never lets it be
+     * (xtq_cuda_quiesce). Returns fn's outcome: 0 when it ran, else an
+     * error and fn did not run (the caller leaks rather than hangs).
+     * NULL: fn runs directly. */
+    int (*device_idle)(struct shim_backend *be, void (*fn)(void *arg), void *arg);
 };
 
 /* Embedded first in each back-end's own struct (container_of). */

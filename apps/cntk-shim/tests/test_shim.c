@@ -427,7 +427,6 @@ XTQ_TEST(device_staged)
         if (bytes)
             CHECK(cudaMemcpy(h[i].data, d[i].data, bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
         expect_sums(h[i].data, h[i].type, h[i].count, size, "device");
-        cudaFree(d[i].data);
     }
     xtq_shim_stats_t st;
     CHECK_OK(xtq_shim_get_stats(c, &st));
@@ -436,6 +435,10 @@ XTQ_TEST(device_staged)
         CHECK(st.staged > 0);
     free_list(h);
     CHECK_OK(xtq_shim_finalize(c));
+    /* cudaFree waits for an idle device: after the xtq back-end's CUDA
+     * processor has stopped (docs/cuda.md). */
+    for (size_t i = 0; i < NLIST; i++)
+        cudaFree(d[i].data);
 #else
     XTQ_SKIP("built without CUDA");
 #endif
