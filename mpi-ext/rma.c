@@ -15,7 +15,6 @@
 #include <sys/uio.h>
 
 #include <xtq/cuda.h>
-#include <xtq/param.h>
 
 /* Bound on bounce memory held per window before the layer flushes on its
  * own (MPI allows completing operations early). */
@@ -167,17 +166,8 @@ static uint32_t gpu_groups(void)
     uint32_t n = atomic_load_explicit(&cached, memory_order_relaxed);
     if (n)
         return n;
-    n = 2;
-    for (unsigned i = 0; i < xtq_param_count(); i++) {
-        xtq_param_info_t pi;
-        if (xtq_param_get_info(i, &pi) == 0 && strcmp(pi.name, "XTQ_CUDA_BLOCKS") == 0) {
-            const char *v = pi.value && *pi.value ? pi.value : pi.default_value;
-            long b = v ? strtol(v, NULL, 10) : 0;
-            if (b > 0 && b <= 1024)
-                n = (uint32_t)b;
-            break;
-        }
-    }
+    long b = strtol(xtq__mpi_param("XTQ_CUDA_BLOCKS"), NULL, 10);
+    n = b > 0 && b <= 1024 ? (uint32_t)b : 2;
     atomic_store_explicit(&cached, n, memory_order_relaxed);
     return n;
 }
