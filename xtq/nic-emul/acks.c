@@ -643,7 +643,7 @@ void xtq__ctrl_recv(struct xtq__engine *e, struct ctrl_rx *c, size_t len, fi_add
     } else if (xtq__fault_dropped(hdr->src_rank)) {
         ; /* a test's link outage (target.c) */
     } else {
-        xtq__peer_heard(e, hdr->src_rank);
+        xtq__peer_msg(e, hdr);
         if (xtq__probe_recv(e, hdr))
             ; /* liveness only */
         else if (hdr->type == XTQ__MSG_ACK)

@@ -234,6 +234,7 @@ struct peer {
     struct ack_entry *acks;      /* target side: window entries, or NULL (acks.c) */
     _Atomic uint64_t last_heard; /* ns; reset when the first put goes out */
     uint64_t ping_sent;          /* ns, progress thread only */
+    uint64_t first_ping;         /* ns: the oldest ping not answered, progress thread only */
     uint32_t pings;              /* sent since last heard, progress thread only */
     uint32_t pings_failed;       /* of those, refused by the transport */
     _Atomic bool down;
@@ -433,7 +434,7 @@ void xtq__acks_drop(struct xtq__engine *e);
 
 /* ---- liveness.c --------------------------------------------------------- */
 /* A valid message from `src` arrived. */
-void xtq__peer_heard(struct xtq__engine *e, uint32_t src);
+void xtq__peer_msg(struct xtq__engine *e, const struct xtq__wire_hdr *hdr);
 /* A ping (answered here) or a pong: true, nothing else to do with it. */
 bool xtq__probe_recv(struct xtq__engine *e, const struct xtq__wire_hdr *hdr);
 /* Declare rank `r` down: its puts fail with -XTQ_EHOSTDOWN. */

@@ -1,7 +1,8 @@
 /*
- * Liveness: a peer we have puts outstanding to must be heard from (an ack,
- * a put, or a pong answering our ping) within XTQ_PEER_TIMEOUT_MS, else it
- * is declared down: its pending puts complete with -XTQ_EHOSTDOWN
+ * Liveness: a peer we have puts outstanding to must answer (an ack of our
+ * put, or a pong to our ping) within XTQ_PEER_TIMEOUT_MS, else it
+ * is declared down once a ping has also gone unanswered for half that time
+ * (so that a process that was itself stopped asks before it judges): its pending puts complete with -XTQ_EHOSTDOWN
  * (initiator.c) and new puts to it fail at once. Pings are ACK headers with
  * a reserved sequence number, answered by the peer's progress thread, so a
  * live target whose queue is stuck behind long tasks is not mistaken for a
@@ -10,7 +11,7 @@
  * that cannot leave (acks.c) declare a peer down early.
  *
  * A peer declared down is not given up: it is pinged every quarter timeout
- * and any valid message from it (its pong, a put, an ack) brings it back,
+ * and an answer from it (its pong, an ack) brings it back,
  * so new puts to it go out again once a link returns. Puts that failed
  * stay failed; their late acks name sequence numbers no slot holds any
  * more (initiator.c) and are dropped, and a slot whose message the
@@ -41,7 +42,7 @@ bool xtq__fault_dropped(uint32_t src)
            (atomic_load_explicit(&xtq__fault_drop_from, memory_order_relaxed) >> src & 1);
 }
 
-void xtq__peer_heard(struct xtq__engine *e, uint32_t src)
+static void peer_heard(struct xtq__engine *e, uint32_t src)
 {
     struct peer *p = &e->peers[src];
     atomic_store_explicit(&p->last_heard, xtq__now_ns(), memory_order_relaxed);
@@ -50,6 +51,18 @@ void xtq__peer_heard(struct xtq__engine *e, uint32_t src)
         xtq_warn(ENGINE, "rank %d: peer %u heard from again; its new puts go out", e->ctx->rank,
                  src);
     }
+}
+
+/* Only answers (acks of this rank's puts, pongs to its pings, a target's
+ * word on a put asked about) show that what this rank sends reaches the
+ * peer. The peer's own puts, pings and asks show that it runs, not that
+ * this direction of the link works: after an outage a tcp connection can
+ * sit in retransmission backoff one way for tens of seconds while the
+ * other way carries puts (docs/reliability.md). */
+void xtq__peer_msg(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
+{
+    if (hdr->type == XTQ__MSG_ACK && hdr->seq != PING_SEQ)
+        peer_heard(e, hdr->src_rank);
 }
 
 bool xtq__probe_recv(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
@@ -107,7 +120,14 @@ void xtq__peers_check(struct xtq__engine *e)
         uint64_t quiet = now > heard ? now - heard : 0;
         if (p->ping_sent < heard)
             p->pings = p->pings_failed = 0;
-        if (quiet > e->peer_timeout_ns) {
+        /* Silence alone does not condemn: this process may have been the
+         * one not running (stopped, or starved on a loaded host) while the
+         * peer's answers waited in the transport. A peer is declared down
+         * only once a ping of ours has gone unanswered for half a timeout
+         * as well; a peer that really died was pinged from a quarter
+         * timeout of silence on, so it is declared down no later. */
+        bool asked = p->pings && now - p->first_ping > e->peer_timeout_ns / 2;
+        if (quiet > e->peer_timeout_ns && asked) {
             char why[160];
             snprintf(why, sizeof(why),
                      "silent for %.1f s (XTQ_PEER_TIMEOUT_MS) with %u puts pending, %u pings "
@@ -116,7 +136,8 @@ void xtq__peers_check(struct xtq__engine *e)
             xtq__peer_down(e, r, why);
         } else if (quiet > e->peer_timeout_ns / 4 && now - p->ping_sent > e->peer_timeout_ns / 8) {
             p->ping_sent = now;
-            p->pings++;
+            if (p->pings++ == 0)
+                p->first_ping = now;
             if (probe_send(e, r, PING_SEQ) != 0)
                 p->pings_failed++;
         }

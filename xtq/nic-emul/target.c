@@ -477,7 +477,7 @@ void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *bu
         unlikely(atomic_load_explicit(&xtq__faults.put_lost, memory_order_relaxed)) &&
         xtq__fault_take(&xtq__faults.put_lost))
         return;
-    xtq__peer_heard(e, hdr->src_rank);
+    xtq__peer_msg(e, hdr);
     if (xtq__probe_recv(e, hdr))
         ; /* liveness only */
     else if (hdr->type == XTQ__MSG_ACK)
