@@ -202,12 +202,15 @@ static void run(struct coll_exec *e, uint32_t ri, const struct coll_src *first)
 
         apply_src(e, op, src);
         atomic_fetch_or_explicit(&e->rstate[ri], COLL_RS_DONE, memory_order_release);
+        /* Receives first, sends after: a send released here can be
+         * answered (the peer's reply to it) on another thread before this
+         * loop ends, and that reply must find its receive's predecessors
+         * already counted down, or it is stashed as early, beyond the
+         * schedule's stash bound (which counts no copying receive). */
         for (uint32_t k = s->succ_first[ri]; k < s->succ_first[ri + 1]; k++) {
             const struct coll_op *succ = &s->ops[s->succ[k]];
-            if (!coll_op_is_recv(succ->type)) {
-                e->ops->dep_done(e, succ->index);
+            if (!coll_op_is_recv(succ->type))
                 continue;
-            }
             uint32_t old =
                 atomic_fetch_sub_explicit(&e->rstate[succ->index], 1, memory_order_acq_rel);
             if ((old & COLL_RS_PREDS) == 1 && (old & COLL_RS_ARRIVED)) {
@@ -218,6 +221,11 @@ static void run(struct coll_exec *e, uint32_t ri, const struct coll_src *first)
                     run(e, succ->index, &st);
                 }
             }
+        }
+        for (uint32_t k = s->succ_first[ri]; k < s->succ_first[ri + 1]; k++) {
+            const struct coll_op *succ = &s->ops[s->succ[k]];
+            if (!coll_op_is_recv(succ->type))
+                e->ops->dep_done(e, succ->index);
         }
         e->ops->recv_done(e, ri);
         if (n == 0)

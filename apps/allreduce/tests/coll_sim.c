@@ -265,6 +265,8 @@ static int64_t differ(const struct sim_case *c, const uint8_t *a, const uint8_t 
 
 /* ---- the network and the ranks -------------------------------------------------- */
 
+static void deliver(struct sim *m, size_t k);
+
 static void fire(struct sim *m, struct sim_rank *r, uint32_t si)
 {
     const struct coll_op *op = &r->s.ops[r->s.send_op[si]];
@@ -277,6 +279,8 @@ static void fire(struct sim *m, struct sim_rank *r, uint32_t si)
         m->net = realloc(m->net, m->capnet * sizeof(*m->net));
     }
     m->net[m->nnet++] = (struct msg){r->rank, op->peer, si};
+    if (m->c->immediate && m->r[op->peer].posted)
+        deliver(m, m->nnet - 1);
 }
 
 static void on_dep_done(struct coll_exec *e, uint32_t si)

@@ -31,6 +31,10 @@ struct sim_case {
      * of chunk_elems (0: the library's default). */
     int by_reader;
     uint64_t chunk_elems;
+    /* Deliver each message the moment its send is released, inside the
+     * releasing rank's completion (as a peer on another thread may answer
+     * before that completion returns); only when the receiver has posted. */
+    int immediate;
 };
 
 struct sim_result {
