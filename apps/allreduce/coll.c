@@ -1126,10 +1126,11 @@ static void post_queued(struct xtq_coll_team *t)
             return;
         int rc = broken_for(t, j);
         if (rc) {
-            /* Never posted: nothing of it is in flight here. */
+            /* Never posted: nothing of it is in flight here. Its slot
+             * still goes on to j + S (reap), or the calls queued behind it
+             * would wait for that slot for ever. */
             r->status = rc;
-            r->state = REQ_DONE;
-            r->sched->refs--;
+            reap(r);
             continue;
         }
         rc = post(r);

@@ -61,6 +61,10 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
                    LABEL coll COMMAND $<TARGET_FILE:test_coll> mismatch count auto
                    TIMEOUT 120)
   list(APPEND coll_cases coll.mismatch_count.auto.shm.np4)
+  # ... with more calls queued behind it than may start.
+  xtq_add_mpi_case(NAME coll.mismatch_queued.shm.np3 NP 3 PROVIDER shm LABEL coll
+                   COMMAND $<TARGET_FILE:test_coll> mismatch_queued TIMEOUT 120)
+  list(APPEND coll_cases coll.mismatch_queued.shm.np3)
   # A header that claims more than its payload holds.
   xtq_add_mpi_case(NAME coll.short_piece.shm.np2 NP 2 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> short_piece TIMEOUT 120)

@@ -349,6 +349,56 @@ XTQ_TEST(mismatch)
     teardown();
 }
 
+/* A failed call with more calls queued behind it than XTQ_COLL_INFLIGHT
+ * lets start: the queued ones fail too (the team is broken from the
+ * first), each on every rank, and none waits for a slot the failed ones
+ * never handed on (they used to, for ever). Waited for last first. */
+XTQ_TEST(mismatch_queued)
+{
+    enum { N = 6 };
+    xtq_coll_req_t *req[N];
+    int32_t in[N][64], out[N][64];
+    setup();
+    if (size < 2)
+        XTQ_SKIP("needs 2 ranks");
+    xtq_coll_team_t *t = team_with(XTQ_COLL_ALG_AUTO);
+    one(t, XTQ_COLL_ALLREDUCE, 64, XTQ_DT_INT32, XTQ_OP_SUM, 0, 0); /* a good one first */
+    memset(in, 0, sizeof(in));
+    for (int k = 0; k < N; k++) {
+        uint64_t count = k == 0 && rank == size - 1 ? 7 : 64; /* the first call mismatched */
+        /* A call made once this rank knows of the failure is refused at
+         * once: as good as failing later. */
+        int rc = xtq_coll_iallreduce(t, in[k], out[k], count, XTQ_DT_INT32, XTQ_OP_SUM, &req[k]);
+        if (rc == -XTQ_EPROTO)
+            req[k] = NULL;
+        else
+            CHECK_OK(rc);
+    }
+    int failed = 0;
+    for (int k = N - 1; k >= 0; k--) {
+        int rc = req[k] ? xtq_coll_wait(req[k], 60ll * 1000000000) : -XTQ_EPROTO;
+        /* The mismatched call fails everywhere; one behind it may still
+         * complete where it was under way before the failure was known
+         * (then with the right answer), or fail: never time out. */
+        if (rc == 0 && k > 0) {
+            for (int i = 0; i < 64; i++)
+                CHECK_EQ(out[k][i], 0);
+            continue;
+        }
+        if (rc != -XTQ_EPROTO)
+            XTQ_FAIL("rank %d: call %d (%s) returned %d (%s), expected -XTQ_EPROTO", rank, k,
+                     k ? "behind the mismatched one" : "mismatched", rc, xtq_errname(rc));
+        failed++;
+    }
+    /* The team stays broken. */
+    int32_t x = 1, y;
+    CHECK_ERR(xtq_coll_allreduce(t, &x, &y, 1, XTQ_DT_INT32, XTQ_OP_SUM), -XTQ_EPROTO);
+    printf("rank %d: %d of %d calls from the mismatched one on failed, none hung\n", rank,
+           failed, N);
+    xtq_coll_team_destroy(t);
+    teardown();
+}
+
 /* The team id coll.c puts in every header (FNV-1a over the members'
  * ranks, seeded with the index): a forged message must carry it. */
 static uint32_t team_id(int n, uint32_t index)
