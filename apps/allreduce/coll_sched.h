@@ -113,7 +113,9 @@ struct coll_sched {
     /* Bytes that may arrive before the receive can run and so be kept
      * (stashed) until it can: reducing receives that can come before the
      * post (no handshake), or whose local inputs are not done yet. Copying
-     * receives never need it (their earlier writers precede them causally). */
+     * receives never need it (their earlier writers precede them causally:
+     * coll_exec.c's run() counts receives down before it releases sends, so
+     * an answer that overtakes the release still finds them done). */
     uint64_t stash_bound;
     uint64_t max_msg_elems;
     uint64_t op_cap, dep_cap; /* allocation */
