@@ -293,6 +293,15 @@ static int processor_switch(struct cuda_agent *a, xtq_cuda_launch_fn launch, uin
     return 0;
 }
 
+/* A processor that exited idle and has gone: nothing to stop, and the
+ * next packet relaunches it (it stays `running` for the host: see
+ * xtq__cuda_wake_action). Caller holds the lock. */
+static bool processor_gone_idle(struct cuda_agent *a)
+{
+    return a->running && a->idle_exit_us && a->ctl->state == XTQ__CUDA_PROC_STOPPED &&
+           cudaStreamQuery(a->run) == cudaSuccess;
+}
+
 /*
  * Relaunch a processor that exited idle (cuda_idle.h), once it has gone.
  * Retire thread only: it takes the lock, and no enqueuing thread (which
@@ -813,9 +822,10 @@ static int cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len)
      * while a processor runs (a test hung here): pause it around the call.
      * Packets wait meanwhile; none is lost. */
     pthread_mutex_lock(&a->lock);
-    bool had = a->running;
     cudaSetDevice(a->device);
-    rc = processor_stop(a);
+    const bool gone = processor_gone_idle(a);
+    bool had = a->running && !gone;
+    rc = gone ? 0 : processor_stop(a);
     cudaError_t e = cudaHostUnregister(addr);
     if (e == cudaErrorHostMemoryNotRegistered) {
         cudaGetLastError();
@@ -1302,9 +1312,12 @@ int xtq_cuda_quiesce(xtq_agent_t *agent, void (*fn)(void *arg), void *arg)
      * exits between packets, the device idles, fn's call returns, and the
      * same module's processor starts again on the same state. */
     pthread_mutex_lock(&a->lock);
-    bool had = a->running;
     cudaSetDevice(a->device);
-    rc = processor_stop(a);
+    /* Exited idle: the device idles already, and stays so until the next
+     * packet relaunches the processor (after this, under the lock). */
+    const bool gone = processor_gone_idle(a);
+    bool had = a->running && !gone;
+    rc = gone ? 0 : processor_stop(a);
     if (rc == 0)
         fn(arg);
     if (had)
