@@ -74,6 +74,16 @@
 #     xtq_train 1 epoch mpi and xtq on device buffers, and 64 KiB with
 #     XTQ_CUDA_INLINE_MAX 256 and 0 interleaved; each under its timeout,
 #     summary in gpufix/summary.txt: STAGES="build gpufix"
+# 16. (stage "idle", not in the default list; about 5 minutes after a
+#     build) the processor that exits when idle (XTQ_CUDA_IDLE_EXIT_US,
+#     docs/cuda.md "A processor that exits when idle", default 0 until this
+#     passes): the idle_exit_* cases (relaunch latency printed), every agent
+#     case and the coll/shim/mpi GPU cases with the parameter on, the round
+#     trip with it 0 and on (alternating: the steady state must not pay),
+#     xtq_train on device buffers, and the PyTorch DDP hook on the xtq
+#     back-end (torch.cuda.synchronize every epoch: hung at 437cc5a) with
+#     it on, then off (expected to hang: its timeout is short); summary in
+#     idle/summary.txt: STAGES="build idle" (IDLE_US, default 1000)
 # STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -604,6 +614,71 @@ if want gpufix; then
   done
   stage "gpufix summary"
   cat $FW/summary.txt
+  pack
+fi
+if want idle; then
+  IW=$W/idle
+  mkdir -p $IW
+  IUS=${IDLE_US:-1000}
+  irun() { # name timeout command...: run, record rc and wall time
+    local name=$1 t=$2; shift 2
+    local s0=$(date +%s)
+    timeout $t "$@" >$IW/$name.txt 2>&1
+    local rc=$?
+    printf "%-26s rc=%-3s %4ss%s\n" "$name" "$rc" "$(($(date +%s) - s0))" \
+      "$([ $rc -eq 124 ] && echo '  TIMEOUT (hang)')" | tee -a $IW/summary.txt
+  }
+  stage "idle: the processor that exits when idle (XTQ_CUDA_IDLE_EXIT_US=$IUS)"
+  : >$IW/summary.txt
+  # The cases set the parameter themselves (1000 us); -V keeps their
+  # printed relaunch latency and counts.
+  irun idle_cases 90 bash -c "cd $B && ctest -R 'idle_exit' -V --timeout 40"
+  grep -hE "idle exit:|SKIP|FAIL|watchdog|tests passed" $IW/idle_cases.txt | tee -a $IW/summary.txt
+  # Every agent case on a processor that exits and comes back.
+  irun gpu_all_on 150 env XTQ_CUDA_IDLE_EXIT_US=$IUS bash -c \
+    "cd $B && ctest -L gpu -E '^coll\.' --output-on-failure --timeout 30"
+  grep -E "tests passed|Failed|Timeout" $IW/gpu_all_on.txt | tail -6
+  for t in coll.gpu_team coll.gpu_paths shim.device_staged mpi.ompi.gpu_window; do
+    irun ${t//./_}_on 130 env XTQ_CUDA_IDLE_EXIT_US=$IUS bash -c \
+      "cd $B && ctest -R '^${t//./\\.}' --output-on-failure --timeout 120"
+  done
+  pack
+  # The steady state must not pay: the round trip, off and on, alternating.
+  for r in 1 2; do
+    for v in 0 $IUS; do
+      timeout 40 "${MPI[@]}" -np 2 -x XTQ_CUDA_IDLE_EXIT_US=$v -x CUDA_MODULE_LOADING=EAGER \
+        $B/bench/xtq_bench_rtt --agent cuda --sizes 64,4K --modes xtq --iters 2000 --warmup 200 \
+        >$IW/rtt_idle_${v}.$r.txt 2>&1
+      echo "idle_exit_us=$v round $r rc=$?: $(grep -E '^ +64B? +xtq +median' $IW/rtt_idle_${v}.$r.txt | \
+        awk '{print "64B xtq median", $4, "p99", $7}')" | tee -a $IW/summary.txt
+    done
+  done
+  pack
+  DATA=${TRAIN_DATA:-$ROOT/.carry/fashion-mnist}
+  [ -f "$DATA/train-images-idx3-ubyte.gz" ] || DATA=/usr/share/datasets/fashion-mnist
+  TB=$B/apps/cntk-shim
+  if [ -x $TB/xtq_train ] && [ -f "$DATA/train-images-idx3-ubyte.gz" ]; then
+    irun train_xtq_cuda_on 100 "${MPI[@]}" -np 2 -x XTQ_SHIM_BACKEND=xtq -x XTQ_CUDA_IDLE_EXIT_US=$IUS \
+      $TB/xtq_train --data "$DATA" --device cuda --epochs 1 --progress off --csv $IW/train_xtq_on.csv
+    PY=$(command -v python3)
+    if [ -n "$PY" ] && $PY -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+      # The hook on the xtq back-end, torch.cuda.synchronize at each epoch's end.
+      irun ddp_shim_xtq_on 150 "${MPI[@]}" -np 1 -x XTQ_SHIM_BACKEND=xtq -x XTQ_CUDA_IDLE_EXIT_US=$IUS \
+        -x PYTHONPATH=$TB $PY $TB/train_ddp.py --data "$DATA" --device cuda --comm shim --epochs 2 \
+        --steps 200 --csv $IW/ddp_on.csv
+      grep -E "^epoch|final|rror" $IW/ddp_shim_xtq_on.txt | tail -3 | tee -a $IW/summary.txt
+      # The same with the processor never exiting: the hang this fixes.
+      irun ddp_shim_xtq_off 45 "${MPI[@]}" -np 1 -x XTQ_SHIM_BACKEND=xtq -x XTQ_CUDA_IDLE_EXIT_US=0 \
+        -x PYTHONPATH=$TB $PY $TB/train_ddp.py --data "$DATA" --device cuda --comm shim --epochs 1 \
+        --steps 200
+    else
+      echo "ddp: no python3 with CUDA torch here" | tee -a $IW/summary.txt
+    fi
+  else
+    echo "train: no xtq_train or no Fashion-MNIST here (skipped)" | tee -a $IW/summary.txt
+  fi
+  stage "idle summary"
+  cat $IW/summary.txt
   pack
 fi
 stage done
