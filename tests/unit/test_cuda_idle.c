@@ -91,8 +91,8 @@ static void *model_processor(void *arg)
          * last look is for (without it, this test loses packets). */
         sched_yield();
         state_store(m, XTQ__CUDA_PROC_EXITING);
-        atomic_thread_fence(memory_order_seq_cst); /* fence.sc.sys */
-        sched_yield(); /* a doorbell that sees EXITING waits for the verdict */
+        xtq__cuda_idle_fence(); /* fence.sc.sys */
+        sched_yield();          /* a doorbell that sees EXITING waits for the verdict */
         if (rd < MODEL_N && atomic_load_explicit(&m->slot[rd], memory_order_acquire) != 0) {
             state_store(m, XTQ__CUDA_PROC_RUNNING);
             atomic_fetch_add(&m->cancelled, 1);
@@ -110,7 +110,7 @@ static void *model_processor(void *arg)
 static void model_launch(struct model *m)
 {
     state_store(m, XTQ__CUDA_PROC_RUNNING); /* before the launch, as processor_start */
-    atomic_thread_fence(memory_order_seq_cst);
+    xtq__cuda_idle_fence();
     atomic_store(&m->alive, 1);
     CHECK(pthread_create(&m->proc, NULL, model_processor, m) == 0);
 }
