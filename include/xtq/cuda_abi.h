@@ -152,7 +152,7 @@ struct xtq__cuda_dev {
     /* written by the host */
     uint32_t abi;       /* XTQ_CUDA_ABI_VERSION of libxtq */
     uint32_t idle_exit_us; /* exit after this long without a packet; 0: never */
-    volatile uint32_t stop;
+    volatile uint32_t stop; /* block 0 sets it too, for the others, when it exits idle */
     volatile uint32_t version;
     struct xtq__cuda_qdesc q[XTQ__CUDA_MAX_QUEUES];
     volatile uint32_t nq; /* queue slots in use: 0 .. nq-1 */

@@ -24,17 +24,20 @@
  * dispatch runs in the processor's blocks.
  *
  * How it runs: one launch of `blocks` x 256 threads for as long as the
- * module is attached. Block 0 polls one queue slot at a time: thread t
- * reads line t of the slot's inline area (cuda_abi.h), which the agent's
- * enqueue filled with the packet, the kernel arguments and a small
- * payload, each 8-byte word flagged with the packet's index; meanwhile
- * other threads read the ring slot's header (packets of producers that
- * wrote no inline copy), the kernel descriptor the queue used last, and
- * the stop flag. When every line the packet needs carries the current
- * flag, the task is in shared memory after one PCIe round trip. A
- * dispatch of one work-group runs in block 0; a larger one is published
- * to every block through device memory, or launched on a grid of its own.
- * The completion is one release store of a word into host memory.
+ * module is attached (or, with XTQ_CUDA_IDLE_EXIT_US, until it has found
+ * no packet for that long: it exits so the device can idle, and the host
+ * launches it again for the next packet; idle_exit below). Block 0 polls
+ * one queue slot at a time: thread t reads line t of the slot's inline
+ * area (cuda_abi.h), which the agent's enqueue filled with the packet, the
+ * kernel arguments and a small payload, each 8-byte word flagged with the
+ * packet's index; meanwhile other threads read the ring slot's header
+ * (packets of producers that wrote no inline copy), the kernel descriptor
+ * the queue used last, and the stop flag. When every line the packet
+ * needs carries the current flag, the task is in shared memory after one
+ * PCIe round trip. A dispatch of one work-group runs in block 0; a larger
+ * one is published to every block through device memory, or launched on
+ * a grid of its own. The completion is one release store of a word into
+ * host memory.
  *
  * Packets run one at a time, in queue order: the barrier bit is always
  * honoured. Tasks must not use __syncthreads() (threads beyond the
