@@ -235,11 +235,11 @@ static int processor_start(struct cuda_agent *a, xtq_cuda_launch_fn launch, uint
     a->ctl->running = 0;
     a->ctl->error = 0;
     /* Before the launch: only the processor writes it afterwards. */
-    a->ctl->state = XTQ__CUDA_PROC_RUNNING;
+    __atomic_store_n(&a->ctl->state, XTQ__CUDA_PROC_RUNNING, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     rc = cuda_rc((cudaError_t)launch(a->dev, tag, a->blocks, a->run), "packet processor launch");
     if (rc) {
-        a->ctl->state = XTQ__CUDA_PROC_STOPPED;
+        __atomic_store_n(&a->ctl->state, XTQ__CUDA_PROC_STOPPED, __ATOMIC_RELAXED);
         return rc;
     }
     uint64_t deadline = xtq__now_ns() + CUDA_START_TIMEOUT_NS;

@@ -605,6 +605,10 @@ XTQ_TEST(idle_exit_gaps_exactly_once)
             uint32_t first;
             memcpy(&first, p.bytes, sizeof(first));
             xtq_queue_publish(q, idx, (uint16_t)(first & 0xffff), (uint16_t)(first >> 16));
+            /* Before any later doorbell could relaunch it instead. */
+            for (int t = 0; *(volatile uint32_t *)&seen[i] == 0 && t < 5000; t++)
+                usleep(1000);
+            CHECK_EQ(*(volatile uint32_t *)&seen[i], 1);
         } else if (i % 2) {
             submit(q, &p, cookie);
         } else {
