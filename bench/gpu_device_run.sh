@@ -74,6 +74,16 @@
 #     xtq_train 1 epoch mpi and xtq on device buffers, and 64 KiB with
 #     XTQ_CUDA_INLINE_MAX 256 and 0 interleaved; each under its timeout,
 #     summary in gpufix/summary.txt: STAGES="build gpufix"
+# 16. (stage "idle", not in the default list; about 5 minutes after a
+#     build) the processor that exits when idle (XTQ_CUDA_IDLE_EXIT_US,
+#     docs/cuda.md "A processor that exits when idle", default 0 until this
+#     passes): the idle_exit_* cases (relaunch latency printed), the
+#     PyTorch DDP hook on the xtq back-end (torch.cuda.synchronize every
+#     epoch: hung in session 3) with it on, then off (expected to hang: its
+#     timeout is short), every agent case and the coll/shim/mpi GPU cases
+#     with it on, the round trip with it 0 and on (alternating: the steady
+#     state must not pay), xtq_train on device buffers; summary in
+#     idle/summary.txt: STAGES="build idle" (IDLE_US, default 1000)
 # STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -604,6 +614,77 @@ if want gpufix; then
   done
   stage "gpufix summary"
   cat $FW/summary.txt
+  pack
+fi
+if want idle; then
+  # In order of what decides the default, packed after each step (the
+  # command's 10 minutes may end it: a hang costs its timeout).
+  IW=$W/idle
+  mkdir -p $IW
+  IUS=${IDLE_US:-1000}
+  irun() { # name timeout command...: run, record rc and wall time
+    local name=$1 t=$2; shift 2
+    local s0=$(date +%s)
+    timeout $t "$@" >$IW/$name.txt 2>&1
+    local rc=$?
+    printf "%-26s rc=%-3s %4ss%s\n" "$name" "$rc" "$(($(date +%s) - s0))" \
+      "$([ $rc -eq 124 ] && echo '  TIMEOUT (hang)')" | tee -a $IW/summary.txt
+  }
+  stage "idle: the processor that exits when idle (XTQ_CUDA_IDLE_EXIT_US=$IUS)"
+  : >$IW/summary.txt
+  # The cases set the parameter themselves (1000 us); -V keeps their
+  # printed relaunch latency and counts.
+  irun idle_cases 90 bash -c "cd $B && ctest -R 'idle_exit' -V --timeout 40"
+  grep -hE "idle exit:|SKIP|FAIL|watchdog|tests passed" $IW/idle_cases.txt | tee -a $IW/summary.txt
+  pack
+  DATA=${TRAIN_DATA:-$ROOT/.carry/fashion-mnist}
+  [ -f "$DATA/train-images-idx3-ubyte.gz" ] || DATA=/usr/share/datasets/fashion-mnist
+  TB=$B/apps/cntk-shim
+  PY=$(command -v python3)
+  if [ -f "$DATA/train-images-idx3-ubyte.gz" ] && [ -n "$PY" ] &&
+    $PY -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+    # The use case: the DDP hook on the xtq back-end, torch.cuda.synchronize
+    # at each epoch's end (session 3's run ended in its timeout).
+    irun ddp_shim_xtq_on 120 "${MPI[@]}" -np 1 -x XTQ_SHIM_BACKEND=xtq -x XTQ_CUDA_IDLE_EXIT_US=$IUS \
+      -x PYTHONPATH=$TB $PY $TB/train_ddp.py --data "$DATA" --device cuda --comm shim --epochs 2 \
+      --steps 200 --csv $IW/ddp_on.csv
+    grep -E "^epoch|final|rror" $IW/ddp_shim_xtq_on.txt | tail -3 | tee -a $IW/summary.txt
+    # The same with the processor never exiting: the hang this fixes.
+    irun ddp_shim_xtq_off 40 "${MPI[@]}" -np 1 -x XTQ_SHIM_BACKEND=xtq -x XTQ_CUDA_IDLE_EXIT_US=0 \
+      -x PYTHONPATH=$TB $PY $TB/train_ddp.py --data "$DATA" --device cuda --comm shim --epochs 1 \
+      --steps 200
+  else
+    echo "ddp: no Fashion-MNIST or no python3 with CUDA torch here (skipped)" | tee -a $IW/summary.txt
+  fi
+  pack
+  # Every agent case on a processor that exits and comes back; then the
+  # libraries' GPU cases (mpirun's local ranks inherit the environment).
+  irun gpu_all_on 120 env XTQ_CUDA_IDLE_EXIT_US=$IUS bash -c \
+    "cd $B && ctest -L gpu -E '^coll\.' --output-on-failure --timeout 30"
+  grep -E "tests passed|Failed|Timeout" $IW/gpu_all_on.txt | tail -6
+  pack
+  for t in coll.gpu_team coll.gpu_paths shim.device_staged mpi.ompi.gpu_window; do
+    irun ${t//./_}_on 90 env XTQ_CUDA_IDLE_EXIT_US=$IUS bash -c \
+      "cd $B && ctest -R '^${t//./\\.}' --output-on-failure --timeout 80"
+  done
+  pack
+  # The steady state must not pay: the round trip, off and on, alternating.
+  for r in 1 2; do
+    for v in 0 $IUS; do
+      timeout 40 "${MPI[@]}" -np 2 -x XTQ_CUDA_IDLE_EXIT_US=$v -x CUDA_MODULE_LOADING=EAGER \
+        $B/bench/xtq_bench_rtt --agent cuda --sizes 64,4K --modes xtq --iters 2000 --warmup 200 \
+        >$IW/rtt_idle_${v}.$r.txt 2>&1
+      echo "idle_exit_us=$v round $r rc=$?: $(grep -E '^ +64B? +xtq +median' $IW/rtt_idle_${v}.$r.txt | \
+        awk '{print "64B xtq median", $4, "p99", $7}')" | tee -a $IW/summary.txt
+    done
+  done
+  pack
+  if [ -x $TB/xtq_train ] && [ -f "$DATA/train-images-idx3-ubyte.gz" ]; then
+    irun train_xtq_cuda_on 100 "${MPI[@]}" -np 2 -x XTQ_SHIM_BACKEND=xtq -x XTQ_CUDA_IDLE_EXIT_US=$IUS \
+      $TB/xtq_train --data "$DATA" --device cuda --epochs 1 --progress off --csv $IW/train_xtq_on.csv
+  fi
+  stage "idle summary"
+  cat $IW/summary.txt
   pack
 fi
 stage done

@@ -14,6 +14,11 @@
  * The CUDA runtime is linked statically (cudart_static), which loads
  * libcuda.so.1 itself: a machine without the driver marks the agent
  * unavailable with the reason instead of failing to load libxtq.
+ *
+ * With XTQ_CUDA_IDLE_EXIT_US set, the processor exits after that long
+ * without a packet, so the device can idle (calls that wait for an idle
+ * device return), and the retire thread launches it again for the next
+ * packet: cuda_idle.h has the handshake and its ordering argument.
  */
 #include "internal.h"
 
@@ -29,6 +34,7 @@
 #include <xtq/cuda_abi.h>
 
 #include "cuda_builtin.h"
+#include "cuda_idle.h"
 #include "queue_int.h"
 
 #define CUDA_SIGNALS 4096
@@ -110,6 +116,11 @@ struct cuda_agent {
     char module_name[48];
     _Atomic uint32_t bell;
     _Atomic uint32_t sleeping;
+    /* Idle exit (cuda_idle.h): 0 never; `wake` is a doorbell's request
+     * for a relaunch; relaunches counted under the lock. */
+    uint32_t idle_exit_us;
+    _Atomic uint32_t wake;
+    uint64_t relaunches;
     uint64_t idle_spin_ns;
     _Atomic int stop;
 };
@@ -187,6 +198,9 @@ static int cuda_publish_table(struct cuda_agent *a, bool wait)
         return rc; /* a processor that starts later reads it first */
     for (long ns = 1000; a->ctl->version_seen != v; ns = ns < 1000000 ? ns * 2 : ns) {
         if (!processor_alive(a)) {
+            /* Exited idle: the next launch reads the table first. */
+            if (a->idle_exit_us && a->ctl->state == XTQ__CUDA_PROC_STOPPED)
+                return 0;
             xtq_err(CUDA, "packet processor is not running");
             return -XTQ_EIO;
         }
@@ -220,10 +234,14 @@ static int processor_start(struct cuda_agent *a, xtq_cuda_launch_fn launch, uint
         return rc;
     a->ctl->running = 0;
     a->ctl->error = 0;
+    /* Before the launch: only the processor writes it afterwards. */
+    __atomic_store_n(&a->ctl->state, XTQ__CUDA_PROC_RUNNING, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     rc = cuda_rc((cudaError_t)launch(a->dev, tag, a->blocks, a->run), "packet processor launch");
-    if (rc)
+    if (rc) {
+        __atomic_store_n(&a->ctl->state, XTQ__CUDA_PROC_STOPPED, __ATOMIC_RELAXED);
         return rc;
+    }
     uint64_t deadline = xtq__now_ns() + CUDA_START_TIMEOUT_NS;
     for (long ns = 1000; a->ctl->running != tag; ns = ns < 1000000 ? ns * 2 : ns) {
         if (a->ctl->error == -XTQ_EVERSION) {
@@ -273,6 +291,49 @@ static int processor_switch(struct cuda_agent *a, xtq_cuda_launch_fn launch, uin
     a->tag = tag;
     snprintf(a->module_name, sizeof(a->module_name), "%s", name);
     return 0;
+}
+
+/* A processor that exited idle and has gone: nothing to stop, and the
+ * next packet relaunches it (it stays `running` for the host: see
+ * xtq__cuda_wake_action). Caller holds the lock. */
+static bool processor_gone_idle(struct cuda_agent *a)
+{
+    return a->running && a->idle_exit_us && a->ctl->state == XTQ__CUDA_PROC_STOPPED &&
+           cudaStreamQuery(a->run) == cudaSuccess;
+}
+
+/*
+ * Relaunch a processor that exited idle (cuda_idle.h), once it has gone.
+ * Retire thread only: it takes the lock, and no enqueuing thread (which
+ * may hold engine locks) ever launches. A processor still deciding is
+ * waited for here: its last look is a few PCIe reads.
+ */
+static void processor_wake(struct cuda_agent *a)
+{
+    pthread_mutex_lock(&a->lock);
+    for (long ns = 1000;; ns = ns < 100000 ? ns * 2 : ns) {
+        const bool busy = a->running && cudaStreamQuery(a->run) == cudaErrorNotReady;
+        enum xtq__cuda_wake w = xtq__cuda_wake_action(a->running, a->ctl->state, busy);
+        if (w == XTQ__CUDA_WAKE_WAIT) {
+            nap_ns(ns);
+            continue;
+        }
+        if (w == XTQ__CUDA_WAKE_RELAUNCH) {
+            cudaSetDevice(a->device);
+            int rc = cuda_rc(cudaStreamSynchronize(a->run), "packet processor (idle exit)");
+            a->running = false;
+            if (rc == 0)
+                rc = processor_start(a, a->launch, a->tag, a->module_name);
+            if (rc)
+                xtq_err(CUDA, "cannot relaunch the packet processor of %s after its idle exit: %s",
+                        a->module_name, xtq_errname(rc));
+            else
+                a->relaunches++;
+        }
+        /* DEAD: the pending-packet check below logs it. */
+        break;
+    }
+    pthread_mutex_unlock(&a->lock);
 }
 
 /* ---- retire thread ----------------------------------------------------- */
@@ -379,6 +440,9 @@ static void *cuda_retire_main(void *arg)
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     while (!atomic_load_explicit(&a->stop, memory_order_acquire)) {
         uint32_t bell = atomic_load_explicit(&a->bell, memory_order_acquire);
+        /* A doorbell found the processor exiting or gone (idle exit). */
+        if (a->idle_exit_us && atomic_exchange_explicit(&a->wake, 0, memory_order_acq_rel))
+            processor_wake(a);
         bool progressed = false;
         bool pending = cuda_drain(a, &progressed);
         uint64_t now = xtq__now_ns();
@@ -394,6 +458,10 @@ static void *cuda_retire_main(void *arg)
                 xtq__cpu_relax();
                 continue;
             }
+            /* Packets of a producer that rang no doorbell, after an idle
+             * exit: the same relaunch (then the nap, as for any wait). */
+            if (a->idle_exit_us && a->running && a->ctl->state != XTQ__CUDA_PROC_RUNNING)
+                processor_wake(a);
             /* Not running at all is a module switch in progress. */
             if (nap >= RETIRE_NAP_MAX_NS && a->running && !processor_alive(a)) {
                 XTQ_LOG_ONCE(CUDA, ERROR, "packet processor stopped with packets pending: %s",
@@ -425,8 +493,14 @@ static void *cuda_retire_main(void *arg)
 
 static void cuda_doorbell(xtq_queue_t *queue, uint64_t index)
 {
-    /* The GPU polls the ring itself; this only wakes the retire thread. */
+    /* The GPU polls the ring itself; this only wakes the retire thread,
+     * which relaunches a processor that exited idle (never this thread:
+     * it may hold engine locks). The packet is stored: fence, then the
+     * state (cuda_idle.h). One fence and one load of a line the GPU
+     * writes only when it exits, and only with the idle exit on. */
     struct cuda_agent *a = to_cuda(queue->agent);
+    if (a->idle_exit_us && xtq__cuda_idle_after_publish(&a->ctl->state))
+        atomic_store_explicit(&a->wake, 1, memory_order_release);
     atomic_fetch_add_explicit(&a->bell, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&a->sleeping, memory_order_seq_cst))
         xtq__futex_wake(&a->bell, 1);
@@ -748,9 +822,10 @@ static int cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len)
      * while a processor runs (a test hung here): pause it around the call.
      * Packets wait meanwhile; none is lost. */
     pthread_mutex_lock(&a->lock);
-    bool had = a->running;
     cudaSetDevice(a->device);
-    rc = processor_stop(a);
+    const bool gone = processor_gone_idle(a);
+    bool had = a->running && !gone;
+    rc = gone ? 0 : processor_stop(a);
     cudaError_t e = cudaHostUnregister(addr);
     if (e == cudaErrorHostMemoryNotRegistered) {
         cudaGetLastError();
@@ -770,15 +845,17 @@ static void cuda_close(xtq_agent_t *agent)
     struct cuda_agent *a = to_cuda(agent);
 
     cudaSetDevice(a->device);
-    /* The processor exits at its next poll; tasks in flight finish. */
-    if (a->dev != NULL)
-        (void)processor_stop(a);
+    /* The retire thread first: it relaunches a processor that exited
+     * idle, and must not after the stop below. */
     if (a->retire_started) {
         atomic_store_explicit(&a->stop, 1, memory_order_seq_cst);
         atomic_fetch_add_explicit(&a->bell, 1, memory_order_seq_cst);
         xtq__futex_wake(&a->bell, 1);
         pthread_join(a->retire_thread, NULL);
     }
+    /* The processor exits at its next poll; tasks in flight finish. */
+    if (a->dev != NULL)
+        (void)processor_stop(a);
     for (uint32_t i = 0; i < XTQ__CUDA_MAX_QUEUES; i++) {
         if (a->queues[i] != NULL) {
             /* The processor and the retire thread are gone. */
@@ -952,6 +1029,10 @@ static int cuda_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
         init->stage = (uint64_t)(uintptr_t)a->stage;
     }
     init->poll_ns_max = (uint32_t)xtq__param_int(XTQ__PARAM_XTQ_CUDA_POLL_NS);
+    /* Off by default until a GPU run has measured it (docs/cuda.md). */
+    int64_t idle_us = xtq__param_int(XTQ__PARAM_XTQ_CUDA_IDLE_EXIT_US);
+    a->idle_exit_us = idle_us > 0 ? (uint32_t)(idle_us < 1000000000 ? idle_us : 1000000000) : 0;
+    init->idle_exit_us = a->idle_exit_us;
     /* Small payloads travel inline with the packet (one read); large
      * dispatches run on a grid of their own (modules built with -rdc). */
     uint64_t inl = xtq__param_size(XTQ__PARAM_XTQ_CUDA_INLINE_MAX);
@@ -1231,9 +1312,12 @@ int xtq_cuda_quiesce(xtq_agent_t *agent, void (*fn)(void *arg), void *arg)
      * exits between packets, the device idles, fn's call returns, and the
      * same module's processor starts again on the same state. */
     pthread_mutex_lock(&a->lock);
-    bool had = a->running;
     cudaSetDevice(a->device);
-    rc = processor_stop(a);
+    /* Exited idle: the device idles already, and stays so until the next
+     * packet relaunches the processor (after this, under the lock). */
+    const bool gone = processor_gone_idle(a);
+    bool had = a->running && !gone;
+    rc = gone ? 0 : processor_stop(a);
     if (rc == 0)
         fn(arg);
     if (had)
@@ -1311,7 +1395,25 @@ int xtq__cuda_grid_stats(xtq_agent_t *agent, uint64_t out[2])
     return cuda_rc(e, "cudaMemcpyAsync (grid counters)");
 }
 
+int xtq__cuda_idle_stats(xtq_agent_t *agent, uint32_t *state, uint64_t *relaunches)
+{
+    if (agent == NULL || agent->kind != XTQ_AGENT_CUDA || state == NULL || relaunches == NULL)
+        return -XTQ_EINVAL;
+    struct cuda_agent *a = to_cuda(agent);
+    pthread_mutex_lock(&a->lock);
+    int rc = a->running ? 0 : -XTQ_ENOSYS;
+    *state = a->ctl->state;
+    *relaunches = a->relaunches;
+    pthread_mutex_unlock(&a->lock);
+    return rc;
+}
+
 #else /* !XTQ_HAVE_CUDA_AGENT: the API exists, the agent does not. */
+
+int xtq__cuda_idle_stats(xtq_agent_t *agent, uint32_t *state, uint64_t *relaunches)
+{
+    return -XTQ_ENOAGENT;
+}
 
 int xtq__cuda_profile(xtq_agent_t *agent, uint64_t out[8])
 {

@@ -461,6 +461,10 @@ int xtq__cuda_tune(xtq_agent_t *agent, enum xtq__cuda_knob knob, uint32_t value)
 uint32_t xtq__cuda_caps(xtq_agent_t *agent);
 /* Dispatches run on a launched grid, and launches refused. */
 int xtq__cuda_grid_stats(xtq_agent_t *agent, uint64_t out[2]);
+/* Idle exit (XTQ_CUDA_IDLE_EXIT_US): the processor's state
+ * (XTQ__CUDA_PROC_*, or -XTQ_ENOSYS when none was launched) and the
+ * relaunches so far. */
+int xtq__cuda_idle_stats(xtq_agent_t *agent, uint32_t *state, uint64_t *relaunches);
 extern const struct xtq__agent_provider xtq__rocr_agent_provider;
 
 /* hsa-glue/agent.c: open every available agent into the context. */

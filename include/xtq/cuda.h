@@ -31,7 +31,12 @@
  * modules before packets flow: a lazy module load, and some frees, wait
  * for the device to idle, which it never does while a processor runs.
  * Make those calls (cudaFree, cudaFreeHost, cudaHostUnregister,
- * cudaDeviceSynchronize) inside xtq_cuda_quiesce().
+ * cudaDeviceSynchronize) inside xtq_cuda_quiesce(), or set
+ * XTQ_CUDA_IDLE_EXIT_US: the processor then exits after that many
+ * microseconds without a packet (after 4096 empty polls), so such calls
+ * in an unmodified application return, and the next packet launches it
+ * again (a kernel launch on that packet's path). Default 0 (never exit):
+ * not yet run on a GPU (docs/cuda.md, "A processor that exits when idle").
  *
  * This header is plain C and needs no CUDA header; the helpers marked
  * "CUDA only" appear when compiled by nvcc.
@@ -178,6 +183,8 @@ XTQ_API int xtq_cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len);
  * meanwhile (none is lost); a dispatch in flight finishes first; the
  * same processor starts again before this returns. `fn` must not call
  * libxtq's CUDA functions (the agent is locked) nor wait for a packet.
+ * A processor that has exited idle (XTQ_CUDA_IDLE_EXIT_US) is left as it
+ * is: the device idles already, and the next packet relaunches it.
  * @return 0 (fn ran), -XTQ_EINVAL, -XTQ_EAGENTKIND, -XTQ_EIO (the
  *         processor did not stop: fn did not run; or did not restart).
  */

@@ -25,7 +25,7 @@
 #include <xtq/cuda.h>
 
 /* Bumped whenever a structure below changes. */
-#define XTQ_CUDA_ABI_VERSION 7u
+#define XTQ_CUDA_ABI_VERSION 8u
 
 #define XTQ__CUDA_MAX_QUEUES 64
 #define XTQ__CUDA_MAX_KERNELS 1024
@@ -115,10 +115,24 @@ struct xtq__cuda_ctl {
     volatile uint32_t version_seen; /* queue-table version the processor uses */
     volatile int32_t error;         /* first processor-side error (negative XTQ code) */
     volatile uint32_t caps;         /* XTQ__CUDA_CAP_* of the running processor */
-    volatile uint32_t pad0_;
+    volatile uint32_t state;        /* XTQ__CUDA_PROC_*: the idle exit's handshake */
     volatile uint32_t running;      /* module tag of the processor that started last */
     volatile uint32_t abi_seen;     /* XTQ_CUDA_ABI_VERSION it was built with */
     uint8_t pad_[40];
+};
+
+/*
+ * ctl->state, for the processor that exits when idle (dev->idle_exit_us;
+ * hsa-glue/cuda_idle.h has the protocol and its ordering argument). The
+ * host writes RUNNING before each launch; only the processor writes it
+ * afterwards: EXITING before its last look at every queue, then STOPPED
+ * (gone: the host relaunches it for the next packet) or RUNNING again (it
+ * found one and goes on).
+ */
+enum {
+    XTQ__CUDA_PROC_STOPPED = 0,
+    XTQ__CUDA_PROC_RUNNING = 1,
+    XTQ__CUDA_PROC_EXITING = 2,
 };
 
 enum {
@@ -137,8 +151,8 @@ enum {
 struct xtq__cuda_dev {
     /* written by the host */
     uint32_t abi;       /* XTQ_CUDA_ABI_VERSION of libxtq */
-    uint32_t pad0_;
-    volatile uint32_t stop;
+    uint32_t idle_exit_us; /* exit after this long without a packet; 0: never */
+    volatile uint32_t stop; /* block 0 sets it too, for the others, when it exits idle */
     volatile uint32_t version;
     struct xtq__cuda_qdesc q[XTQ__CUDA_MAX_QUEUES];
     volatile uint32_t nq; /* queue slots in use: 0 .. nq-1 */

@@ -24,17 +24,20 @@
  * dispatch runs in the processor's blocks.
  *
  * How it runs: one launch of `blocks` x 256 threads for as long as the
- * module is attached. Block 0 polls one queue slot at a time: thread t
- * reads line t of the slot's inline area (cuda_abi.h), which the agent's
- * enqueue filled with the packet, the kernel arguments and a small
- * payload, each 8-byte word flagged with the packet's index; meanwhile
- * other threads read the ring slot's header (packets of producers that
- * wrote no inline copy), the kernel descriptor the queue used last, and
- * the stop flag. When every line the packet needs carries the current
- * flag, the task is in shared memory after one PCIe round trip. A
- * dispatch of one work-group runs in block 0; a larger one is published
- * to every block through device memory, or launched on a grid of its own.
- * The completion is one release store of a word into host memory.
+ * module is attached (or, with XTQ_CUDA_IDLE_EXIT_US, until it has found
+ * no packet for that long: it exits so the device can idle, and the host
+ * launches it again for the next packet; idle_exit below). Block 0 polls
+ * one queue slot at a time: thread t reads line t of the slot's inline
+ * area (cuda_abi.h), which the agent's enqueue filled with the packet, the
+ * kernel arguments and a small payload, each 8-byte word flagged with the
+ * packet's index; meanwhile other threads read the ring slot's header
+ * (packets of producers that wrote no inline copy), the kernel descriptor
+ * the queue used last, and the stop flag. When every line the packet
+ * needs carries the current flag, the task is in shared memory after one
+ * PCIe round trip. A dispatch of one work-group runs in block 0; a larger
+ * one is published to every block through device memory, or launched on
+ * a grid of its own. The completion is one release store of a word into
+ * host memory.
  *
  * Packets run one at a time, in queue order: the barrier bit is always
  * honoured. Tasks must not use __syncthreads() (threads beyond the
@@ -160,6 +163,7 @@ struct qcache {
     uint64_t copy_min;
     uint64_t stage;
     uint64_t stage_len;
+    uint64_t idle_exit_ns; /* 0: never exit when idle */
 };
 
 /* Per-block shared state. `buf` holds the inline data: header, packet at
@@ -176,6 +180,7 @@ struct pshared {
     uint64_t fn;
     uint32_t ks, total;
     int32_t status;   /* a one-group dispatch's status word */
+    int exit_idle;    /* the idle check's verdict, for every thread */
     uint64_t gen, disp;
     __align__(16) uint8_t buf[XTQ__CUDA_INLINE_KERNARG + XTQ_CUDA_MAX_KERNARG];
 };
@@ -526,6 +531,7 @@ __device__ void load_table(xtq__cuda_dev *dev, qcache &C, uint32_t version)
         C.copy_min = dev->copy_min;
         C.stage = dev->stage;
         C.stage_len = dev->stage_len;
+        C.idle_exit_ns = (uint64_t)dev->idle_exit_us * 1000u;
         /* The host waits for this before it frees a removed queue. */
         __threadfence();
         ((xtq__cuda_ctl *)dev->ctl)->version_seen = version;
@@ -546,6 +552,7 @@ struct pollstate {
     uint32_t version; /* table version in C */
     uint64_t seen_ns; /* PROF_SEEN of the packet taken */
     uint64_t unpacked_ns;
+    uint64_t idle_since; /* GPU clock of the first backed-off empty poll; 0: none */
 };
 
 /* Lines an inline packet needs, from line 0 as read; 0: no current
@@ -560,6 +567,79 @@ __device__ __forceinline__ uint32_t inline_need(ulonglong2 v, uint32_t expect, u
         need > min(lines, XTQ__CUDA_INLINE_LINES_MAX))
         return 0;
     return need;
+}
+
+/*
+ * Block 0, thread 0: the idle exit's last look (hsa-glue/cuda_idle.h has
+ * the whole protocol). Dekker's handshake with the host's enqueue: the
+ * host stores the packet, fences (seq_cst) and reads ctl->state; this
+ * thread stores EXITING, fences (fence.sc.sys, __threadfence_system) and
+ * reads every queue's next slot. Both fences are full and at system
+ * scope, so the two cannot both read the other's old value: either the
+ * host sees EXITING or STOPPED, and relaunches after this processor has
+ * gone, or this look sees the packet (or its reservation's inline line or
+ * header) and the processor goes on. A header still there from the slot's
+ * previous packet (the host frees slots after their completion) or a
+ * table version it has not loaded (a queue created meanwhile) also keeps
+ * it: wrong only in being cautious, it tries again after another idle
+ * period. Returns true when it may exit (state still EXITING).
+ */
+__device__ bool idle_last_look(xtq__cuda_dev *dev, const qcache &C, uint32_t version)
+{
+    xtq__cuda_ctl *ctl = (xtq__cuda_ctl *)dev->ctl;
+    ctl->state = XTQ__CUDA_PROC_EXITING;
+    __threadfence_system();
+    bool found = *(volatile uint32_t *)&dev->version != version;
+    for (uint32_t i = 0; i < C.nlist && !found; i++) {
+        const uint32_t li = C.list[i];
+        const uint64_t rd = C.rd[li];
+        const uint8_t *area = (const uint8_t *)C.inl[li] +
+                              (rd & C.mask[li]) * (uint64_t)C.lines[li] * XTQ__CUDA_LINE_BYTES;
+        const void *slot = (const xtq_aql_packet_t *)C.ring[li] + (rd & C.mask[li]);
+        const uint64_t line0 = ld_acquire_sys_u64(area);
+        const uint32_t hdr = ld_acquire_sys_u32(slot);
+        found = (uint32_t)(line0 >> 32) == (uint32_t)(rd + 1) ||
+                (hdr & 0xffu) != XTQ_PACKET_TYPE_INVALID;
+    }
+    if (found) {
+        ctl->state = XTQ__CUDA_PROC_RUNNING;
+        __threadfence_system();
+    }
+    return !found;
+}
+
+/*
+ * Block 0, every thread, after a backed-off empty poll: true when the
+ * processor has found no packet for C.idle_exit_ns (GPU clock) and its
+ * last look found none either. Then the other blocks are told through
+ * the stop flag (the host clears it before every launch) and ctl->state
+ * becomes STOPPED: the device can idle, so an application's
+ * cudaDeviceSynchronize, cudaFree or lazy module load returns.
+ */
+__device__ bool idle_exit(xtq__cuda_dev *dev, const qcache &C, pshared &S, pollstate &ps)
+{
+    if (threadIdx.x == 0) {
+        const uint64_t now = gpu_clock_ns();
+        int out = 0;
+        if (ps.idle_since == 0) {
+            ps.idle_since = now;
+        } else if (now - ps.idle_since >= C.idle_exit_ns) {
+            if (idle_last_look(dev, C, ps.version)) {
+                dev->stop = 1;
+                __threadfence();
+                ((xtq__cuda_ctl *)dev->ctl)->state = XTQ__CUDA_PROC_STOPPED;
+                __threadfence_system();
+                out = 1;
+            } else {
+                ps.idle_since = now; /* a whole idle period again */
+            }
+        }
+        S.exit_idle = out;
+    }
+    __syncthreads();
+    const bool out = S.exit_idle != 0;
+    __syncthreads();
+    return out;
 }
 
 /*
@@ -624,6 +704,8 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
         if (li == ~0u) {
             /* No queue: nap at the longest. */
             __nanosleep(C.poll_ns_max ? C.poll_ns_max : 1000);
+            if (C.idle_exit_ns && idle_exit(dev, C, S, ps))
+                return -1;
             continue;
         }
         if (need == 0) {
@@ -636,6 +718,9 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
                 } else {
                     ps.ns = ps.ns ? min(ps.ns * 2, C.poll_ns_max) : 32;
                     __nanosleep(ps.ns);
+                    /* Off the packet path: only once the poll backs off. */
+                    if (C.idle_exit_ns && idle_exit(dev, C, S, ps))
+                        return -1;
                 }
                 continue;
             }
@@ -695,6 +780,7 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
                 ps.next++;
                 ps.idle = 0;
                 ps.ns = 0;
+                ps.idle_since = 0;
                 __syncthreads();
                 return (int)li;
             }
@@ -730,6 +816,7 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
         ps.next++;
         ps.idle = 0;
         ps.ns = 0;
+        ps.idle_since = 0;
         __syncthreads();
         if (tid == 0)
             ps.unpacked_ns = gpu_clock_ns();
@@ -832,7 +919,7 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
 #endif
 
     if (blockIdx.x == 0) {
-        pollstate ps = {0, 0, 0, 0, 0, 0};
+        pollstate ps = {0, 0, 0, 0, 0, 0, 0};
         ps.version = *(volatile uint32_t *)&dev->version;
         load_table(dev, C, ps.version);
         for (;;) {

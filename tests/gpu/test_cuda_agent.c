@@ -9,6 +9,7 @@
 #include "queue_int.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
@@ -430,6 +431,235 @@ XTQ_TEST(quiesce_lets_the_device_idle)
     CHECK_OK(xtq_queue_destroy(q));
     CHECK_OK(xtq_kernel_destroy(k));
     agent->ops->close(agent);
+}
+
+/* ---- idle exit (XTQ_CUDA_IDLE_EXIT_US, hsa-glue/cuda_idle.h) ------------ */
+
+#define IDLE_EXIT_US "1000"
+
+/* A call that waits for an idle device would hang beside a processor that
+ * did not exit: the alarm fails the case with the call's name instead. */
+static const char *volatile watched_call;
+static void watchdog_fired(int sig)
+{
+    (void)sig;
+    static const char msg[] = "FAIL: watchdog: a call that waits for an idle device hung: ";
+    (void)!write(2, msg, sizeof(msg) - 1);
+    (void)!write(2, watched_call, strlen(watched_call));
+    (void)!write(2, "\n", 1);
+    _exit(1);
+}
+
+static void watch(const char *call, unsigned seconds)
+{
+    watched_call = call;
+    signal(SIGALRM, watchdog_fired);
+    alarm(seconds);
+}
+
+/* Wait until the processor reports `want` (5 s at most); returns it. */
+static uint32_t idle_state_wait(xtq_agent_t *agent, uint32_t want)
+{
+    uint32_t state = ~0u;
+    uint64_t relaunches;
+    for (int t = 0; t < 5000; t++) {
+        CHECK_OK(xtq__cuda_idle_stats(agent, &state, &relaunches));
+        if (state == want)
+            break;
+        usleep(1000);
+    }
+    return state;
+}
+
+static uint64_t idle_relaunches(xtq_agent_t *agent)
+{
+    uint32_t state;
+    uint64_t relaunches = 0;
+    CHECK_OK(xtq__cuda_idle_stats(agent, &state, &relaunches));
+    return relaunches;
+}
+
+/* The default: the processor runs while a queue exists (no relaunch cost,
+ * and the device never idles: xtq_cuda_quiesce is the way to free). */
+XTQ_TEST(idle_exit_off_by_default)
+{
+    unsetenv("XTQ_CUDA_IDLE_EXIT_US");
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    uint32_t state;
+    uint64_t relaunches;
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    usleep(200000); /* far beyond any idle time of the cases below */
+    CHECK_OK(xtq__cuda_idle_stats(agent, &state, &relaunches));
+    CHECK_EQ(state, XTQ__CUDA_PROC_RUNNING);
+    CHECK_EQ(relaunches, 0);
+    CHECK_OK(xtq_queue_destroy(q));
+    agent->ops->close(agent);
+}
+
+/* With the parameter on, the processor exits after a packet and the idle
+ * time, the application's synchronising calls return, and the next packet
+ * launches it again. */
+XTQ_TEST(idle_exit_lets_the_device_idle)
+{
+    setenv("XTQ_CUDA_IDLE_EXIT_US", IDLE_EXIT_US, 1);
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t grid[3] = {1, 1, 1};
+    const uint16_t wg[3] = {1, 1, 1};
+    void *host = NULL, *dev = NULL;
+    uint32_t *seen = host_alloc(agent, 4096);
+    struct count_args *ka = host_alloc(agent, 3 * sizeof(*ka));
+    uint64_t took_ns[3] = {0, 0, 0};
+    xtq_kernel_t *k = make_kernel(agent, TASK_COUNT, sizeof(*ka));
+    CHECK(cudaHostAlloc(&host, 4096, cudaHostAllocMapped) == cudaSuccess);
+    CHECK(cudaMalloc(&dev, 4096) == cudaSuccess);
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    for (int round = 0; round < 3; round++) {
+        xtq_aql_packet_t p;
+        ka[round].seen = seen;
+        ka[round].seq = (uint64_t)round;
+        xtq_signal_store(sig, 1);
+        kernel_packet(&p, k, &ka[round], 1, grid, wg, sig);
+        uint64_t t0 = xtq__now_ns();
+        submit(q, &p, NULL);
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+        took_ns[round] = xtq__now_ns() - t0;
+        CHECK_EQ(seen[round], 1);
+        if (round > 0)
+            continue; /* 1: on a relaunched processor; 2: right after, running */
+        /* No packet for the idle time: the processor says it has gone. */
+        CHECK_EQ(idle_state_wait(agent, XTQ__CUDA_PROC_STOPPED), XTQ__CUDA_PROC_STOPPED);
+        CHECK_EQ(idle_relaunches(agent), 0);
+        watch("cudaDeviceSynchronize", 20);
+        CHECK_EQ((int)cudaDeviceSynchronize(), 0);
+        watch("cudaFreeHost", 20);
+        CHECK_EQ((int)cudaFreeHost(host), 0);
+        watch("cudaFree", 20);
+        CHECK_EQ((int)cudaFree(dev), 0);
+        alarm(0);
+        /* Nothing to stop: quiesce and deregister leave it gone. */
+        struct idle_calls c = {NULL, NULL, -1, -1, -1};
+        CHECK(cudaHostAlloc(&c.host, 4096, cudaHostAllocMapped) == cudaSuccess);
+        CHECK(cudaMalloc(&c.dev, 4096) == cudaSuccess);
+        CHECK_OK(xtq_cuda_quiesce(agent, idle_calls_run, &c));
+        CHECK_EQ(c.sync_rc, 0);
+        CHECK_EQ(c.host_rc, 0);
+        CHECK_EQ(c.dev_rc, 0);
+        void *extra = host_alloc(agent, 4096);
+        host_free(agent, extra, 4096);
+        CHECK_EQ(idle_relaunches(agent), 0);
+        CHECK_EQ(idle_state_wait(agent, XTQ__CUDA_PROC_STOPPED), XTQ__CUDA_PROC_STOPPED);
+    }
+    /* The second packet ran on a relaunched processor, the third on it. */
+    CHECK_EQ(idle_relaunches(agent), 1);
+    CHECK_EQ(seen[0] + seen[1] + seen[2], 3);
+    printf("idle exit: a packet after the exit took %.1f us (relaunch), the next %.1f us\n",
+           took_ns[1] / 1e3, took_ns[2] / 1e3);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    unsetenv("XTQ_CUDA_IDLE_EXIT_US");
+}
+
+/* Packets with gaps around the idle time (none, shorter, about as long,
+ * until the processor has gone, longer), through the ring alone and
+ * through the agent's inline enqueue, and one from a producer that rings
+ * no doorbell: every packet runs once and retires once. */
+XTQ_TEST(idle_exit_gaps_exactly_once)
+{
+    enum { N = 96 };
+    setenv("XTQ_CUDA_IDLE_EXIT_US", IDLE_EXIT_US, 1);
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t grid[3] = {1, 1, 1};
+    const uint16_t wg[3] = {1, 1, 1};
+    uint32_t *seen = host_alloc(agent, N * 4);
+    struct count_args *ka = host_alloc(agent, N * sizeof(*ka));
+    retired = calloc(N, sizeof(*retired));
+    atomic_store(&last_status, 0);
+    xtq_kernel_t *k = make_kernel(agent, TASK_COUNT, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 8, &q));
+    q->retire = count_retire;
+    CHECK_OK(xtq_cuda_signal_create(agent, N, &sig));
+    unsigned seed = 12345;
+    for (uint32_t i = 0; i < N; i++) {
+        xtq_aql_packet_t p;
+        ka[i].seen = seen;
+        ka[i].seq = i;
+        kernel_packet(&p, k, &ka[i], 1, grid, wg, sig);
+        void *cookie = (void *)(uintptr_t)(i + 1);
+        if (i == N / 2) {
+            /* After an exit, no doorbell: the retire thread finds the
+             * packet pending and relaunches by itself. */
+            CHECK_EQ(idle_state_wait(agent, XTQ__CUDA_PROC_STOPPED), XTQ__CUDA_PROC_STOPPED);
+            uint64_t idx;
+            while (xtq_queue_reserve(q, 1, &idx) != 0)
+                xtq__cpu_relax();
+            xtq_aql_packet_t *slot = xtq_queue_slot(q, idx);
+            memcpy(slot->bytes + 4, p.bytes + 4, XTQ_AQL_PACKET_SIZE - 4);
+            q->cookies[idx & q->mask] = cookie;
+            uint32_t first;
+            memcpy(&first, p.bytes, sizeof(first));
+            xtq_queue_publish(q, idx, (uint16_t)(first & 0xffff), (uint16_t)(first >> 16));
+            /* Before any later doorbell could relaunch it instead. */
+            for (int t = 0; *(volatile uint32_t *)&seen[i] == 0 && t < 5000; t++)
+                usleep(1000);
+            CHECK_EQ(*(volatile uint32_t *)&seen[i], 1);
+        } else if (i % 2) {
+            submit(q, &p, cookie);
+        } else {
+            struct xtq__enqueue d = {.packet = &p,
+                                     .kernarg = &ka[i],
+                                     .kernarg_len = sizeof(ka[i]),
+                                     .retire = count_retire,
+                                     .cookie = cookie};
+            while (agent->ops->enqueue(q, &d) == -XTQ_EAGAIN)
+                xtq__cpu_relax();
+        }
+        switch (rand_r(&seed) % 6) {
+        case 0:
+            break; /* back to back */
+        case 1:
+            usleep(100 + rand_r(&seed) % 400);
+            break;
+        case 2:
+            usleep(500 + rand_r(&seed) % 4000); /* about the idle time and the polls before it */
+            break;
+        case 3:
+            (void)idle_state_wait(agent, XTQ__CUDA_PROC_STOPPED); /* just after the exit */
+            break;
+        case 4:
+            usleep(5000 + rand_r(&seed) % 20000);
+            break;
+        default:
+            for (uint32_t spin = rand_r(&seed) % 20000; spin; spin--)
+                xtq__cpu_relax();
+            break;
+        }
+    }
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    for (uint32_t i = 0; i < N; i++)
+        CHECK_EQ(seen[i], 1);
+    for (uint32_t i = 0; i < N; i++) {
+        for (int t = 0; atomic_load(&retired[i]) == 0 && t < 20000; t++)
+            usleep(1000);
+        CHECK_EQ(atomic_load(&retired[i]), 1);
+    }
+    CHECK_EQ(atomic_load(&last_status), 0);
+    CHECK(idle_relaunches(agent) >= 1);
+    printf("idle exit: %llu relaunches for %d packets\n",
+           (unsigned long long)idle_relaunches(agent), N);
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    for (uint32_t i = 0; i < N; i++)
+        CHECK(atomic_load(&retired[i]) <= 1);
+    free(retired);
+    unsetenv("XTQ_CUDA_IDLE_EXIT_US");
 }
 
 XTQ_TEST(dispatch_geometry_and_kernargs)

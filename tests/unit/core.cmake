@@ -4,10 +4,13 @@ xtq_add_runner(signal LABEL unit SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_signal.c
 xtq_add_runner(queue LABEL unit SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_queue.c INTERNAL)
 xtq_add_runner(cpu_agent LABEL unit SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cpu_agent.c INTERNAL)
 target_include_directories(test_cpu_agent PRIVATE ${PROJECT_SOURCE_DIR}/hsa-glue)
+# The CUDA processor's idle exit, host half and a model of the device (no GPU).
+xtq_add_runner(cuda_idle LABEL unit SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cuda_idle.c INTERNAL)
+target_include_directories(test_cuda_idle PRIVATE ${PROJECT_SOURCE_DIR}/hsa-glue)
 # The engine/agent runners are meaningful under TSan (CI: ctest -L tsan).
 get_property(core_tests DIRECTORY PROPERTY TESTS)
 foreach(t IN LISTS core_tests)
-  if(t MATCHES "^(signal|queue|cpu_agent)\\.")
+  if(t MATCHES "^(signal|queue|cpu_agent|cuda_idle)\\.")
     set_property(TEST ${t} APPEND PROPERTY LABELS tsan)
   endif()
 endforeach()
