@@ -845,16 +845,20 @@ static void cuda_close(xtq_agent_t *agent)
     struct cuda_agent *a = to_cuda(agent);
 
     cudaSetDevice(a->device);
-    /* The retire thread first: it relaunches a processor that exited
-     * idle, and must not after the stop below. */
+    /* With the idle exit on, the retire thread goes first: it relaunches a
+     * processor that exited idle, and must not after the stop below.
+     * Without it, the order that ran on the H100 (processor, then retire
+     * thread) is kept until a GPU run has checked the other. */
+    bool retire_first = a->idle_exit_us != 0;
+    if (!retire_first && a->dev != NULL)
+        (void)processor_stop(a); /* exits at its next poll; tasks in flight finish */
     if (a->retire_started) {
         atomic_store_explicit(&a->stop, 1, memory_order_seq_cst);
         atomic_fetch_add_explicit(&a->bell, 1, memory_order_seq_cst);
         xtq__futex_wake(&a->bell, 1);
         pthread_join(a->retire_thread, NULL);
     }
-    /* The processor exits at its next poll; tasks in flight finish. */
-    if (a->dev != NULL)
+    if (retire_first && a->dev != NULL)
         (void)processor_stop(a);
     for (uint32_t i = 0; i < XTQ__CUDA_MAX_QUEUES; i++) {
         if (a->queues[i] != NULL) {
