@@ -32,8 +32,6 @@ ITERS=${ITERS:-1000}
 MAX=${MAX:-16}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$OUT"
-csv=$OUT/small_ab.csv
-echo "rep,mpi,path,mode,bytes,iters,median_us,p10_us,p90_us,load1" >"$csv"
 
 one() { # MPI LAYER(no|yes) MODES
     local mpi=$1 layer=$2 modes=$3 exe lib
@@ -95,6 +93,8 @@ if [ -n "${BUILD_A:-}" ]; then
     exit 0
 fi
 
+csv=$OUT/small_ab.csv
+echo "rep,mpi,path,mode,bytes,iters,median_us,p10_us,p90_us,load1" >"$csv"
 for rep in $(seq 1 "$REPS"); do
     for mpi in $MPIS; do
         for layer in no yes; do
