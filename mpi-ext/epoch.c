@@ -146,12 +146,12 @@ static int lock_take(struct xtq__mpi_win *w, int target, int type)
 
 /* ---- lazy lock epochs --------------------------------------------------------------------
  *
- * A lock epoch to a CPU window keeps its latest command back (peer->held),
- * so that:
+ * A lock epoch to a CPU window (MPI_Win_lock, or lock_all per target)
+ * keeps its latest command back (peer->held), so that:
  *  - the first command carries ACQUIRE: the target applies it only with
  *    the lock granted, else refuses it (-XTQ_EBUSY, nothing applied); the
  *    origin then takes the lock with lock commands and resends it;
- *  - the last carries RELEASE (MPI_Win_unlock), in the queue behind the
+ *  - the last carries RELEASE (MPI_Win_unlock, _unlock_all), in the queue behind the
  *    epoch's earlier commands (barrier bit);
  *  - a lone command carries both: lock/acc/unlock is one XtqPut.
  * Nothing overtakes a first command whose lock is not known: the next
@@ -162,9 +162,8 @@ static int lock_take(struct xtq__mpi_win *w, int target, int type)
  * is: their lock is taken with lock commands before the first one.
  * Everything here runs under w->hold_lock. */
 
-static bool keeps_back(const struct xtq__mpi_win *w, const struct xtq__mpi_peer *p)
+static bool keeps_back(const struct xtq__mpi_peer *p)
 {
-    (void)w;
     return p->lock && !p->nocheck && !p->gpu;
 }
 
@@ -245,7 +244,7 @@ int xtq__mpi_emit(struct xtq__mpi_win *w, int target, struct xtq__mpi_held *h, b
         }
     }
     if (rc == 0) {
-        if (keeps_back(w, p) && !must_send) {
+        if (keeps_back(p) && !must_send) {
             p->held = *h;
             p->has_held = true;
         } else {
