@@ -10,7 +10,10 @@
 #
 # Environment: BUILD_DIR (build), MACHINE (hostname), OUT
 # (bench/results/$MACHINE/mpi), MPIS ("openmpi mpich"), REPS (5), ITERS
-# (1000), MAX (16 bytes: rows 8 and 16 B).
+# (1000), MAX (16 bytes: rows 8 and 16 B), LOAD_MAX (if set, each run
+# first waits, up to LOAD_WAIT seconds (600), until the 1-minute load
+# average is below it; the CSV's last column is the load each run
+# started at).
 #
 # Two builds of the layer against each other instead (two commits, same
 # script, alternating run by run): name their build directories, already
@@ -32,6 +35,19 @@ ITERS=${ITERS:-1000}
 MAX=${MAX:-16}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$OUT"
+
+# Before each run: wait for a quiet machine (LOAD_MAX), then the load.
+quiet_load() {
+    local waited=0
+    if [ -n "${LOAD_MAX:-}" ]; then
+        while awk -v m="$LOAD_MAX" '{ exit !($1 >= m) }' /proc/loadavg &&
+            [ "$waited" -lt "${LOAD_WAIT:-600}" ]; do
+            sleep 5
+            waited=$((waited + 5))
+        done
+    fi
+    cut -d' ' -f1 /proc/loadavg
+}
 
 one() { # MPI LAYER(no|yes) MODES
     local mpi=$1 layer=$2 modes=$3 exe lib
@@ -62,7 +78,7 @@ if [ -n "${BUILD_A:-}" ]; then
         for mpi in $MPIS; do
             for i in 0 1; do
                 BUILD_DIR=${dirs[$i]}
-                load=$(cut -d' ' -f1 /proc/loadavg)
+                load=$(quiet_load)
                 one "$mpi" yes "$MODES" 2>/dev/null | sed -n 's/^csv,latency,//p' |
                     awk -F, -v rep="$rep" -v load="$load" -v b="${labels[$i]}" -v OFS=, \
                         '{ print rep, $1, b, $3, $5, $6, $7, $8, $9, load }' >>"$csv"
@@ -87,7 +103,7 @@ if [ -n "${BUILD_A:-}" ]; then
     {
         echo
         echo "machine: $(uname -srm), $(nproc) cores; A = $A (${dirs[0]}), B = $B (${dirs[1]})"
-        echo "command: BUILD_A=$BUILD_A BUILD_B=$BUILD_B A=$A B=$B MPIS=\"$MPIS\" REPS=$REPS ITERS=$ITERS MAX=$MAX MODES=$MODES mpi-ext/bench/small_ab.sh"
+        echo "command: BUILD_A=$BUILD_A BUILD_B=$BUILD_B A=$A B=$B MPIS=\"$MPIS\" REPS=$REPS ITERS=$ITERS MAX=$MAX MODES=$MODES${LOAD_MAX:+ LOAD_MAX=$LOAD_MAX} mpi-ext/bench/small_ab.sh"
         echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
     } | tee -a "$OUT/$NAME.txt"
     exit 0
@@ -100,7 +116,7 @@ for rep in $(seq 1 "$REPS"); do
         for layer in no yes; do
             modes=lock
             [ "$layer" = yes ] && modes=lock,flush
-            load=$(cut -d' ' -f1 /proc/loadavg)
+            load=$(quiet_load)
             # csv,latency,mpi,window,mode,variant,bytes,iters,median,p10,p90
             one "$mpi" "$layer" "$modes" 2>/dev/null | sed -n 's/^csv,latency,//p' |
                 awk -F, -v rep="$rep" -v load="$load" -v OFS=, \
@@ -108,7 +124,7 @@ for rep in $(seq 1 "$REPS"); do
         done
     done
     # The bare XtqPut round trip (no MPI layer), same moment.
-    load=$(cut -d' ' -f1 /proc/loadavg)
+    load=$(quiet_load)
     mpirun --oversubscribe --bind-to none -np 2 "$BUILD_DIR/bench/xtq_bench_rtt" --sizes 64 \
         --iters "$ITERS" --warmup $((ITERS / 10)) 2>/dev/null |
         awk -v rep="$rep" -v load="$load" -v OFS=, -v iters="$ITERS" \
@@ -143,6 +159,6 @@ function med(s,   n, x, i, j, t) {
 {
     echo
     echo "machine: $(uname -srm), $(nproc) cores; commit $(git rev-parse --short HEAD)"
-    echo "command: MPIS=\"$MPIS\" REPS=$REPS ITERS=$ITERS MAX=$MAX mpi-ext/bench/small_ab.sh"
+    echo "command: MPIS=\"$MPIS\" REPS=$REPS ITERS=$ITERS MAX=$MAX${LOAD_MAX:+ LOAD_MAX=$LOAD_MAX} mpi-ext/bench/small_ab.sh"
     echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee -a "$OUT/small_ab.txt"
