@@ -61,6 +61,7 @@ static int new_errors(struct xtq__mpi_win *w)
 }
 
 static int send_held(struct xtq__mpi_win *w, int target);
+static int send_held_all(struct xtq__mpi_win *w);
 
 int xtq__mpi_complete(struct xtq__mpi_win *w, int target)
 {
@@ -68,11 +69,7 @@ int xtq__mpi_complete(struct xtq__mpi_win *w, int target)
     bool mpi_flush = false;
 
     /* Commands a lock epoch kept back go first (the lock stays). */
-    for (int r = target < 0 ? 0 : target; r < (target < 0 ? w->size : target + 1); r++) {
-        int x = send_held(w, r);
-        if (x && !xrc)
-            xrc = x;
-    }
+    xrc = target < 0 ? send_held_all(w) : send_held(w, target);
     if (xrc)
         rc = xtq__mpi_errclass(xrc);
 
@@ -286,6 +283,78 @@ static int send_held(struct xtq__mpi_win *w, int target)
         }
     }
     pthread_mutex_unlock(&w->hold_lock);
+    return rc;
+}
+
+/* Completion of every target (flush_all, unlock_all's end, fence): the
+ * kept-back commands whose lock is not known yet go together, each with
+ * ACQUIRE, and are waited for together (one round trip for a lock_all
+ * epoch's first flush_all, not one per target); the others go at once. A
+ * refused one takes its lock with lock commands and is resent, as in
+ * take_lock. The first error (a lock that could not be taken). */
+static int send_held_all(struct xtq__mpi_win *w)
+{
+    xtq_completion_t *comp = calloc((size_t)w->size, sizeof(*comp));
+    uint8_t *asked = calloc((size_t)w->size, 1);
+    int rc = 0;
+
+    if (!comp || !asked) {
+        free(comp);
+        free(asked);
+        for (int r = 0; r < w->size; r++) {
+            int x = send_held(w, r);
+            if (x && !rc)
+                rc = x;
+        }
+        return rc;
+    }
+    pthread_mutex_lock(&w->hold_lock);
+    for (int r = 0; r < w->size; r++) {
+        struct xtq__mpi_peer *p = &w->peer[r];
+        bool acquire = !p->granted && p->lock && !p->nocheck;
+        int x;
+
+        if (!p->has_held)
+            continue;
+        p->has_held = false;
+        x = xtq__mpi_fire(w, r, &p->held, acquire ? XTQ__MPI_F_ACQUIRE(p->lock) : 0,
+                          acquire ? &comp[r] : NULL);
+        if (x)
+            note_error(w, x); /* not applied, no lock taken */
+        else if (acquire)
+            asked[r] = 1;
+    }
+    for (int r = 0; r < w->size; r++) {
+        struct xtq__mpi_peer *p = &w->peer[r];
+        int x;
+
+        if (!asked[r])
+            continue;
+        x = xtq__mpi_wait(&comp[r]);
+        if (x == 0) {
+            p->granted = 1;
+            continue;
+        }
+        if (x != -XTQ_EBUSY) {
+            note_error(w, x); /* not applied, no lock taken */
+            continue;
+        }
+        xtq__mpi_wcount(w, XTQ__MPI_S_REFUSED, 1);
+        x = lock_take(w, r, p->lock);
+        if (x) {
+            note_error(w, x); /* the command was not applied */
+            if (!rc)
+                rc = x;
+            continue;
+        }
+        p->granted = 1;
+        x = xtq__mpi_fire(w, r, &p->held, 0, NULL);
+        if (x)
+            note_error(w, x);
+    }
+    pthread_mutex_unlock(&w->hold_lock);
+    free(comp);
+    free(asked);
     return rc;
 }
 

@@ -680,6 +680,14 @@ XTQ_TEST(lock_all_lazy)
         T_MPI(MPI_Win_flush_all(win));
         T_MPI(MPI_Win_unlock_all(win));
         CHECK_PUTS(win, c, 2, 1);
+        /* one to every other target, then flush_all: the commands carry
+         * their locks (asked together), the releases go alone */
+        T_MPI(MPI_Win_lock_all(0, win));
+        for (int t = 1; t < nranks; t++)
+            T_MPI(MPI_Accumulate(&one, 1, MPI_INT64_T, t, 5, 1, MPI_INT64_T, MPI_SUM, win));
+        T_MPI(MPI_Win_flush_all(win));
+        T_MPI(MPI_Win_unlock_all(win));
+        CHECK_PUTS(win, c, 2 * (nranks - 1), nranks - 1);
         /* one's own window: locked at once, released here, no message */
         T_MPI(MPI_Win_lock_all(0, win));
         base[4] += 5;
@@ -716,12 +724,14 @@ XTQ_TEST(lock_all_lazy)
         T_CHECK(base[1] == 1);
         T_CHECK(base[2] == 3);
         T_CHECK(base[3] == 2);
+        T_CHECK(base[5] == 1);
         T_MPI(MPI_Win_unlock(1, win));
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank > 1) {
         T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, rank, 0, win));
         T_CHECK(base[1] == 1);
+        T_CHECK(base[5] == 1);
         T_MPI(MPI_Win_unlock(rank, win));
     }
     MPI_Barrier(MPI_COMM_WORLD);
