@@ -16,7 +16,9 @@
  *    request (applied only if the lock is granted, else refused: the
  *    origin then takes the lock with the sync task, retried with a
  *    growing pause, and resends) and its last the release. A one-command
- *    epoch is one XtqPut. The target process is never involved.
+ *    epoch is one XtqPut. MPI_Win_lock_all is lazy in the same way, per
+ *    target: only the targets an epoch touched are locked and released.
+ *    The target process is never involved.
  *  - fence: completion, then a barrier of the window's processes.
  *  - PSCW: zero-byte messages on the window's private communicator
  *    (post -> start, complete -> wait), sent after completion.
@@ -59,6 +61,7 @@ static int new_errors(struct xtq__mpi_win *w)
 }
 
 static int send_held(struct xtq__mpi_win *w, int target);
+static int send_held_all(struct xtq__mpi_win *w);
 
 int xtq__mpi_complete(struct xtq__mpi_win *w, int target)
 {
@@ -66,11 +69,7 @@ int xtq__mpi_complete(struct xtq__mpi_win *w, int target)
     bool mpi_flush = false;
 
     /* Commands a lock epoch kept back go first (the lock stays). */
-    for (int r = target < 0 ? 0 : target; r < (target < 0 ? w->size : target + 1); r++) {
-        int x = send_held(w, r);
-        if (x && !xrc)
-            xrc = x;
-    }
+    xrc = target < 0 ? send_held_all(w) : send_held(w, target);
     if (xrc)
         rc = xtq__mpi_errclass(xrc);
 
@@ -144,12 +143,12 @@ static int lock_take(struct xtq__mpi_win *w, int target, int type)
 
 /* ---- lazy lock epochs --------------------------------------------------------------------
  *
- * A lock epoch to a CPU window keeps its latest command back (peer->held),
- * so that:
+ * A lock epoch to a CPU window (MPI_Win_lock, or lock_all per target)
+ * keeps its latest command back (peer->held), so that:
  *  - the first command carries ACQUIRE: the target applies it only with
  *    the lock granted, else refuses it (-XTQ_EBUSY, nothing applied); the
  *    origin then takes the lock with lock commands and resends it;
- *  - the last carries RELEASE (MPI_Win_unlock), in the queue behind the
+ *  - the last carries RELEASE (MPI_Win_unlock, _unlock_all), in the queue behind the
  *    epoch's earlier commands (barrier bit);
  *  - a lone command carries both: lock/acc/unlock is one XtqPut.
  * Nothing overtakes a first command whose lock is not known: the next
@@ -160,9 +159,9 @@ static int lock_take(struct xtq__mpi_win *w, int target, int type)
  * is: their lock is taken with lock commands before the first one.
  * Everything here runs under w->hold_lock. */
 
-static bool keeps_back(const struct xtq__mpi_win *w, const struct xtq__mpi_peer *p)
+static bool keeps_back(const struct xtq__mpi_peer *p)
 {
-    return p->lock && !p->nocheck && !p->gpu && !w->lock_all;
+    return p->lock && !p->nocheck && !p->gpu;
 }
 
 /* A put waited on alone failed: raised at the epoch's close. */
@@ -242,7 +241,7 @@ int xtq__mpi_emit(struct xtq__mpi_win *w, int target, struct xtq__mpi_held *h, b
         }
     }
     if (rc == 0) {
-        if (keeps_back(w, p) && !must_send) {
+        if (keeps_back(p) && !must_send) {
             p->held = *h;
             p->has_held = true;
         } else {
@@ -284,6 +283,78 @@ static int send_held(struct xtq__mpi_win *w, int target)
         }
     }
     pthread_mutex_unlock(&w->hold_lock);
+    return rc;
+}
+
+/* Completion of every target (flush_all, unlock_all's end, fence): the
+ * kept-back commands whose lock is not known yet go together, each with
+ * ACQUIRE, and are waited for together (one round trip for a lock_all
+ * epoch's first flush_all, not one per target); the others go at once. A
+ * refused one takes its lock with lock commands and is resent, as in
+ * take_lock. The first error (a lock that could not be taken). */
+static int send_held_all(struct xtq__mpi_win *w)
+{
+    xtq_completion_t *comp = calloc((size_t)w->size, sizeof(*comp));
+    uint8_t *asked = calloc((size_t)w->size, 1);
+    int rc = 0;
+
+    if (!comp || !asked) {
+        free(comp);
+        free(asked);
+        for (int r = 0; r < w->size; r++) {
+            int x = send_held(w, r);
+            if (x && !rc)
+                rc = x;
+        }
+        return rc;
+    }
+    pthread_mutex_lock(&w->hold_lock);
+    for (int r = 0; r < w->size; r++) {
+        struct xtq__mpi_peer *p = &w->peer[r];
+        bool acquire = !p->granted && p->lock && !p->nocheck;
+        int x;
+
+        if (!p->has_held)
+            continue;
+        p->has_held = false;
+        x = xtq__mpi_fire(w, r, &p->held, acquire ? XTQ__MPI_F_ACQUIRE(p->lock) : 0,
+                          acquire ? &comp[r] : NULL);
+        if (x)
+            note_error(w, x); /* not applied, no lock taken */
+        else if (acquire)
+            asked[r] = 1;
+    }
+    for (int r = 0; r < w->size; r++) {
+        struct xtq__mpi_peer *p = &w->peer[r];
+        int x;
+
+        if (!asked[r])
+            continue;
+        x = xtq__mpi_wait(&comp[r]);
+        if (x == 0) {
+            p->granted = 1;
+            continue;
+        }
+        if (x != -XTQ_EBUSY) {
+            note_error(w, x); /* not applied, no lock taken */
+            continue;
+        }
+        xtq__mpi_wcount(w, XTQ__MPI_S_REFUSED, 1);
+        x = lock_take(w, r, p->lock);
+        if (x) {
+            note_error(w, x); /* the command was not applied */
+            if (!rc)
+                rc = x;
+            continue;
+        }
+        p->granted = 1;
+        x = xtq__mpi_fire(w, r, &p->held, 0, NULL);
+        if (x)
+            note_error(w, x);
+    }
+    pthread_mutex_unlock(&w->hold_lock);
+    free(comp);
+    free(asked);
     return rc;
 }
 
@@ -381,7 +452,7 @@ XMPI_EXPORT int MPI_Win_unlock(int rank, MPI_Win win)
     if (rank < 0 || rank >= w->size)
         return xtq__mpi_win_error(w, MPI_ERR_RANK);
     p = &w->peer[rank];
-    if (!p->lock)
+    if (!p->lock || w->lock_all)
         return xtq__mpi_win_error(w, MPI_ERR_RMA_SYNC);
     /* The MPI's own puts complete before the lock goes. */
     if (p->mpi_dirty) {
@@ -406,91 +477,167 @@ XMPI_EXPORT int MPI_Win_unlock(int rank, MPI_Win win)
     return rc;
 }
 
+/* The shared lock of one's own window, taken here (no command: a lock
+ * epoch's own window may be loaded and stored at once), retried while an
+ * exclusive holder has it. */
+static void own_lock_take(struct xtq__mpi_win *w)
+{
+    long backoff = 1000;
+
+    while (!xtq__mpi_lock_local_try(&w->tgt, XTQ__MPI_LOCK_SHARED, (uint32_t)w->rank)) {
+        /* The holder may wait for the MPI's own put/get to us (MPICH
+         * moves those only when we enter MPI), as in lock_take. */
+        if (!w->shell) {
+            int flag = 0;
+            PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, w->comm, &flag, MPI_STATUS_IGNORE);
+        }
+        pause_ns(backoff);
+        backoff = backoff < 1000000 ? backoff * 2 : backoff;
+    }
+}
+
+/* MPI_Win_lock_all is lazy per target, as MPI_Win_lock is: it sends
+ * nothing; a target's shared lock rides with the epoch's first command to
+ * it (refused: taken with lock commands, and the command resent), its
+ * release with the last. Only one's own window is locked at once, here. */
 XMPI_EXPORT int MPI_Win_lock_all(int assert, MPI_Win win)
 {
     struct xtq__mpi_win *w = xtq__mpi_win_get(win);
-    xtq_completion_t *comp;
-    uint64_t *granted;
-    int rc = 0;
+    bool nocheck = (assert &MPI_MODE_NOCHECK) != 0;
 
     if (!xtq__mpi_accelerated(w))
         return PMPI_Win_lock_all(assert, win);
     if (w->lock_all)
         return xtq__mpi_win_error(w, MPI_ERR_RMA_SYNC);
-    if (!(assert &MPI_MODE_NOCHECK)) {
-        /* Ask every target at once, then retry the refusals one by one. */
-        comp = calloc((size_t)w->size, sizeof(*comp));
-        granted = calloc((size_t)w->size, sizeof(*granted));
-        if (!comp || !granted) {
-            free(comp);
-            free(granted);
-            return xtq__mpi_win_error(w, MPI_ERR_NO_MEM);
-        }
-        int issued = 0;
-        for (; issued < w->size && rc == 0; issued++)
-            rc = xtq__mpi_sync_op(w, issued, XTQ__MPI_LOCK, XTQ__MPI_LOCK_SHARED, &granted[issued],
-                                  &comp[issued]);
-        if (rc)
-            issued--; /* the last one was not sent: wait only for those that were */
-        for (int r = 0; r < issued; r++) {
-            int st = xtq__mpi_wait(&comp[r]);
-            if (st && !rc)
-                rc = st;
-        }
-        for (int r = 0; r < w->size && rc == 0; r++)
-            if (!granted[r]) {
-                rc = lock_take(w, r, XTQ__MPI_LOCK_SHARED);
-                granted[r] = rc == 0;
-            }
-        if (rc) {
-            /* Give back what was taken: the epoch did not open. */
-            for (int r = 0; r < w->size; r++)
-                if (granted[r])
-                    xtq__mpi_sync_op(w, r, XTQ__MPI_UNLOCK, XTQ__MPI_LOCK_SHARED, NULL, NULL);
-            xtq_flush(xtq__mpi.ctx, XTQ_TARGET_ALL, XTQ_TIMEOUT_INFINITE);
-        }
-        free(comp);
-        free(granted);
-        if (rc)
-            return xtq__mpi_win_error(w, xtq__mpi_errclass(rc));
-    }
+    for (int r = 0; r < w->size; r++)
+        if (w->peer[r].lock)
+            return xtq__mpi_win_error(w, MPI_ERR_RMA_SYNC);
+    if (!nocheck)
+        own_lock_take(w);
     pthread_mutex_lock(&w->hold_lock);
     for (int r = 0; r < w->size; r++) {
         w->peer[r].lock = XTQ__MPI_LOCK_SHARED;
-        w->peer[r].nocheck = (assert &MPI_MODE_NOCHECK) != 0;
-        w->peer[r].granted = !w->peer[r].nocheck;
+        w->peer[r].nocheck = nocheck;
+        w->peer[r].granted = !nocheck && r == w->rank;
     }
     w->lock_all = true;
     pthread_mutex_unlock(&w->hold_lock);
     return MPI_SUCCESS;
 }
 
+/* The end of a lock_all epoch's locks on other processes' windows: the
+ * kept-back commands go together, each with RELEASE (and ACQUIRE where the
+ * lock was never needed before), and are then waited for: one round trip
+ * for them all rather than one per target. A refused one takes its lock
+ * with lock commands and goes again, as in lock_release. Targets still
+ * granted afterwards (no command kept back, or it failed) and GPU windows
+ * go through lock_release; untouched targets send nothing. */
+static int release_touched(struct xtq__mpi_win *w)
+{
+    xtq_completion_t *comp = calloc((size_t)w->size, sizeof(*comp));
+    uint8_t *fired = calloc((size_t)w->size, 1);
+    int rc = MPI_SUCCESS;
+
+    pthread_mutex_lock(&w->hold_lock);
+    for (int r = 0; comp && fired && r < w->size; r++) {
+        struct xtq__mpi_peer *p = &w->peer[r];
+        if (r == w->rank || p->nocheck || p->gpu || !p->has_held)
+            continue;
+        p->has_held = false;
+        int x = xtq__mpi_fire(
+            w, r, &p->held,
+            XTQ__MPI_F_RELEASE(p->lock) | (p->granted ? 0 : XTQ__MPI_F_ACQUIRE(p->lock)), &comp[r]);
+        if (x)
+            note_error(w, x); /* not applied; a lock held goes on its own below */
+        else
+            fired[r] = 1;
+    }
+    for (int r = 0; comp && fired && r < w->size; r++) {
+        struct xtq__mpi_peer *p = &w->peer[r];
+        if (!fired[r])
+            continue;
+        int x = xtq__mpi_wait(&comp[r]);
+        if (x == -XTQ_EBUSY && !p->granted) {
+            xtq__mpi_wcount(w, XTQ__MPI_S_REFUSED, 1);
+            x = lock_take(w, r, p->lock);
+            if (x == 0) {
+                p->granted = 1;
+                x = fire_wait(w, r, XTQ__MPI_F_RELEASE(p->lock));
+            }
+        }
+        if (x == 0)
+            p->granted = 0; /* given back by the command */
+        else
+            note_error(w, x);
+    }
+    pthread_mutex_unlock(&w->hold_lock);
+    free(comp);
+    free(fired);
+    /* The rest one by one (without memory for the above: all of them). */
+    for (int r = 0; r < w->size; r++) {
+        if (r == w->rank)
+            continue;
+        int x = lock_release(w, r);
+        if (x != MPI_SUCCESS && rc == MPI_SUCCESS)
+            rc = x;
+    }
+    return rc;
+}
+
+/* One's own window: its kept-back command carries the release; else its
+ * commands complete and the lock is given back here. */
+static int release_own(struct xtq__mpi_win *w)
+{
+    struct xtq__mpi_peer *p = &w->peer[w->rank];
+    int rc;
+
+    if (p->nocheck || !p->granted)
+        return MPI_SUCCESS;
+    if (p->has_held && !p->gpu)
+        return lock_release(w, w->rank);
+    rc = xtq__mpi_complete(w, w->rank);
+    pthread_mutex_lock(&w->hold_lock);
+    if (xtq__mpi_lock_local_drop(&w->tgt, p->lock, (uint32_t)w->rank))
+        xmpi_log(WARN, "window %u: own shared lock was not held at unlock_all", w->kindex);
+    p->granted = 0;
+    pthread_mutex_unlock(&w->hold_lock);
+    return rc;
+}
+
 XMPI_EXPORT int MPI_Win_unlock_all(MPI_Win win)
 {
     struct xtq__mpi_win *w = xtq__mpi_win_get(win);
     int rc = MPI_SUCCESS, rc2;
-    bool gpu_any = false;
+    bool mpi_flush;
 
     if (!xtq__mpi_accelerated(w))
         return PMPI_Win_unlock_all(win);
     if (!w->lock_all)
         return xtq__mpi_win_error(w, MPI_ERR_RMA_SYNC);
+    /* The MPI's own puts complete before any lock goes. */
+    pthread_mutex_lock(&w->lock);
+    mpi_flush = w->any_mpi_dirty;
+    w->any_mpi_dirty = false;
     for (int r = 0; r < w->size; r++)
-        gpu_any |= w->peer[r].gpu;
-    /* GPU windows: their commands complete before any lock goes. */
-    if (gpu_any || w->any_mpi_dirty)
-        rc = xtq__mpi_complete(w, -1);
+        w->peer[r].mpi_dirty = 0;
+    pthread_mutex_unlock(&w->lock);
+    if (mpi_flush)
+        rc = PMPI_Win_flush_all(win);
+    rc2 = release_touched(w);
+    if (rc == MPI_SUCCESS)
+        rc = rc2;
+    rc2 = release_own(w);
+    if (rc == MPI_SUCCESS)
+        rc = rc2;
+    pthread_mutex_lock(&w->hold_lock);
     for (int r = 0; r < w->size; r++) {
-        if (!w->peer[r].nocheck) {
-            int x = xtq__mpi_sync_op(w, r, XTQ__MPI_UNLOCK, XTQ__MPI_LOCK_SHARED, NULL, NULL);
-            if (x && rc == MPI_SUCCESS)
-                rc = xtq__mpi_win_error(w, xtq__mpi_errclass(x));
-        }
         w->peer[r].lock = 0;
         w->peer[r].nocheck = 0;
         w->peer[r].granted = 0;
     }
     w->lock_all = false;
+    pthread_mutex_unlock(&w->hold_lock);
+    /* One wait for the commands and the releases behind them. */
     rc2 = xtq__mpi_complete(w, -1);
     return rc != MPI_SUCCESS ? rc : rc2;
 }

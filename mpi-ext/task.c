@@ -130,6 +130,26 @@ static int lock_drop(struct xtq__mpi_target *t, unsigned type, uint32_t origin)
     return -XTQ_EINVAL;
 }
 
+bool xtq__mpi_lock_local_try(struct xtq__mpi_target *t, unsigned type, uint32_t origin)
+{
+    bool ok;
+
+    pthread_mutex_lock(&t->sync);
+    ok = lock_try(t, type, origin);
+    pthread_mutex_unlock(&t->sync);
+    return ok;
+}
+
+int xtq__mpi_lock_local_drop(struct xtq__mpi_target *t, unsigned type, uint32_t origin)
+{
+    int rc;
+
+    pthread_mutex_lock(&t->sync);
+    rc = lock_drop(t, type, origin);
+    pthread_mutex_unlock(&t->sync);
+    return rc;
+}
+
 static int run_lock(struct xtq__mpi_target *t, const struct xtq__mpi_args *a, void *result,
                     size_t result_len)
 {

@@ -84,6 +84,7 @@ struct xtq__mpi_block {
 
 #ifndef __CUDACC__
 #include <pthread.h>
+#include <stdbool.h>
 
 /* Stripes of the target-side lock that makes accumulates atomic per
  * element: tasks from several origins run at once on the CPU agent's
@@ -104,6 +105,12 @@ struct xtq__mpi_target {
 
 void xtq__mpi_target_init(struct xtq__mpi_target *t, void *base, uint64_t size);
 void xtq__mpi_target_fini(struct xtq__mpi_target *t);
+
+/* The lock of this process's own window, taken (whether it was had now)
+ * or given back here rather than by a command to the sync task: what
+ * MPI_Win_lock_all does for its own window, sending nothing. */
+bool xtq__mpi_lock_local_try(struct xtq__mpi_target *t, unsigned type, uint32_t origin);
+int xtq__mpi_lock_local_drop(struct xtq__mpi_target *t, unsigned type, uint32_t origin);
 
 /*
  * Run one command against a window, on the calling thread: what the CPU

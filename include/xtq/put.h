@@ -218,7 +218,10 @@ XTQ_API int xtq_putv(xtq_ctx_t *ctx, int target, const void *cmd, size_t cmd_len
  * (a counter has counted every one of them). The outcome of each put
  * still travels with its completion or counter: flush says nothing about
  * a put that failed, except that the target is down.
- * A timeout of 0 only checks. (ucp_worker_flush / ucp_ep_flush.)
+ * A timeout of 0 only checks. Waits as xtq_completion_wait() does: a
+ * spin (XTQ_WAIT_SPIN_US), then, alone, the progress turns and a sleep on
+ * the transport (XTQ_LONE_WAITER), else a sleep until a put is DONE.
+ * (ucp_worker_flush / ucp_ep_flush.)
  * @return 0, -XTQ_ETIMEDOUT, -XTQ_EHOSTDOWN (the target, or with
  *         XTQ_TARGET_ALL a rank this process ever put to, is declared
  *         down: its puts failed), -XTQ_ESRCRANK, -XTQ_EINVAL (negative

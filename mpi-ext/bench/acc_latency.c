@@ -5,14 +5,15 @@
  * script and prints the ratios).
  *
  *   acc_latency latency [--window create|allocate|device] [--max BYTES]
- *                       [--iters N] [--modes lock,fence,flush]
+ *                       [--iters N] [--modes lock,fence,flush,lockall]
  *   acc_latency overlap [--bytes B] [--work-ms MS]
  *   acc_latency staged [--max BYTES] [--iters N]       (CUDA builds)
  *   acc_latency allreduce [--max BYTES] [--iters N]
  *
  * latency: rank 0 accumulates (MPI_SUM of doubles) into rank 1, which
- * only waits in the epoch calls: lock/acc/unlock, fence/acc/fence, or
- * acc/flush inside one lock_all; 8 B to --max. Each row checks the target
+ * only waits in the epoch calls: lock/acc/unlock, fence/acc/fence,
+ * acc/flush inside one lock_all, or lock_all/acc/unlock_all (lockall:
+ * what a lock_all epoch costs when it touches one target); 8 B to --max. Each row checks the target
  * window's sum at the end (a wrong value ends the run with a message).
  *
  * overlap (paper V-C): rank 1 computes for --work-ms without calling MPI
@@ -219,6 +220,12 @@ static void latency(const struct opts *o)
                         MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win);
                         MPI_Accumulate(src, n, MPI_DOUBLE, 1, 0, n, MPI_DOUBLE, MPI_SUM, win);
                         MPI_Win_unlock(1, win);
+                    }
+                } else if (strcmp(mode, "lockall") == 0) {
+                    if (rank == 0) {
+                        MPI_Win_lock_all(0, win);
+                        MPI_Accumulate(src, n, MPI_DOUBLE, 1, 0, n, MPI_DOUBLE, MPI_SUM, win);
+                        MPI_Win_unlock_all(win);
                     }
                 } else if (strcmp(mode, "fence") == 0) {
                     if (rank == 0)

@@ -404,3 +404,89 @@ XTQ_TEST(control_space)
     teardown(&t);
     CHECK_OK(xtq_signal_destroy(hold_release));
 }
+
+#define FN_GATE 4
+
+static _Atomic int gate_open;
+
+static void gate_fn(const uint64_t arg[4], void *ret, void *user_data)
+{
+    struct timespec ts = {0, 1000000};
+    while (!atomic_load(&gate_open))
+        nanosleep(&ts, NULL);
+    atomic_fetch_add(&ran, 1);
+}
+
+struct flusher {
+    xtq_ctx_t *ctx;
+    int rc;
+};
+
+static void *flush_thread(void *arg)
+{
+    struct flusher *f = arg;
+    f->rc = xtq_flush(f->ctx, XTQ_TARGET_ALL, 60 * SEC);
+    return NULL;
+}
+
+/*
+ * xtq_flush waits as xtq_completion_wait does (session 5: it napped on
+ * the window's word and the progress thread woke it, 187 us for an MPI
+ * acc + flush against 63 for lock/acc/unlock on the 2-core VM): alone,
+ * its thread takes the progress turns (XTQ_LONE_WAITER) while a task
+ * holds the put back; once the task is let go, flush returns with every
+ * put DONE, and the turns go back to the progress thread. Alone.
+ */
+XTQ_TEST(flush_lone_waiter)
+{
+    struct target t;
+    setup(&t);
+    if (!xtq__engine_lone_waiter_on(t.ctx->engine)) {
+        teardown(&t);
+        XTQ_SKIP("XTQ_LONE_WAITER is off here");
+    }
+    xtq_function_t *gf;
+    CHECK_OK(xtq_function_create_cpu(t.cpu, gate_fn, NULL, &gf));
+    CHECK_OK(xtq_register_function(t.ctx, FN_GATE, gf, NULL));
+    uint8_t cmd[64];
+    size_t cmd_len;
+    xtq_counter_t *cnt;
+    CHECK_OK(xtq_counter_create(t.ctx, &cnt));
+    /* DONE once the tasks finished: the gate's holds flush back. */
+    xtq_put_param_t p = {.field_mask = XTQ_PUT_PARAM_FIELD_FLAGS | XTQ_PUT_PARAM_FIELD_COUNTER,
+                         .flags = XTQ_PUT_REMOTE_COMPLETION,
+                         .counter = cnt};
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_COUNT, QUEUE_INDEX, 0, 0, &cmd_len));
+    for (int i = 0; i < 8; i++)
+        CHECK_OK(xtq_putv(t.ctx, 0, cmd, cmd_len, NULL, 0, &p));
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_GATE, QUEUE_INDEX, 0, 0, &cmd_len));
+    CHECK_OK(xtq_putv(t.ctx, 0, cmd, cmd_len, NULL, 0, &p));
+
+    struct flusher f = {t.ctx, 1};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, flush_thread, &f), 0);
+    bool seen = false;
+    for (int i = 0; i < 10000 && !seen; i++) {
+        struct timespec ts = {0, 1000000};
+        seen = xtq__engine_lone_waiting(t.ctx->engine);
+        if (!seen)
+            nanosleep(&ts, NULL);
+    }
+    atomic_store(&gate_open, 1);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK_OK(f.rc);
+    CHECK(seen);
+    CHECK_EQ(xtq_counter_read(cnt), 9);
+    CHECK_EQ(xtq_counter_read_err(cnt), 0);
+    CHECK_EQ(atomic_load(&ran), 9);
+    CHECK(!xtq__engine_lone_waiting(t.ctx->engine));
+    /* The progress thread has the turns again: a put from here completes. */
+    xtq_completion_t c;
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_COUNT, QUEUE_INDEX, 0, 0, &cmd_len));
+    CHECK_OK(xtq_put(t.ctx, 0, cmd, cmd_len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &c));
+    CHECK_OK(xtq_completion_wait(t.ctx, &c, 60 * SEC));
+    CHECK_OK(xtq_counter_destroy(cnt));
+    CHECK_OK(xtq_unregister_function(t.ctx, FN_GATE));
+    CHECK_OK(xtq_function_destroy(gf));
+    teardown(&t);
+}

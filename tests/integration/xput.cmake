@@ -26,7 +26,7 @@ foreach(c flush_load flush_timeout destroy_in_flight results triggers_chain trig
 endforeach()
 
 set(faults_self put_error_no_comp result_alloc_fails ack_send_retried ack_lost_reasked
-    put_lost_resent)
+    put_lost_resent flush_lone_waiter)
 foreach(c IN LISTS faults_self)
   add_test(NAME integration.faults.self.${c} COMMAND test_faults ${c})
   set_tests_properties(integration.faults.self.${c} PROPERTIES LABELS integration TIMEOUT 300

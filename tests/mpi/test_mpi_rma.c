@@ -625,6 +625,203 @@ XTQ_TEST(lock_all)
     t_fini();
 }
 
+/* Lazy lock_all (nobody contends): MPI_Win_lock_all sends nothing; a
+ * target's shared lock rides with the epoch's first command to it and its
+ * release with the last, and unlock_all releases only the targets the
+ * epoch touched. Counted on rank 0, the others idle; then checked by
+ * value. */
+XTQ_TEST(lock_all_lazy)
+{
+    int64_t *base = calloc(8, sizeof(int64_t));
+    MPIX_Xtq_counts c;
+    MPI_Win win;
+
+    t_init();
+    need_ranks(2);
+    T_MPI(MPI_Win_create(base, 8 * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD,
+                         &win));
+    check_window(win, 1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        const int64_t one = 1;
+        int64_t got = -1;
+        win_counts(win, &c);
+        /* no operation: no message, to any of the targets */
+        T_MPI(MPI_Win_lock_all(0, win));
+        T_MPI(MPI_Win_unlock_all(win));
+        T_MPI(MPI_Win_lock_all(0, win));
+        T_MPI(MPI_Win_flush_all(win));
+        T_MPI(MPI_Win_unlock_all(win));
+        CHECK_PUTS(win, c, 0, 0);
+        /* one accumulate to one target of them all: one XtqPut */
+        T_MPI(MPI_Win_lock_all(0, win));
+        T_MPI(MPI_Accumulate(&one, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, MPI_SUM, win));
+        T_MPI(MPI_Win_unlock_all(win));
+        CHECK_PUTS(win, c, 1, 0);
+        /* one to every other target: one XtqPut each, no lock command */
+        T_MPI(MPI_Win_lock_all(0, win));
+        for (int t = 1; t < nranks; t++)
+            T_MPI(MPI_Accumulate(&one, 1, MPI_INT64_T, t, 1, 1, MPI_INT64_T, MPI_SUM, win));
+        T_MPI(MPI_Win_unlock_all(win));
+        CHECK_PUTS(win, c, nranks - 1, 0);
+        /* three to one target, a flush between: the flush sends the first
+         * with the lock and keeps it, the last carries the release */
+        T_MPI(MPI_Win_lock_all(0, win));
+        T_MPI(MPI_Accumulate(&one, 1, MPI_INT64_T, 1, 2, 1, MPI_INT64_T, MPI_SUM, win));
+        T_MPI(MPI_Win_flush(1, win));
+        T_MPI(MPI_Fetch_and_op(&one, &got, MPI_INT64_T, 1, 2, MPI_SUM, win));
+        T_MPI(MPI_Accumulate(&one, 1, MPI_INT64_T, 1, 2, 1, MPI_INT64_T, MPI_SUM, win));
+        T_MPI(MPI_Win_unlock_all(win));
+        T_CHECK(got == 1);
+        CHECK_PUTS(win, c, 3, 0);
+        /* a flush after the last operation: the release goes on its own */
+        T_MPI(MPI_Win_lock_all(0, win));
+        T_MPI(MPI_Accumulate(&one, 1, MPI_INT64_T, 1, 3, 1, MPI_INT64_T, MPI_SUM, win));
+        T_MPI(MPI_Win_flush_all(win));
+        T_MPI(MPI_Win_unlock_all(win));
+        CHECK_PUTS(win, c, 2, 1);
+        /* one to every other target, then flush_all: the commands carry
+         * their locks (asked together), the releases go alone */
+        T_MPI(MPI_Win_lock_all(0, win));
+        for (int t = 1; t < nranks; t++)
+            T_MPI(MPI_Accumulate(&one, 1, MPI_INT64_T, t, 5, 1, MPI_INT64_T, MPI_SUM, win));
+        T_MPI(MPI_Win_flush_all(win));
+        T_MPI(MPI_Win_unlock_all(win));
+        CHECK_PUTS(win, c, 2 * (nranks - 1), nranks - 1);
+        /* one's own window: locked at once, released here, no message */
+        T_MPI(MPI_Win_lock_all(0, win));
+        base[4] += 5;
+        T_MPI(MPI_Win_unlock_all(win));
+        CHECK_PUTS(win, c, 0, 0);
+        /* ... and with an operation to it: the operation carries the
+         * release */
+        T_MPI(MPI_Win_lock_all(0, win));
+        T_MPI(MPI_Accumulate(&one, 1, MPI_INT64_T, 0, 4, 1, MPI_INT64_T, MPI_SUM, win));
+        T_MPI(MPI_Win_unlock_all(win));
+        CHECK_PUTS(win, c, 1, 0);
+        /* MPI_MODE_NOCHECK: no lock at all */
+        T_MPI(MPI_Win_lock_all(MPI_MODE_NOCHECK, win));
+        T_MPI(MPI_Accumulate(&one, 1, MPI_INT64_T, 1, 3, 1, MPI_INT64_T, MPI_SUM, win));
+        T_MPI(MPI_Win_unlock_all(win));
+        CHECK_PUTS(win, c, 1, 0);
+        /* mixing lock_all and lock is erroneous */
+        if (!mpi_path) {
+            MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+            T_MPI(MPI_Win_lock_all(0, win));
+            T_CHECK(MPI_Win_unlock(1, win) != MPI_SUCCESS);
+            T_CHECK(MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win) != MPI_SUCCESS);
+            T_MPI(MPI_Win_unlock_all(win));
+            CHECK_PUTS(win, c, 0, 0);
+        }
+        T_CHECK(base[4] == 6);
+        T_MPI(MPI_Send(NULL, 0, MPI_BYTE, 1, 7, MPI_COMM_WORLD));
+    } else if (rank == 1) {
+        /* Every lock rank 0 took was given back: an exclusive lock of
+         * one's own window would hang otherwise. */
+        T_MPI(MPI_Recv(NULL, 0, MPI_BYTE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win));
+        T_CHECK(base[0] == 1);
+        T_CHECK(base[1] == 1);
+        T_CHECK(base[2] == 3);
+        T_CHECK(base[3] == 2);
+        T_CHECK(base[5] == 1);
+        T_MPI(MPI_Win_unlock(1, win));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank > 1) {
+        T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, rank, 0, win));
+        T_CHECK(base[1] == 1);
+        T_CHECK(base[5] == 1);
+        T_MPI(MPI_Win_unlock(rank, win));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    T_MPI(MPI_Win_free(&win));
+    free(base);
+    t_fini();
+}
+
+/* Lazy lock_all under contention. (1) Rank 1 holds its own window's
+ * exclusive lock: every other rank's lock_all/acc/unlock_all to it must be
+ * refused, not applied, and applied exactly once after rank 1's unlock.
+ * (2) Rank 0's lock_all holds rank 1's shared lock (an accumulate and a
+ * flush took it); rank 1's exclusive lock of its own window must wait
+ * until rank 0's unlock_all, and then see both of rank 0's accumulates,
+ * the second sent well after rank 1 asked. */
+XTQ_TEST(lock_all_contention)
+{
+    int64_t *base = calloc(4, sizeof(int64_t));
+    MPIX_Xtq_counts c0, c1;
+    MPI_Win win;
+
+    t_init();
+    need_ranks(2);
+    T_MPI(MPI_Win_create(base, 4 * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD,
+                         &win));
+    check_window(win, 1);
+    win_counts(win, &c0);
+    if (rank == 1)
+        T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) {
+        if (win_counts(win, &c1)) {
+            for (int ms = 0; c1.refused_here - c0.refused_here < (uint64_t)(nranks - 1); ms++) {
+                struct timespec ts = {0, 1000 * 1000};
+                if (ms > 120000) {
+                    T_FAIL("after 120 s only %llu of %d origins were refused",
+                           (unsigned long long)(c1.refused_here - c0.refused_here), nranks - 1);
+                    break;
+                }
+                nanosleep(&ts, NULL);
+                win_counts(win, &c1);
+            }
+            T_CHECK(base[0] == 0);
+        }
+        T_MPI(MPI_Win_unlock(1, win));
+    } else {
+        const int64_t one = 1;
+        T_MPI(MPI_Win_lock_all(0, win));
+        T_MPI(MPI_Accumulate(&one, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, MPI_SUM, win));
+        T_MPI(MPI_Win_unlock_all(win));
+        if (win_counts(win, &c1)) {
+            T_CHECK(c1.lock_refused - c0.lock_refused == 1);
+            T_CHECK(c1.lock_puts - c0.lock_puts >= 1); /* the lock taken the old way */
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) {
+        T_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win));
+        T_CHECK(base[0] == nranks - 1);
+        T_MPI(MPI_Win_unlock(1, win));
+    }
+
+    /* (2), the layer's path only (MPICH 4.0.2's own path hangs in an
+     * exclusive lock of one's own window: see lock_lazy) */
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (mpi_path) {
+    } else if (rank == 0) {
+        const int64_t one = 1, ten = 10;
+        T_MPI(MPI_Win_lock_all(0, win));
+        T_MPI(MPI_Accumulate(&one, 1, MPI_INT64_T, 1, 1, 1, MPI_INT64_T, MPI_SUM, win));
+        T_MPI(MPI_Win_flush(1, win));
+        T_MPI(MPI_Send(NULL, 0, MPI_BYTE, 1, 8, MPI_COMM_WORLD));
+        struct timespec ts = {0, 300 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        T_MPI(MPI_Accumulate(&ten, 1, MPI_INT64_T, 1, 1, 1, MPI_INT64_T, MPI_SUM, win));
+        T_MPI(MPI_Win_unlock_all(win));
+    } else if (rank == 1) {
+        T_MPI(MPI_Recv(NULL, 0, MPI_BYTE, 0, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        T_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win));
+        if (base[1] != 11)
+            T_FAIL("exclusive lock granted beside rank 0's lock_all: saw %lld, expected 11",
+                   (long long)base[1]);
+        T_MPI(MPI_Win_unlock(1, win));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    T_MPI(MPI_Win_free(&win));
+    free(base);
+    t_fini();
+}
+
 /* Post/start/complete/wait: a ring, then everyone exposed to everyone. */
 XTQ_TEST(pscw)
 {

@@ -1072,8 +1072,9 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
         /* A short task running in this engine's turn (XTQ_REGISTER_SHORT)
          * cannot wait: only its own turn would free the window. */
         if (xtq__engine_in_turn(e)) {
-            XTQ_LOG_ONCE(ENGINE, WARN, "a put from a task running in the progress turn found "
-                                       "the window full: -XTQ_EAGAIN instead of waiting");
+            XTQ_LOG_ONCE(ENGINE, WARN,
+                         "a put from a task running in the progress turn found "
+                         "the window full: -XTQ_EAGAIN instead of waiting");
             trig_discard(trig);
             return -XTQ_EAGAIN;
         }
@@ -1221,14 +1222,15 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
 
 /*
  * A lone waiter (XTQ_LONE_WAITER): a thread that would sleep on its
- * completion word, the progress thread waking it when the ack comes,
- * takes the progress turns and sleeps on the transport itself instead, so
- * the ack wakes it directly (one hand-off less on every round trip whose
- * waiter sleeps). The progress thread parks meanwhile (progress.c); every
- * turn is a whole one, so this rank's target side and other threads'
- * completions keep moving. Called with the claim held; releases it.
+ * condition (a completion word, flush's floor), the progress thread
+ * waking it when the ack comes, takes the progress turns and sleeps on
+ * the transport itself instead, so the ack wakes it directly (one
+ * hand-off less on every round trip whose waiter sleeps). The progress
+ * thread parks meanwhile (progress.c); every turn is a whole one, so this
+ * rank's target side and other threads' completions keep moving. Called
+ * with the claim held; releases it.
  */
-static int lone_wait(struct xtq__engine *e, struct comp_wait *c, uint64_t deadline)
+static int lone_wait(struct xtq__engine *e, bool (*ready)(void *arg), void *arg, uint64_t deadline)
 {
     int rc;
 
@@ -1237,7 +1239,7 @@ static int lone_wait(struct xtq__engine *e, struct comp_wait *c, uint64_t deadli
     pthread_mutex_lock(&e->progress_lock);
     pthread_mutex_unlock(&e->progress_lock);
     for (;;) {
-        if (comp_ready(c)) {
+        if (ready(arg)) {
             rc = 0;
             break;
         }
@@ -1247,7 +1249,7 @@ static int lone_wait(struct xtq__engine *e, struct comp_wait *c, uint64_t deadli
         }
         if (xtq__engine_progress(e) > 0)
             continue;
-        if (comp_ready(c)) {
+        if (ready(arg)) {
             rc = 0;
             break;
         }
@@ -1261,43 +1263,70 @@ static int lone_wait(struct xtq__engine *e, struct comp_wait *c, uint64_t deadli
     return rc;
 }
 
-int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t timeout_ns)
+/*
+ * An application thread's wait for a condition the engine makes true
+ * (a completion, a flush): 0, or -XTQ_ETIMEDOUT past the deadline.
+ * Poll first, progressing the engine ourselves (if the progress thread
+ * is not): an ack that comes within the spin is seen without two thread
+ * wake-ups (engine thread, then us). Then sleep on the transport as a
+ * lone waiter, or on `sleep`'s futex word (the engine changes it when the
+ * condition may have become true; its nap only a safety net), leaving the
+ * engine to its thread.
+ */
+static int engine_wait_until(struct xtq__engine *e, bool (*ready)(void *arg),
+                             bool (*ready_progress)(void *arg), void *arg,
+                             const struct xtq__spin_wait *sleep, uint64_t deadline)
 {
-    struct comp_wait c = {e, (_Atomic uint32_t *)&comp->state, XTQ_COMPLETION_DONE};
-    uint64_t deadline = xtq__deadline_ns(xtq__timeout_ns(timeout_ns));
-
-    if (e->manual) {
-        /* Nobody else progresses: we do, until done or the deadline. */
+    if (e->manual || !e->thread_started) {
+        /* Nobody else progresses: we do, until ready or the deadline. */
         for (;;) {
-            if (comp_ready(&c))
-                return comp->status;
+            if (ready(arg))
+                return 0;
             if (xtq__now_ns() >= deadline)
                 return -XTQ_ETIMEDOUT;
             if (xtq__engine_progress(e) == 0)
                 sched_yield();
         }
     }
-    /* Poll first, progressing the engine ourselves (if the progress thread
-     * is not): an ack that comes within the spin is seen without two
-     * thread wake-ups (engine thread, then us). Then sleep, leaving the
-     * engine to its thread; naps of at most 100 ms. */
     if (e->wait_spin_ns) {
         uint64_t now = xtq__now_ns();
         uint64_t spin = deadline > now ? deadline - now : 0;
         if (spin > e->wait_spin_ns)
             spin = e->wait_spin_ns;
-        if (xtq__spin_until(comp_ready_progress, &c, spin))
-            return comp->status;
+        if (xtq__spin_until(ready_progress, arg, spin))
+            return 0;
     }
-    /* Not within the spin (none on a small host): sleep on the transport
-     * as a lone waiter, or on the completion word. */
+    /* Not within the spin (none on a small host). */
     uint32_t free_claim = 0;
-    if (e->lone_waiter_on && e->thread_started && !comp_ready(&c) &&
-        atomic_compare_exchange_strong(&e->lone_waiter, &free_claim, 1)) {
-        int rc = lone_wait(e, &c, deadline);
-        return rc < 0 ? rc : comp->status;
-    }
-    int rc = comp_sleep(&c, 100000000, deadline);
+    if (e->lone_waiter_on && !ready(arg) &&
+        atomic_compare_exchange_strong(&e->lone_waiter, &free_claim, 1))
+        return lone_wait(e, ready, arg, deadline);
+    return xtq__spin_wait(sleep, deadline) < 0 ? -XTQ_ETIMEDOUT : 0;
+}
+
+bool xtq__engine_lone_waiter_on(const struct xtq__engine *e)
+{
+    return e->lone_waiter_on;
+}
+
+bool xtq__engine_lone_waiting(struct xtq__engine *e)
+{
+    return atomic_load_explicit(&e->lone_waiter, memory_order_acquire) != 0;
+}
+
+int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t timeout_ns)
+{
+    struct comp_wait c = {e, (_Atomic uint32_t *)&comp->state, XTQ_COMPLETION_DONE};
+    uint64_t deadline = xtq__deadline_ns(xtq__timeout_ns(timeout_ns));
+    /* Naps of at most 100 ms on the completion word. */
+    struct xtq__spin_wait sleep = {
+        .ready = comp_ready,
+        .arg = &c,
+        .word = c.st,
+        .sleeper_bit = XTQ__COMPLETION_SLEEPER,
+        .nap_ns = 100000000,
+    };
+    int rc = engine_wait_until(e, comp_ready, comp_ready_progress, &c, &sleep, deadline);
     return rc < 0 ? rc : comp->status;
 }
 
@@ -1371,33 +1400,20 @@ int xtq__engine_flush(struct xtq__engine *e, int target, int64_t timeout_ns)
         snap[r - lo] = e->peers[r].next_seq;
     pthread_mutex_unlock(&e->put_lock);
 
+    /* Like a completion wait (a lone waiter included). Asleep, on the
+     * window's word, which every DONE put's slot bumps when it frees
+     * (slot_release); the 100 ms nap is only a safety net, as for a
+     * completion. */
     struct flush_wait f = {e, lo, hi, snap};
-    uint64_t deadline = deadline_after(timeout_ns);
-    if (e->manual || !e->thread_started) {
-        /* Nobody else progresses: we do. */
-        while (!flush_done(&f)) {
-            if (xtq__now_ns() >= deadline) {
-                rc = -XTQ_ETIMEDOUT;
-                break;
-            }
-            if (xtq__engine_progress(e) == 0)
-                sched_yield();
-        }
-    } else {
-        /* Like a completion wait: poll while progressing, then sleep on
-         * the window's word, which every DONE put bumps. Naps of 1 ms:
-         * a put a trigger holds fires without freeing a slot first. */
-        struct xtq__spin_wait w = {
-            .ready = flush_done_progress,
-            .arg = &f,
-            .word = &e->slot_freed,
-            .waiters = &e->window_sleepers,
-            .spin_ns = e->wait_spin_ns,
-            .nap_ns = 1000000,
-        };
-        if (xtq__spin_wait(&w, deadline) < 0)
-            rc = -XTQ_ETIMEDOUT;
-    }
+    struct xtq__spin_wait sleep = {
+        .ready = flush_done,
+        .arg = &f,
+        .word = &e->slot_freed,
+        .waiters = &e->window_sleepers,
+        .nap_ns = 100000000,
+    };
+    rc = engine_wait_until(e, flush_done, flush_done_progress, &f, &sleep,
+                           deadline_after(timeout_ns));
     /* Their outcomes are in their completions and counters; a target
      * declared down is worth saying here too. */
     for (int r = lo; rc == 0 && r < hi; r++)
