@@ -44,10 +44,13 @@ static int cq_poll(struct xtq__engine *e, bool polite, bool *drained)
                  * MISSING: sent again, or failed knowing it did not run;
                  * initiator.c). A peer that is gone is declared down by
                  * the liveness timeout, not by one lost connection, which
-                 * the transport replaces. */
+                 * the transport replaces. rxm cancels (FI_ECANCELED) the
+                 * sends queued on a connection its peer closed (a killed
+                 * rank: multihost peer_death failed with -XTQ_EFABRIC for
+                 * such a put, where -XTQ_EHOSTDOWN is the answer). */
                 if (err.err == FI_ECONNRESET || err.err == FI_ECONNREFUSED ||
                     err.err == FI_ECONNABORTED || err.err == FI_ENOTCONN ||
-                    err.err == FI_EHOSTUNREACH) {
+                    err.err == FI_EHOSTUNREACH || err.err == FI_ECANCELED) {
                     XTQ_LOG_ONCE(OFI, WARN,
                                  "a put's connection to rank %d failed (%s); asking whether it "
                                  "arrived",
