@@ -154,11 +154,14 @@ int xtq_finalize(xtq_ctx_t *ctx)
     if (drc)
         xtq_warn(CORE, "rank %d: tasks still running after XTQ_FINALIZE_TIMEOUT_MS", ctx->rank);
     /* A last barrier so no peer closes its endpoint while acks to it are
-     * in the transport. */
+     * in the transport; without the launcher, the live peers' FINs. */
     if (!degraded) {
         int brc = xtq_barrier(ctx);
         if (!rc)
             rc = brc;
+    } else if (xtq__engine_close_with_peers(ctx->engine, xtq__deadline_ns(timeout_ns))) {
+        xtq_warn(CORE, "rank %d: not every live peer finalized within XTQ_FINALIZE_TIMEOUT_MS",
+                 ctx->rank);
     }
     /* Agents close between stop and destroy: a task still running may
      * retire into the engine until its worker is joined. */

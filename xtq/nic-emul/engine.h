@@ -156,6 +156,9 @@ bool xtq__fault_take(_Atomic uint32_t *n);
 /* liveness.c */
 /* Peers declared down (silent for XTQ_PEER_TIMEOUT_MS with puts pending). */
 unsigned xtq__engine_peers_down(struct xtq__engine *e);
+/* A finalize without barriers: FIN to every live peer, progress until each
+ * live peer's FIN came or it is declared down; -XTQ_ETIMEDOUT at deadline. */
+int xtq__engine_close_with_peers(struct xtq__engine *e, uint64_t deadline);
 
 /* Fault injection for tests (tests/integration/test_reconnect.c): every
  * message arriving from a rank whose bit is set here is dropped unread, as

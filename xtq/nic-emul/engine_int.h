@@ -220,9 +220,10 @@ struct put_slot {
 };
 
 /* Liveness probes are ACK headers with these reserved sequence numbers
- * (liveness.c). */
+ * (liveness.c); so is FIN, a degraded finalize's "I am closing". */
 #define PING_SEQ UINT64_MAX
 #define PONG_SEQ (UINT64_MAX - 1)
+#define FIN_SEQ (UINT64_MAX - 2)
 
 /* What this rank knows of another: its window (initiator.c) and when it
  * was last heard from (liveness.c). */
@@ -238,6 +239,7 @@ struct peer {
     uint32_t pings;              /* sent since last heard, progress thread only */
     uint32_t pings_failed;       /* of those, refused by the transport */
     _Atomic bool down;
+    _Atomic bool fin; /* it sent FIN: it is finalizing, every put of its done */
 };
 
 /* A rank's doorbell in POSIX shared memory (wakeup.c); its name travels

@@ -73,7 +73,52 @@ bool xtq__probe_recv(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
         probe_send(e, (int)hdr->src_rank, PONG_SEQ);
         return true;
     }
+    if (hdr->seq == FIN_SEQ) {
+        atomic_store(&e->peers[hdr->src_rank].fin, true);
+        return true;
+    }
     return hdr->seq == PONG_SEQ; /* liveness only */
+}
+
+/*
+ * A finalize without the launcher's barriers (a peer is down, and a dead
+ * one would hang the fence) must still not close under the live peers:
+ * acks of their last puts may wait in the transport's queue (tcp), and
+ * only progress sends them. Each rank sends FIN once its own puts are
+ * settled and its tasks drained, and keeps progressing until every live
+ * peer's FIN came (that peer has then settled its puts to us: our acks
+ * arrived), the peer is declared down, or the deadline passes. FIN is
+ * sent again every 50 ms: it is best effort, as pings are.
+ */
+int xtq__engine_close_with_peers(struct xtq__engine *e, uint64_t deadline)
+{
+    uint64_t next_fin = 0;
+    for (;;) {
+        uint64_t now = xtq__now_ns();
+        bool all = true, resend = now >= next_fin;
+        for (int r = 0; r < e->ctx->size; r++) {
+            struct peer *p = &e->peers[r];
+            if (r == e->ctx->rank || atomic_load(&p->down))
+                continue;
+            if (resend)
+                (void)probe_send(e, r, FIN_SEQ);
+            if (!atomic_load(&p->fin))
+                all = false;
+        }
+        if (resend)
+            next_fin = now + 50000000;
+        if (all)
+            return 0;
+        if (now >= deadline)
+            return -XTQ_ETIMEDOUT;
+        if (e->manual || !e->thread_started) {
+            if (xtq__engine_progress(e) == 0)
+                sched_yield();
+        } else {
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        }
+    }
 }
 
 /* Fail every put pending to `r` with -XTQ_EHOSTDOWN; later puts fail at
