@@ -443,6 +443,9 @@ bool xtq__probe_recv(struct xtq__engine *e, const struct xtq__wire_hdr *hdr);
 void xtq__peer_down(struct xtq__engine *e, int r, const char *why);
 /* Progress thread: ping quiet peers, declare silent ones down. */
 void xtq__peers_check(struct xtq__engine *e);
+/* One step of a bounded wait at finalize (lifecycle.c): a progress turn
+ * where no progress thread runs, else a 200 us nap. */
+void xtq__engine_wait_step(struct xtq__engine *e);
 
 /* ---- progress.c ----------------------------------------------------------- */
 /* Whether this thread is taking a progress turn of `e` now: where the

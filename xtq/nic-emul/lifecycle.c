@@ -191,19 +191,24 @@ void xtq__engine_stop(struct xtq__engine *e)
     xtq__acks_drop(e);
 }
 
+void xtq__engine_wait_step(struct xtq__engine *e)
+{
+    if (e->manual || !e->thread_started) {
+        if (xtq__engine_progress(e) == 0)
+            sched_yield();
+    } else {
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 int xtq__engine_drain_tasks(struct xtq__engine *e, uint64_t deadline)
 {
     while (atomic_load(&e->tasks_inflight) || atomic_load(&e->backlog_len) ||
            atomic_load(&e->acks_pending) || atomic_load(&e->acks_retrying)) {
         if (xtq__now_ns() >= deadline)
             return -XTQ_ETIMEDOUT;
-        if (e->manual || !e->thread_started) {
-            if (xtq__engine_progress(e) == 0)
-                sched_yield();
-        } else {
-            struct timespec ts = {0, 200000};
-            nanosleep(&ts, NULL);
-        }
+        xtq__engine_wait_step(e);
     }
     return 0;
 }

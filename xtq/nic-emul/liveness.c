@@ -111,13 +111,7 @@ int xtq__engine_close_with_peers(struct xtq__engine *e, uint64_t deadline)
             return 0;
         if (now >= deadline)
             return -XTQ_ETIMEDOUT;
-        if (e->manual || !e->thread_started) {
-            if (xtq__engine_progress(e) == 0)
-                sched_yield();
-        } else {
-            struct timespec ts = {0, 200000};
-            nanosleep(&ts, NULL);
-        }
+        xtq__engine_wait_step(e);
     }
 }
 
