@@ -233,7 +233,8 @@ struct peer {
     uint64_t done_below;         /* every put of a lower seq is DONE (flush), under put_lock */
     uint32_t busy;               /* busy slots, under put_lock */
     struct ack_entry *acks;      /* target side: window entries, or NULL (acks.c) */
-    _Atomic uint64_t last_heard; /* ns; reset when the first put goes out */
+    _Atomic uint64_t last_heard; /* ns of its last answer; reset when the first put goes out */
+    _Atomic uint64_t last_msg;   /* ns of any valid message from it (initiator.c's flow control) */
     uint64_t ping_sent;          /* ns, progress thread only */
     uint64_t first_ping;         /* ns: the oldest ping not answered, progress thread only */
     uint32_t pings;              /* sent since last heard, progress thread only */

@@ -1183,7 +1183,11 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
              * check. A peer that talks but takes nothing is overloaded
              * (its regions held by backlogged tasks): flow control. */
             uint64_t now = xtq__now_ns();
+            /* Talking here means any message (liveness.c judges by answers
+             * and pings first; this only bounds the wait for room). */
             uint64_t heard = atomic_load_explicit(&p->last_heard, memory_order_relaxed);
+            uint64_t msg = atomic_load_explicit(&p->last_msg, memory_order_relaxed);
+            heard = msg > heard ? msg : heard;
             if (!refused_at) {
                 refused_at = now;
             } else if (e->peer_timeout_ns && now - refused_at >= e->peer_timeout_ns &&

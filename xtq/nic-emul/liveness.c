@@ -61,6 +61,7 @@ static void peer_heard(struct xtq__engine *e, uint32_t src)
  * other way carries puts (docs/reliability.md). */
 void xtq__peer_msg(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
 {
+    atomic_store_explicit(&e->peers[hdr->src_rank].last_msg, xtq__now_ns(), memory_order_relaxed);
     if (hdr->type == XTQ__MSG_ACK && hdr->seq != PING_SEQ)
         peer_heard(e, hdr->src_rank);
 }
