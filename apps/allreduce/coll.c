@@ -136,6 +136,16 @@ struct coll_slot {
     uint8_t *scratch;          /* host, or device memory (CUDA teams) */
     uint64_t scratch_cap;
     uint8_t *mscratch;   /* CUDA teams: its pinned host mirror */
+    /* Per slot, not per team: instances in other slots run at the same
+     * time (the shim keeps two in flight), and a shared vector mixed their
+     * data (shim.device_staged.xtq on the H100: an int64 call received a
+     * double call's bits). */
+    uint8_t *rwork; /* a reduce's working vector on non-root ranks */
+    size_t rwork_cap;
+    /* CUDA teams: sends leave from pinned host mirrors of WORK and SEND
+     * (SCRATCH's is mscratch) that the reductions also write. */
+    uint8_t *mirror[COLL_BUF_COUNT];
+    size_t mirror_cap[COLL_BUF_COUNT];
     xtq_signal_t **trig; /* engine triggers, reused */
     uint32_t ntrig;
     struct coll_early early[COLL_EARLY_MAX];
@@ -219,13 +229,9 @@ struct xtq_coll_team {
     uint64_t piece_bytes, stash_cap;
     enum xtq_coll_alg alg;
     int64_t timeout_ns;
-    uint8_t *rwork; /* a reduce's working vector on non-root ranks */
-    size_t rwork_cap;
-    /* CUDA teams: device memory reduced by the CUDA agent; sends leave
-     * from pinned host mirrors the reductions also write. */
+    /* CUDA teams: device memory reduced by the CUDA agent (each slot's
+     * pinned host mirrors hold what the sends read). */
     struct coll_gpu *gpu;
-    uint8_t *mirror[COLL_BUF_COUNT]; /* WORK and SEND mirrors (SCRATCH: per slot) */
-    size_t mirror_cap[COLL_BUF_COUNT];
     _Atomic int why_taken; /* the first failure's explanation, printed once: */
     _Atomic int why_ready; /* claimed, then written */
     int why_printed;
@@ -233,6 +239,12 @@ struct xtq_coll_team {
 };
 
 static unsigned teams_created;
+
+/* CUDA teams: the pinned host copy of a slot's buffer that sends read. */
+static uint8_t *gpu_mirror(struct coll_slot *slot, unsigned buf)
+{
+    return buf == COLL_BUF_SCRATCH ? slot->mscratch : slot->mirror[buf];
+}
 
 /* ---- small helpers -------------------------------------------------------------- */
 
@@ -540,7 +552,7 @@ static void issue(struct xtq_coll_req *req, uint32_t si)
         flags |= XTQ_PUT_REMOTE_COMPLETION;
     } else if (op->type == COLL_OP_SEND && op->cnt) {
         const uint8_t *base =
-            t->gpu ? (op->buf == COLL_BUF_SCRATCH ? slot->mscratch : t->mirror[op->buf])
+            t->gpu ? gpu_mirror(slot, op->buf)
                    : (const uint8_t *)slot->exec.buf[op->buf];
         payload = base + op->off * slot->exec.esize;
         len = op->cnt * slot->exec.esize;
@@ -874,11 +886,6 @@ static void fire_rest(struct xtq_coll_req *req);
 
 /* ---- CUDA teams ---------------------------------------------------------------------- */
 
-static uint8_t *gpu_mirror(struct xtq_coll_team *t, struct coll_slot *slot, unsigned buf)
-{
-    return buf == COLL_BUF_SCRATCH ? slot->mscratch : t->mirror[buf];
-}
-
 /* The receive's data operation on the CUDA agent, from an agent worker. */
 static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *in)
 {
@@ -886,7 +893,7 @@ static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *
     struct xtq_coll_team *t = req->team;
     struct coll_slot *slot = &t->slots[req->slot];
     struct xtq_coll_cuda_args a;
-    uint8_t *m = gpu_mirror(t, slot, op->buf);
+    uint8_t *m = gpu_mirror(slot, op->buf);
 
     memset(&a, 0, sizeof(a));
     a.dst = (uint64_t)(uintptr_t)((uint8_t *)e->buf[op->buf] + op->off * e->esize);
@@ -911,14 +918,14 @@ static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *
     return coll_gpu_apply(t->gpu, &a, t->timeout_ns ? t->timeout_ns : XTQ_TIMEOUT_INFINITE);
 }
 
-static int grow_mirror(struct xtq_coll_team *t, unsigned buf, size_t need)
+static int grow_mirror(struct xtq_coll_team *t, struct coll_slot *slot, unsigned buf, size_t need)
 {
-    if (t->mirror_cap[buf] >= need)
+    if (slot->mirror_cap[buf] >= need)
         return 0;
-    coll_gpu_host_free(t->gpu, t->mirror[buf]);
-    t->mirror[buf] = coll_gpu_host_alloc(t->gpu, need);
-    t->mirror_cap[buf] = t->mirror[buf] ? need : 0;
-    return t->mirror[buf] ? 0 : -XTQ_ENOMEM;
+    coll_gpu_host_free(t->gpu, slot->mirror[buf]);
+    slot->mirror[buf] = coll_gpu_host_alloc(t->gpu, need);
+    slot->mirror_cap[buf] = slot->mirror[buf] ? need : 0;
+    return slot->mirror[buf] ? 0 : -XTQ_ENOMEM;
 }
 
 /* Before a CUDA team's post: the prologue's copies in device memory, and
@@ -932,8 +939,8 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
     size_t es = e->esize, n = req->count * es;
     int rc;
 
-    if ((rc = grow_mirror(t, COLL_BUF_WORK, n)) != 0 ||
-        (rc = grow_mirror(t, COLL_BUF_SEND, n)) != 0)
+    if ((rc = grow_mirror(t, slot, COLL_BUF_WORK, n)) != 0 ||
+        (rc = grow_mirror(t, slot, COLL_BUF_SEND, n)) != 0)
         return rc;
     for (unsigned k = 0; k < s->nprologue; k++) {
         const struct coll_copy *c = &s->prologue[k];
@@ -953,7 +960,7 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
         }
         if (written)
             continue;
-        rc = coll_gpu_copy(t->gpu, gpu_mirror(t, slot, op->buf) + op->off * es,
+        rc = coll_gpu_copy(t->gpu, gpu_mirror(slot, op->buf) + op->off * es,
                            (uint8_t *)e->buf[op->buf] + op->off * es, op->cnt * es);
         if (rc)
             return rc;
@@ -991,20 +998,20 @@ static int post(struct xtq_coll_req *req)
     e->buf[COLL_BUF_WORK] = req->recvbuf;
     if (req->kind == XTQ_COLL_REDUCE && t->rank != req->root) {
         size_t need = req->count * e->esize;
-        if (t->rwork_cap < need) {
+        if (slot->rwork_cap < need) {
             void *w;
             if (t->gpu) {
-                coll_gpu_free(t->gpu, t->rwork);
+                coll_gpu_free(t->gpu, slot->rwork);
                 w = coll_gpu_alloc(t->gpu, need);
             } else {
-                w = realloc(t->rwork, need);
+                w = realloc(slot->rwork, need);
             }
             if (!w)
                 return -XTQ_ENOMEM;
-            t->rwork = w;
-            t->rwork_cap = need;
+            slot->rwork = w;
+            slot->rwork_cap = need;
         }
-        e->buf[COLL_BUF_WORK] = t->rwork;
+        e->buf[COLL_BUF_WORK] = slot->rwork;
     }
     e->buf[COLL_BUF_SEND] = req->sendbuf == XTQ_COLL_IN_PLACE ? NULL : (void *)req->sendbuf;
     e->buf[COLL_BUF_SCRATCH] = slot->scratch;
@@ -1738,9 +1745,14 @@ static void team_free(struct xtq_coll_team *t)
             coll_gpu_free(t->gpu, s->scratch);
             coll_gpu_host_free(t->gpu, s->mscratch);
             s->scratch = NULL;
+            coll_gpu_free(t->gpu, s->rwork);
+            s->rwork = NULL;
+            for (unsigned b = 0; b < COLL_BUF_COUNT; b++)
+                coll_gpu_host_free(t->gpu, s->mirror[b]);
         }
         free(s->exec.stash);
         free(s->scratch);
+        free(s->rwork);
         for (uint32_t k = 0; k < s->ntrig; k++)
             xtq_signal_destroy(s->trig[k]);
         free(s->trig);
@@ -1752,14 +1764,8 @@ static void team_free(struct xtq_coll_team *t)
         xtq_signal_destroy(t->event);
     pthread_mutex_destroy(&t->defer_lock);
     free(t->deferred);
-    if (t->gpu) {
-        coll_gpu_free(t->gpu, t->rwork);
-        t->rwork = NULL;
-        for (unsigned b = 0; b < COLL_BUF_COUNT; b++)
-            coll_gpu_host_free(t->gpu, t->mirror[b]);
+    if (t->gpu)
         coll_gpu_close(t->gpu);
-    }
-    free(t->rwork);
     free(t->cma_peer);
     free((void *)t->peer_pid);
     free(t->ranks);

@@ -37,7 +37,7 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   set(coll_cases)
   # Odd and even rank counts; 3 and 5 fold ranks in (non-powers of two).
   foreach(np 2 3 5)
-    foreach(c algorithms reduce_roots op_classes nonblocking)
+    foreach(c algorithms reduce_roots op_classes nonblocking nonblocking_reduce)
       xtq_add_mpi_case(NAME coll.${c}.shm.np${np} NP ${np} PROVIDER shm LABEL coll
                        COMMAND $<TARGET_FILE:test_coll> ${c} TIMEOUT 300)
       list(APPEND coll_cases coll.${c}.shm.np${np})

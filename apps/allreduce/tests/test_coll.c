@@ -264,6 +264,44 @@ XTQ_TEST(nonblocking)
     teardown();
 }
 
+/* Reduces in flight at once: a non-root rank works in a vector of the
+ * library's own, one per instance (a vector shared by the team mixed the
+ * instances' data, and a larger call freed it under a smaller one). */
+XTQ_TEST(nonblocking_reduce)
+{
+    enum { N = 6 };
+    xtq_coll_req_t *req[N];
+    void *in[N], *out[N];
+    uint64_t count[N];
+    enum xtq_datatype type[N];
+    setup();
+    xtq_coll_team_t *t = team_with(XTQ_COLL_ALG_AUTO);
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < N; k++) {
+            type[k] = k % 2 ? XTQ_DT_DOUBLE : XTQ_DT_INT64;
+            count[k] = (uint64_t)(1000 + 20000 * k + 7 * round);
+            size_t bytes = count[k] * xtq_datatype_size(type[k]);
+            in[k] = malloc(bytes);
+            out[k] = malloc(bytes);
+            fill(in[k], type[k], XTQ_OP_SUM, rank, count[k]);
+            CHECK_OK(xtq_coll_ireduce(t, in[k], rank == 0 ? out[k] : NULL, count[k], type[k],
+                                      XTQ_OP_SUM, 0, &req[k]));
+        }
+        for (int k = 0; k < N; k++) {
+            CHECK_OK(xtq_coll_wait(req[k], XTQ_TIMEOUT_INFINITE));
+            if (rank == 0) {
+                void *ref = reference(type[k], XTQ_OP_SUM, count[k], size);
+                expect_equal(out[k], ref, type[k], count[k], "ireduce");
+                free(ref);
+            }
+            free(in[k]);
+            free(out[k]);
+        }
+    }
+    CHECK_OK(xtq_coll_team_destroy(t));
+    teardown();
+}
+
 /* Teams of some ranks: even ranks and odd ranks, each on their own. */
 XTQ_TEST(subteams)
 {
