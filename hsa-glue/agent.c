@@ -185,6 +185,19 @@ int xtq_agent_find(xtq_ctx_t *ctx, enum xtq_agent_kind kind, xtq_agent_t **agent
     return -XTQ_ENOAGENT;
 }
 
+int xtq_agent_find_device(xtq_ctx_t *ctx, enum xtq_agent_kind kind, uint32_t device_index,
+                          xtq_agent_t **agent)
+{
+    if (ctx == NULL || agent == NULL || (unsigned)kind >= XTQ_AGENT_KIND_COUNT)
+        return -XTQ_EINVAL;
+    for (unsigned i = 0; i < ctx->nagents; i++)
+        if (ctx->agents[i]->kind == kind && ctx->agents[i]->info.device_index == device_index) {
+            *agent = ctx->agents[i];
+            return 0;
+        }
+    return -XTQ_ENOAGENT;
+}
+
 int xtq_agent_get_info(const xtq_agent_t *agent, xtq_agent_info_t *info)
 {
     if (agent == NULL || info == NULL)

@@ -246,6 +246,10 @@ static int team_make(struct xcomm *xc, int mem)
     attr.index = index;
     if (mem == MEM_CUDA && xtq__mpi_cuda_coll_task(&attr.cuda_task) == 0)
         attr.field_mask |= XTQ_COLL_TEAM_ATTR_FIELD_CUDA_TASK;
+    if (mem == MEM_CUDA) {
+        attr.field_mask |= XTQ_COLL_TEAM_ATTR_FIELD_CUDA_DEVICE;
+        attr.cuda_device = xtq__mpi.cuda_device;
+    }
     rc = xtq_coll_team_create(xtq__mpi.ctx, &attr, &xc->team[mem]);
     if (rc) {
         xmpi_log(WARN, "xtq_coll_team_create: %s", xtq_errname(rc));
@@ -305,12 +309,16 @@ static enum reason qualify(struct call *c)
     return R_ROUTED;
 }
 
-/* Where a buffer is: MEM_HOST, MEM_CUDA, or -1 (no CUDA agent for it). */
+/* Where a buffer is: MEM_HOST, MEM_CUDA, or -1 (no CUDA agent for it:
+ * none at all, or the buffer is on another GPU than the layer's). */
 static int mem_of(const void *p)
 {
-    if (!p || p == MPI_IN_PLACE || !xtq__mpi_is_device_ptr(p))
+    if (!p || p == MPI_IN_PLACE)
         return MEM_HOST;
-    return xtq__mpi.cuda ? MEM_CUDA : -1;
+    int dev = xtq__mpi_device_of(p);
+    if (dev < 0)
+        return MEM_HOST;
+    return xtq__mpi.cuda && dev == xtq__mpi.cuda_device ? MEM_CUDA : -1;
 }
 
 /* The conditions that may differ between ranks: R_ROUTED or why not. */

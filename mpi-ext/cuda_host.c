@@ -13,6 +13,7 @@
 /* From cuda.h (driver API), which the layer does not include. */
 #define XMPI_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
 #define XMPI_CU_POINTER_ATTRIBUTE_IS_MANAGED  8
+#define XMPI_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
 #define XMPI_CU_MEMORYTYPE_DEVICE             2
 
 typedef int (*pointer_get_attribute_fn)(void *data, int attribute, unsigned long long ptr);
@@ -44,6 +45,17 @@ int xtq__mpi_is_device_ptr(const void *ptr)
         managed)
         return 0;
     return type == XMPI_CU_MEMORYTYPE_DEVICE;
+}
+
+int xtq__mpi_device_of(const void *ptr)
+{
+    int ordinal = -1;
+    if (!xtq__mpi_is_device_ptr(ptr))
+        return -1;
+    if (pointer_get_attribute(&ordinal, XMPI_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                              (unsigned long long)(uintptr_t)ptr) != 0)
+        return -1;
+    return ordinal;
 }
 
 #ifndef XTQ_MPI_HAVE_CUDA

@@ -152,8 +152,34 @@ static int xtq_setup(void)
     rc = xtq_agent_find(xtq__mpi.ctx, XTQ_AGENT_CPU, &xtq__mpi.cpu);
     if (rc)
         return rc;
-    if (xtq_agent_find(xtq__mpi.ctx, XTQ_AGENT_CUDA, &xtq__mpi.cuda) != 0)
-        xtq__mpi.cuda = NULL;
+    xtq__mpi.cuda = NULL;
+    {
+        /* One GPU per rank on a host of several: the local rank's, as the
+         * MPI sees it (any launcher), unless XTQ_MPI_CUDA_DEVICE names
+         * one. GPU windows on another device are left to the MPI. */
+        unsigned ncuda = 0;
+        for (unsigned i = 0; i < xtq_agent_count(xtq__mpi.ctx); i++) {
+            xtq_agent_t *a;
+            xtq_agent_info_t info;
+            if (xtq_agent_get(xtq__mpi.ctx, i, &a) == 0 && xtq_agent_get_info(a, &info) == 0 &&
+                info.kind == XTQ_AGENT_CUDA)
+                ncuda++;
+        }
+        if (ncuda > 0) {
+            const char *want = xtq__mpi_param("XTQ_MPI_CUDA_DEVICE");
+            MPI_Comm node;
+            int lrank = 0;
+            PMPI_Comm_split_type(xtq__mpi.world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+            PMPI_Comm_rank(node, &lrank);
+            PMPI_Comm_free(&node);
+            uint32_t dev = want && *want ? (uint32_t)strtoul(want, NULL, 10) : (uint32_t)lrank % ncuda;
+            if (xtq_agent_find_device(xtq__mpi.ctx, XTQ_AGENT_CUDA, dev, &xtq__mpi.cuda) != 0) {
+                xmpi_log(WARN, "no CUDA agent for device %u: GPU windows are left to the MPI", dev);
+                xtq__mpi.cuda = NULL;
+            }
+            xtq__mpi.cuda_device = (int)dev;
+        }
+    }
     if (xtq__mpi.cuda && xtq__mpi_cuda_attach(xtq__mpi.cuda) != 0) {
         xmpi_log(WARN, "CUDA agent present but the layer's task module did not attach: "
                        "GPU windows are left to the MPI");

@@ -116,6 +116,9 @@ static enum xtq__mpi_reason local_reason(int flavor, const void *base, MPI_Aint 
         *gpu = true;
         if (!xtq__mpi.cuda)
             return XTQ__MPI_R_GPU_NO_AGENT;
+        /* Another GPU's memory: this agent's processor cannot read it. */
+        if (xtq__mpi_device_of(base) != xtq__mpi.cuda_device)
+            return XTQ__MPI_R_GPU_OTHER_DEVICE;
     }
     return XTQ__MPI_R_ACCELERATED;
 }

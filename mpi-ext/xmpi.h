@@ -88,6 +88,7 @@ void xtq__mpi_log(int level, const char *fmt, ...) __attribute__((format(printf,
     X(SHARED, "shared-memory window (MPI_Win_allocate_shared)")                                    \
     X(ALLOCATE_SHM, "MPI_Win_allocate on one host (the MPI's shared memory is faster)")            \
     X(GPU_NO_AGENT, "window in GPU memory and no CUDA agent")                                      \
+    X(GPU_OTHER_DEVICE, "window on a GPU other than the layer's (XTQ_MPI_CUDA_DEVICE)")             \
     X(NO_INDEX, "no libxtq table index free on every rank")                                        \
     X(REGISTER, "registering the window with libxtq failed")                                       \
     X(MPI_WIN_FAILED, "the MPI could not create the window")                                       \
@@ -131,6 +132,7 @@ struct xtq__mpi_global {
     int xrank, xsize; /* XTQ rank = rank in MPI_COMM_WORLD */
     xtq_ctx_t *ctx;
     xtq_agent_t *cpu, *cuda;
+    int cuda_device; /* the CUDA agent's device ordinal */
     size_t max_put; /* xtq_put_max_size */
     uint32_t table_size;
     /* Queues at indices [0, nq) on the CPU agent (origin r uses r % nq,
@@ -387,6 +389,8 @@ void xtq__mpi_sync_task(const xtq_dispatch_t *d, void *kernarg);
 
 /* 1 when `ptr` is CUDA device memory (libcuda looked up at run time). */
 int xtq__mpi_is_device_ptr(const void *ptr);
+/* The device ordinal of CUDA device memory at `ptr`; -1 for host memory. */
+int xtq__mpi_device_of(const void *ptr);
 /* Attach the layer's CUDA task module to `agent`; 0 or -XTQ_E*. */
 int xtq__mpi_cuda_attach(xtq_agent_t *agent);
 /* The device address of libxtq_coll's task in the layer's module. */

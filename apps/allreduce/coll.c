@@ -1819,7 +1819,8 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
     if (t->mem == XTQ_COLL_MEM_CUDA) {
         char why[256] = "";
         uint64_t task = (mask & XTQ_COLL_TEAM_ATTR_FIELD_CUDA_TASK) ? attr->cuda_task : 0;
-        rc = coll_gpu_open(ctx, task, &t->gpu, why, sizeof(why));
+        int dev = (mask & XTQ_COLL_TEAM_ATTR_FIELD_CUDA_DEVICE) ? attr->cuda_device : -1;
+        rc = coll_gpu_open(ctx, task, dev, &t->gpu, why, sizeof(why));
         if (rc) {
             coll_err("rank %d: no CUDA team: %s\n", me, why);
             t->gpu = NULL;

@@ -60,6 +60,7 @@ struct coll_gpu_slot {
 
 struct coll_gpu {
     xtq_agent_t *agent;
+    int dev; /* the agent's device: current in every thread that calls CUDA here */
     xtq_queue_t *queue;
     xtq_kernel_t *kernel;
     cudaStream_t stream;
@@ -155,8 +156,8 @@ extern "C" void coll_gpu_close(struct coll_gpu *g)
     free(g);
 }
 
-extern "C" int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, struct coll_gpu **out, char *why,
-                             size_t len)
+extern "C" int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, int dev, struct coll_gpu **out,
+                             char *why, size_t len)
 {
     struct coll_gpu *g = (struct coll_gpu *)calloc(1, sizeof(*g));
     uint64_t fn = task;
@@ -167,10 +168,20 @@ extern "C" int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, struct coll_gpu **ou
     pthread_mutex_init(&g->lock, NULL);
     pthread_cond_init(&g->cond, NULL);
     rc = xtq_agent_kind_status(ctx, XTQ_AGENT_CUDA, why, len);
-    if (rc == 0)
-        rc = xtq_agent_find(ctx, XTQ_AGENT_CUDA, &g->agent);
     if (rc)
         goto fail;
+    /* The agent of the team's device (one GPU per rank on a host of
+     * several): its memory lives there. Agent workers call CUDA here from
+     * threads of their own, so each call makes that device current. */
+    if (dev < 0 && cudaGetDevice(&dev) != cudaSuccess)
+        dev = 0;
+    g->dev = dev;
+    rc = xtq_agent_find_device(ctx, XTQ_AGENT_CUDA, (uint32_t)dev, &g->agent);
+    if (rc) {
+        snprintf(why, len, "no CUDA agent for device %d", dev);
+        goto fail;
+    }
+    cudaSetDevice(dev);
     if (cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking) != cudaSuccess) {
         snprintf(why, len, "cudaStreamCreate: %s", cudaGetErrorString(cudaGetLastError()));
         rc = -XTQ_EIO;
@@ -183,12 +194,10 @@ extern "C" int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, struct coll_gpu **ou
          * a call to make (see the top of this file). */
         cudaMemPoolProps props;
         uint64_t keep = UINT64_MAX;
-        int dev = 0;
         memset(&props, 0, sizeof(props));
         props.allocType = cudaMemAllocationTypePinned;
         props.location.type = cudaMemLocationTypeDevice;
-        if (cudaGetDevice(&dev) == cudaSuccess)
-            props.location.id = dev;
+        props.location.id = dev;
         if (cudaMemPoolCreate(&g->pool, &props) != cudaSuccess ||
             cudaMemPoolSetAttribute(g->pool, cudaMemPoolAttrReleaseThreshold, &keep) !=
                 cudaSuccess) {
@@ -234,7 +243,8 @@ extern "C" int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, struct coll_gpu **ou
     for (int i = 0; i < COLL_GPU_SLOTS; i++) {
         void *p = NULL;
         rc = xtq_cuda_signal_create(g->agent, 1, &g->slot[i].sig);
-        if (rc == 0 && cudaHostAlloc(&p, sizeof(struct xtq_coll_cuda_args), cudaHostAllocMapped) !=
+        if (rc == 0 && cudaHostAlloc(&p, sizeof(struct xtq_coll_cuda_args),
+                                                      cudaHostAllocMapped | cudaHostAllocPortable) !=
                            cudaSuccess)
             rc = -XTQ_ENOMEM;
         if (rc) {
@@ -254,6 +264,7 @@ fail:
 extern "C" void *coll_gpu_alloc(struct coll_gpu *g, size_t bytes)
 {
     void *p = NULL;
+    cudaSetDevice(g->dev);
     if (cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, g->pool, g->stream) != cudaSuccess ||
         cudaStreamSynchronize(g->stream) != cudaSuccess)
         return NULL;
@@ -263,6 +274,7 @@ extern "C" void *coll_gpu_alloc(struct coll_gpu *g, size_t bytes)
 extern "C" void coll_gpu_free(struct coll_gpu *g, void *p)
 {
     if (p) {
+        cudaSetDevice(g->dev);
         cudaFreeAsync(p, g->stream);
         cudaStreamSynchronize(g->stream);
     }
@@ -271,8 +283,11 @@ extern "C" void coll_gpu_free(struct coll_gpu *g, void *p)
 extern "C" void *coll_gpu_host_alloc(struct coll_gpu *g, size_t bytes)
 {
     void *p = NULL;
-    (void)g;
-    return cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocMapped) == cudaSuccess ? p : NULL;
+    cudaSetDevice(g->dev);
+    return cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocMapped | cudaHostAllocPortable) ==
+                   cudaSuccess
+               ? p
+               : NULL;
 }
 
 extern "C" void coll_gpu_host_free(struct coll_gpu *g, void *p)
@@ -295,6 +310,7 @@ extern "C" int coll_gpu_copy(struct coll_gpu *g, void *dst, const void *src, siz
 {
     if (!bytes)
         return 0;
+    cudaSetDevice(g->dev);
     if (cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g->stream) != cudaSuccess ||
         cudaStreamSynchronize(g->stream) != cudaSuccess) {
         fprintf(stderr, "xtq_coll: CUDA copy of %zu bytes: %s\n", bytes,

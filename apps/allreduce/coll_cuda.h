@@ -24,7 +24,8 @@ struct coll_gpu;
 /* Get ready on the context's CUDA agent. `task`: the address of
  * xtq_coll_cuda_task in a module the caller attached (0: attach
  * libxtq_coll's own module). */
-int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, struct coll_gpu **g, char *why, size_t len);
+int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, int dev, struct coll_gpu **g, char *why,
+                  size_t len);
 void coll_gpu_close(struct coll_gpu *g);
 int coll_gpu_supported(int op, int type);
 

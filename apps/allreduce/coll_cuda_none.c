@@ -3,9 +3,10 @@
 
 #include "coll_cuda.h"
 
-int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, struct coll_gpu **g, char *why, size_t len)
+int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, int dev, struct coll_gpu **g, char *why,
+                  size_t len)
 {
-    (void)ctx, (void)task, (void)g;
+    (void)ctx, (void)task, (void)dev, (void)g;
     snprintf(why, len, "libxtq_coll was built without CUDA (configure with nvcc installed)");
     return -XTQ_ENOAGENT;
 }

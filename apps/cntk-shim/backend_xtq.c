@@ -184,7 +184,7 @@ static int xtq_device_idle(struct shim_backend *base, void (*fn)(void *), void *
     struct idle_call c = {fn, arg, false};
     xtq_agent_t *cuda;
 
-    if (xtq_agent_find(be->ctx, XTQ_AGENT_CUDA, &cuda) != 0) {
+    if (xtq_agent_find_device(be->ctx, XTQ_AGENT_CUDA, (uint32_t)shim__cuda_device(), &cuda) != 0) {
         fn(arg);
         return 0;
     }

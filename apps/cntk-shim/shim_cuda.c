@@ -81,6 +81,12 @@ const char *shim__cuda_last_error(void)
     return cudaGetErrorString(last_err);
 }
 
+
+int shim__cuda_device(void)
+{
+    int dev = 0;
+    return cudaGetDevice(&dev) == cudaSuccess ? dev : 0;
+}
 #else /* !XTQ_SHIM_HAVE_CUDA */
 
 int shim__cuda_available(const char **why)
@@ -121,6 +127,11 @@ int shim__cuda_copy_d2d(void *dst, const void *src, size_t bytes)
 int shim__cuda_sync(void)
 {
     return -XTQ_ENOSYS;
+}
+
+int shim__cuda_device(void)
+{
+    return 0;
 }
 
 const char *shim__cuda_last_error(void)

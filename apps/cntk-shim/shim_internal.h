@@ -83,6 +83,8 @@ int shim__cuda_copy_d2h(void *dst, const void *src, size_t bytes);
 int shim__cuda_copy_h2d(void *dst, const void *src, size_t bytes);
 int shim__cuda_copy_d2d(void *dst, const void *src, size_t bytes);
 int shim__cuda_sync(void);
+/* The CUDA device this thread uses (cudaGetDevice); 0 without CUDA. */
+int shim__cuda_device(void);
 const char *shim__cuda_last_error(void);
 
 #endif /* XTQ_SHIM_INTERNAL_H */

@@ -35,6 +35,16 @@ XTQ_API int xtq_agent_get(xtq_ctx_t *ctx, unsigned index, xtq_agent_t **agent);
 /** The first available agent of `kind`; -XTQ_ENOAGENT if none. */
 XTQ_API int xtq_agent_find(xtq_ctx_t *ctx, enum xtq_agent_kind kind, xtq_agent_t **agent);
 
+/**
+ * The available agent of `kind` whose device_index is `device_index` (for
+ * CUDA: the CUDA device ordinal, as cudaSetDevice takes it). A process that
+ * drives one GPU of several finds that GPU's agent this way; tasks for its
+ * memory must run there (another GPU's processor cannot read it without
+ * peer access). -XTQ_ENOAGENT if none.
+ */
+XTQ_API int xtq_agent_find_device(xtq_ctx_t *ctx, enum xtq_agent_kind kind, uint32_t device_index,
+                                  xtq_agent_t **agent);
+
 /** Describe an agent. */
 XTQ_API int xtq_agent_get_info(const xtq_agent_t *agent, xtq_agent_info_t *info);
 

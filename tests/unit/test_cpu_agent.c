@@ -756,6 +756,19 @@ XTQ_TEST(agents_open)
         CHECK(g != NULL);
     }
     CHECK_ERR(xtq_agent_get(ctx, xtq_agent_count(ctx), &a), -XTQ_EINVAL);
+    /* By device index: every agent is found as itself, and no other. */
+    for (unsigned i = 0; i < xtq_agent_count(ctx); i++) {
+        xtq_agent_t *g, *f;
+        xtq_agent_info_t gi;
+        CHECK_OK(xtq_agent_get(ctx, i, &g));
+        CHECK_OK(xtq_agent_get_info(g, &gi));
+        CHECK_OK(xtq_agent_find_device(ctx, gi.kind, gi.device_index, &f));
+        CHECK(f == g);
+    }
+    CHECK_ERR(xtq_agent_find_device(ctx, XTQ_AGENT_CPU, 4096, &a), -XTQ_ENOAGENT);
+    CHECK_ERR(xtq_agent_find_device(ctx, XTQ_AGENT_KIND_COUNT, 0, &a), -XTQ_EINVAL);
+    CHECK_ERR(xtq_agent_find_device(NULL, XTQ_AGENT_CPU, 0, &a), -XTQ_EINVAL);
+    CHECK_ERR(xtq_agent_find_device(ctx, XTQ_AGENT_CPU, 0, NULL), -XTQ_EINVAL);
     /* Every kind either works or says why not. */
     for (int k = XTQ_AGENT_CUDA; k < XTQ_AGENT_KIND_COUNT; k++) {
         int rc = xtq_agent_kind_status(ctx, (enum xtq_agent_kind)k, reason, sizeof(reason));

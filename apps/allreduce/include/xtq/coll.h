@@ -71,6 +71,7 @@ enum xtq_coll_team_attr_field {
     XTQ_COLL_TEAM_ATTR_FIELD_INFLIGHT = 1u << 3,  /**< max_inflight */
     XTQ_COLL_TEAM_ATTR_FIELD_ALG = 1u << 4,       /**< alg */
     XTQ_COLL_TEAM_ATTR_FIELD_CUDA_TASK = 1u << 5, /**< cuda_task */
+    XTQ_COLL_TEAM_ATTR_FIELD_CUDA_DEVICE = 1u << 6, /**< cuda_device */
 };
 
 /**
@@ -108,6 +109,12 @@ typedef struct xtq_coll_team_attr {
      * is attached).
      */
     uint64_t cuda_task;
+    /**
+     * CUDA teams: the device (CUDA ordinal) whose memory the team's
+     * buffers are in; its agent runs the reductions. Unset: the calling
+     * thread's current device (cudaGetDevice) at creation.
+     */
+    int32_t cuda_device;
 } xtq_coll_team_attr_t;
 
 /**
