@@ -99,6 +99,8 @@ STAGES=${STAGES:-build gpu san gpurtt gpubench gpubd cpubench ctest}
 mkdir -p $W/gpu $W/cpu
 exec > >(tee -a "$OUT/log.txt") 2>&1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# NVLink multicast stays off on machines of several GPUs.
+export NCCL_NVLS_ENABLE=0
 pack() { tar -C $W -czf "$OUT/results.tgz" .; }
 want() { [[ " $STAGES " == *" $1 "* ]]; }
 t0=$(date +%s)
@@ -115,6 +117,8 @@ if [ -d "$ROOT/.carry/root" ]; then
 fi
 COMMIT=${COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 MPI=(mpirun --bind-to none)
+NGPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
+MACH="$(hostname), $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1) x$NGPUS"
 
 stage facts
 nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv
@@ -401,18 +405,18 @@ fi
 if want allreduce; then
   mkdir -p $W/allreduce
   AR=$B/apps/allreduce/xtq_allreduce
-  stage "allreduce: every path, 2 ranks sharing the GPU, 8 B - 64 MiB"
+  stage "allreduce: every path, 2 ranks on $NGPUS GPU(s), 8 B - 64 MiB"
   # Targets: xtqgpu <= 0.85 x hsa up to 64 KiB and below staged everywhere
   # (ratios at the end of the output). NCCL skips with ranks sharing a GPU.
   timeout 240 "${MPI[@]}" -np 2 -x CUDA_MODULE_LOADING=EAGER $AR --sizes ${AR_SIZES:-8-64M} \
-    --iters ${AR_ITERS:-20} --commit $COMMIT --machine "$(hostname), 16 cores, H100" \
+    --iters ${AR_ITERS:-20} --commit $COMMIT --machine "$MACH" \
     --csv $W/allreduce/gpu.np2.csv >$W/allreduce/gpu.np2.txt 2>&1
   # "# xtq: triggers engine" is the engine-triggered path (the default
   # where the engine's triggered puts pass the team's probe).
   echo "rc=$?"; grep -E "^# (xtq: triggers|xtq: same-host|mode|SKIP|Avg|Out)|^# ratios|^ +[0-9]+ +[0-9.-]+ " $W/allreduce/gpu.np2.txt | tail -63
   stage "allreduce: CPU paths, 4 ranks, 16 cores (target: xtq <= mpi from 1 MiB)"
   timeout 150 "${MPI[@]}" -np 4 $AR --modes mpi,xtq --sizes 8-64M --iters 20 --commit $COMMIT \
-    --machine "$(hostname), 16 cores" --csv $W/allreduce/cpu.np4.csv >$W/allreduce/cpu.np4.txt 2>&1
+    --machine "$MACH" --csv $W/allreduce/cpu.np4.csv >$W/allreduce/cpu.np4.txt 2>&1
   echo "rc=$?"; grep -E "^# xtq: same-host" $W/allreduce/cpu.np4.txt; grep -E "^# ratios" -A 30 $W/allreduce/cpu.np4.txt
   pack
 fi
@@ -574,7 +578,7 @@ if want gpufix; then
     --modes staged,hsa,xtqgpu --sizes 8,4K,64K,1M --iters 3
   grep -E "FAILED|rror|^# ratios" $FW/ar_check.txt | head -10
   fix ar_times 120 "${MPI[@]}" -np 2 -x CUDA_MODULE_LOADING=EAGER $AR --modes staged,hsa,xtqgpu \
-    --sizes 4K,64K,1M,4M --iters 20 --commit $COMMIT --machine "$(hostname), 16 cores, H100" \
+    --sizes 4K,64K,1M,4M --iters 20 --commit $COMMIT --machine "$MACH" \
     --csv $FW/ar_times.csv
   grep -E "^# ratios" -A 12 $FW/ar_times.txt
   pack

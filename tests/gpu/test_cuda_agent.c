@@ -479,11 +479,12 @@ static uint64_t idle_relaunches(xtq_agent_t *agent)
     return relaunches;
 }
 
-/* The default: the processor runs while a queue exists (no relaunch cost,
- * and the device never idles: xtq_cuda_quiesce is the way to free). */
-XTQ_TEST(idle_exit_off_by_default)
+/* XTQ_CUDA_IDLE_EXIT_US=0: the processor runs while a queue exists (no
+ * relaunch cost, and the device never idles: xtq_cuda_quiesce is the way
+ * to free). */
+XTQ_TEST(idle_exit_zero_never_exits)
 {
-    unsetenv("XTQ_CUDA_IDLE_EXIT_US");
+    setenv("XTQ_CUDA_IDLE_EXIT_US", "0", 1);
     xtq_agent_t *agent = open_agent();
     xtq_queue_t *q;
     uint32_t state;
