@@ -84,6 +84,10 @@
 #     with it on, the round trip with it 0 and on (alternating: the steady
 #     state must not pay), xtq_train on device buffers; summary in
 #     idle/summary.txt: STAGES="build idle" (IDLE_US, default 1000)
+# 17. (stage "gpu2", for a machine of two GPUs: nvidia-h200-x2) a GPU per
+#     rank: CUDA cases, the collectives' GPU tests, xtq_allreduce's GPU paths
+#     with NCCL, xtq_shim_bench and xtq_train on device buffers (about 5
+#     minutes after a build): STAGES="build gpu2"
 # STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -618,6 +622,44 @@ if want gpufix; then
   done
   stage "gpufix summary"
   cat $FW/summary.txt
+  pack
+fi
+if want gpu2; then
+  # A GPU per rank (nvidia-h200-x2 / nvidia-h100-x2: two GPUs of one host,
+  # NVLink): the CUDA cases (the caller's device kept with two agents),
+  # the collectives' and the shim's GPU tests on two GPUs, every GPU path of
+  # xtq_allreduce with NCCL's ratio, the shim's aggregation alone, and
+  # xtq_train on device buffers, mpi (host-staged) against xtq.
+  G2=$W/gpu2
+  mkdir -p $G2
+  stage "gpu2: $NGPUS GPUs; nvidia-smi topo"
+  nvidia-smi topo -m >$G2/topo.txt 2>&1; head -4 $G2/topo.txt
+  (cd $B && timeout 150 ctest -L gpu --output-on-failure --timeout 40) >$G2/ctest_gpu.txt 2>&1
+  echo "ctest -L gpu rc=$?"; grep -E "tests passed|\*\*\*Failed|Timeout|caller_device" $G2/ctest_gpu.txt | head
+  (cd $B && timeout 120 ctest -R '^shim\.device_staged|^coll\.gpu_|^mpi\.ompi\.gpu_window' \
+    --output-on-failure --timeout 40) >$G2/ctest_coll.txt 2>&1
+  echo "coll/shim/mpi GPU tests rc=$?"; grep -E "tests passed|\*\*\*Failed|Timeout" $G2/ctest_coll.txt
+  pack
+  AR=$B/apps/allreduce/xtq_allreduce
+  stage "gpu2: xtq_allreduce, 2 ranks on 2 GPUs, GPU paths and NCCL"
+  timeout 200 "${MPI[@]}" -np 2 -x CUDA_MODULE_LOADING=EAGER -x NCCL_NVLS_ENABLE=0 $AR \
+    --modes mpi,staged,hsa,xtqgpu,nccl --sizes ${AR_SIZES:-8-64M} --iters ${AR_ITERS:-10} \
+    --commit $COMMIT --machine "$MACH" --csv $G2/allreduce.np2.csv >$G2/allreduce.np2.txt 2>&1
+  echo "rc=$?"; grep -E "rror|SKIP|^# ratios" -A 25 $G2/allreduce.np2.txt | head -40
+  pack
+  TB=$B/apps/cntk-shim
+  timeout 90 "${MPI[@]}" -np 2 $TB/xtq_shim_bench --modes mpi,xtq --device cuda --iters 1000 \
+    --sizes 4K,64K,1M --csv $G2/shim_bench_cuda_np2.csv >$G2/shim_bench_cuda_np2.txt 2>&1
+  echo "-- xtq_shim_bench cuda buffers, 2 ranks on 2 GPUs (rc=$?)"
+  grep -E "^ *(mpi|xtq) |available|SKIP|rror" $G2/shim_bench_cuda_np2.txt
+  DATA=${TRAIN_DATA:-$ROOT/.carry/fashion-mnist}
+  [ -f "$DATA/train-images-idx3-ubyte.gz" ] || DATA=/usr/share/datasets/fashion-mnist
+  for be in mpi xtq; do
+    timeout 100 "${MPI[@]}" -np 2 -x XTQ_SHIM_BACKEND=$be $TB/xtq_train --data "$DATA" --device cuda \
+      --epochs ${TRAIN_EPOCHS:-3} --progress off --csv $G2/train_${be}_cuda_np2.csv \
+      >$G2/train_${be}_cuda_np2.txt 2>&1
+    echo "train $be cuda np2 rc=$?: $(grep -v '^#' $G2/train_${be}_cuda_np2.csv 2>/dev/null | tail -1)"
+  done
   pack
 fi
 if want idle; then

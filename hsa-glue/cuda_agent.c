@@ -56,6 +56,30 @@
 /* How long a starting processor may take to report in. */
 #define CUDA_START_TIMEOUT_NS 10000000000ull
 
+/*
+ * An agent's CUDA calls run with its device current, and the calling
+ * thread's own device is put back afterwards: an application thread that
+ * chose its GPU keeps it (with two GPUs, opening the second agent left
+ * every rank on device 1, and rank 0's kernels read device 1's memory).
+ */
+static int dev_enter(int device)
+{
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess) {
+        cudaGetLastError();
+        prev = -1;
+    }
+    if (prev != device)
+        cudaSetDevice(device);
+    return prev;
+}
+
+static void dev_leave(int device, int prev)
+{
+    if (prev >= 0 && prev != device)
+        cudaSetDevice(prev);
+}
+
 struct cuda_kernel {
     struct xtq_kernel base;
     uint32_t slot;
@@ -624,7 +648,7 @@ static uint32_t inline_lines(uint32_t inline_max)
     return lines;
 }
 
-static int cuda_queue_create(xtq_agent_t *agent, uint32_t size, xtq_queue_t **queue)
+static int queue_create_on_device(xtq_agent_t *agent, uint32_t size, xtq_queue_t **queue)
 {
     struct cuda_agent *a = to_cuda(agent);
     struct cuda_queue *q;
@@ -726,6 +750,17 @@ err_free:
     return rc;
 }
 
+static int cuda_queue_create(xtq_agent_t *agent, uint32_t size, xtq_queue_t **queue)
+{
+    if (agent == NULL || agent->kind != XTQ_AGENT_CUDA)
+        return queue_create_on_device(agent, size, queue);
+    struct cuda_agent *a = to_cuda(agent);
+    int prev = dev_enter(a->device);
+    int rc = queue_create_on_device(agent, size, queue);
+    dev_leave(a->device, prev);
+    return rc;
+}
+
 static int cuda_queue_destroy(xtq_queue_t *queue)
 {
     struct cuda_queue *q = container_of(queue, struct cuda_queue, base);
@@ -771,7 +806,7 @@ static int cuda_function_destroy(xtq_function_t *function)
     return -XTQ_ENOSYS;
 }
 
-static int cuda_mem_register(xtq_agent_t *agent, void *addr, size_t len)
+static int mem_register_on_device(xtq_agent_t *agent, void *addr, size_t len)
 {
     struct cuda_agent *a = to_cuda(agent);
     cudaError_t e;
@@ -803,6 +838,17 @@ static int cuda_mem_register(xtq_agent_t *agent, void *addr, size_t len)
     return 0;
 }
 
+static int cuda_mem_register(xtq_agent_t *agent, void *addr, size_t len)
+{
+    if (agent == NULL || agent->kind != XTQ_AGENT_CUDA)
+        return mem_register_on_device(agent, addr, len);
+    struct cuda_agent *a = to_cuda(agent);
+    int prev = dev_enter(a->device);
+    int rc = mem_register_on_device(agent, addr, len);
+    dev_leave(a->device, prev);
+    return rc;
+}
+
 /* Forget `addr` in the list of mapped memory. Caller holds the lock. */
 static void mapped_forget(struct cuda_agent *a, void *addr)
 {
@@ -813,7 +859,7 @@ static void mapped_forget(struct cuda_agent *a, void *addr)
         }
 }
 
-static int cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len)
+static int mem_deregister_on_device(xtq_agent_t *agent, void *addr, size_t len)
 {
     struct cuda_agent *a = to_cuda(agent);
     int rc, rc2 = 0;
@@ -840,7 +886,18 @@ static int cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len)
     return rc ? rc : rc2;
 }
 
-static void cuda_close(xtq_agent_t *agent)
+static int cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len)
+{
+    if (agent == NULL || agent->kind != XTQ_AGENT_CUDA)
+        return mem_deregister_on_device(agent, addr, len);
+    struct cuda_agent *a = to_cuda(agent);
+    int prev = dev_enter(a->device);
+    int rc = mem_deregister_on_device(agent, addr, len);
+    dev_leave(a->device, prev);
+    return rc;
+}
+
+static void close_on_device(xtq_agent_t *agent)
 {
     struct cuda_agent *a = to_cuda(agent);
 
@@ -896,6 +953,14 @@ static void cuda_close(xtq_agent_t *agent)
     free(a);
 }
 
+static void cuda_close(xtq_agent_t *agent)
+{
+    const int dev = to_cuda(agent)->device; /* the agent is freed inside */
+    int prev = dev_enter(dev);
+    close_on_device(agent);
+    dev_leave(dev, prev);
+}
+
 static const struct xtq__agent_ops cuda_ops = {
     .name = "cuda",
     .queue_create = cuda_queue_create,
@@ -946,7 +1011,7 @@ static int cuda_probe(char *reason, size_t reason_len, unsigned *device_count)
     return 0;
 }
 
-static int cuda_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
+static int open_on_device(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
 {
     struct cuda_agent *a;
     struct cudaDeviceProp prop;
@@ -1103,6 +1168,14 @@ err:
     return rc;
 }
 
+static int cuda_open(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **agent)
+{
+    int prev = dev_enter((int)device_index);
+    int rc = open_on_device(ctx, device_index, agent);
+    dev_leave((int)device_index, prev);
+    return rc;
+}
+
 const struct xtq__agent_provider xtq__cuda_agent_provider = {
     .kind = XTQ_AGENT_CUDA,
     .name = "cuda",
@@ -1164,7 +1237,7 @@ err_unlock:
     return rc;
 }
 
-int xtq_cuda_attach(xtq_agent_t *agent, xtq_cuda_launch_fn launch, const char *name)
+static int attach_on_device(xtq_agent_t *agent, xtq_cuda_launch_fn launch, const char *name)
 {
     struct cuda_agent *a;
     int rc = 0;
@@ -1219,7 +1292,18 @@ int xtq_cuda_attach(xtq_agent_t *agent, xtq_cuda_launch_fn launch, const char *n
     return rc;
 }
 
-int xtq_cuda_detach(xtq_agent_t *agent, xtq_cuda_launch_fn launch)
+int xtq_cuda_attach(xtq_agent_t *agent, xtq_cuda_launch_fn launch, const char *name)
+{
+    if (agent == NULL || agent->kind != XTQ_AGENT_CUDA)
+        return attach_on_device(agent, launch, name);
+    struct cuda_agent *a = to_cuda(agent);
+    int prev = dev_enter(a->device);
+    int rc = attach_on_device(agent, launch, name);
+    dev_leave(a->device, prev);
+    return rc;
+}
+
+static int detach_on_device(xtq_agent_t *agent, xtq_cuda_launch_fn launch)
 {
     struct cuda_agent *a;
     int rc = 0;
@@ -1239,6 +1323,17 @@ int xtq_cuda_detach(xtq_agent_t *agent, xtq_cuda_launch_fn launch)
         rc = processor_switch(a, xtq__builtin_xtq_launch, CUDA_TAG_BUILTIN, CUDA_BUILTIN_NAME);
     }
     pthread_mutex_unlock(&a->lock);
+    return rc;
+}
+
+int xtq_cuda_detach(xtq_agent_t *agent, xtq_cuda_launch_fn launch)
+{
+    if (agent == NULL || agent->kind != XTQ_AGENT_CUDA)
+        return detach_on_device(agent, launch);
+    struct cuda_agent *a = to_cuda(agent);
+    int prev = dev_enter(a->device);
+    int rc = detach_on_device(agent, launch);
+    dev_leave(a->device, prev);
     return rc;
 }
 
@@ -1303,7 +1398,7 @@ int xtq_cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len)
     return cuda_mem_deregister(agent, addr, len);
 }
 
-int xtq_cuda_quiesce(xtq_agent_t *agent, void (*fn)(void *arg), void *arg)
+static int quiesce_on_device(xtq_agent_t *agent, void (*fn)(void *arg), void *arg)
 {
     struct cuda_agent *a;
     int rc, rc2 = 0;
@@ -1331,6 +1426,17 @@ int xtq_cuda_quiesce(xtq_agent_t *agent, void (*fn)(void *arg), void *arg)
     return rc ? rc : rc2;
 }
 
+int xtq_cuda_quiesce(xtq_agent_t *agent, void (*fn)(void *arg), void *arg)
+{
+    if (agent == NULL || agent->kind != XTQ_AGENT_CUDA)
+        return quiesce_on_device(agent, fn, arg);
+    struct cuda_agent *a = to_cuda(agent);
+    int prev = dev_enter(a->device);
+    int rc = quiesce_on_device(agent, fn, arg);
+    dev_leave(a->device, prev);
+    return rc;
+}
+
 int xtq__cuda_profile(xtq_agent_t *agent, uint64_t out[8])
 {
     XTQ_STATIC_ASSERT(XTQ__CUDA_PROF_STAGES == 8, "prototype in internal.h");
@@ -1344,7 +1450,7 @@ int xtq__cuda_profile(xtq_agent_t *agent, uint64_t out[8])
     return cuda_rc(e, "cudaMemcpyAsync (profile)");
 }
 
-int xtq__cuda_tune(xtq_agent_t *agent, enum xtq__cuda_knob knob, uint32_t value)
+static int tune_on_device(xtq_agent_t *agent, enum xtq__cuda_knob knob, uint32_t value)
 {
     if (agent == NULL || agent->kind != XTQ_AGENT_CUDA)
         return -XTQ_EINVAL;
@@ -1371,6 +1477,17 @@ int xtq__cuda_tune(xtq_agent_t *agent, enum xtq__cuda_knob knob, uint32_t value)
     if (rc == 0)
         rc = cuda_publish_table(a, true);
     pthread_mutex_unlock(&a->lock);
+    return rc;
+}
+
+int xtq__cuda_tune(xtq_agent_t *agent, enum xtq__cuda_knob knob, uint32_t value)
+{
+    if (agent == NULL || agent->kind != XTQ_AGENT_CUDA)
+        return tune_on_device(agent, knob, value);
+    struct cuda_agent *a = to_cuda(agent);
+    int prev = dev_enter(a->device);
+    int rc = tune_on_device(agent, knob, value);
+    dev_leave(a->device, prev);
     return rc;
 }
 

@@ -73,6 +73,27 @@ struct coll_gpu {
     struct coll_gpu_slot slot[COLL_GPU_SLOTS];
 };
 
+/* The team's device current for the calls of a scope, the caller's put
+ * back after it (agent workers and application threads both call here). */
+struct on_device {
+    int prev;
+    int dev;
+    explicit on_device(int d) : prev(-1), dev(d)
+    {
+        if (cudaGetDevice(&prev) != cudaSuccess) {
+            cudaGetLastError();
+            prev = -1;
+        }
+        if (prev != dev)
+            cudaSetDevice(dev);
+    }
+    ~on_device()
+    {
+        if (prev >= 0 && prev != dev)
+            cudaSetDevice(prev);
+    }
+};
+
 extern "C" int coll_gpu_supported(int op, int type)
 {
     return xtq_cuda_reduce_supported(op, type);
@@ -156,8 +177,8 @@ extern "C" void coll_gpu_close(struct coll_gpu *g)
     free(g);
 }
 
-extern "C" int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, int dev, struct coll_gpu **out,
-                             char *why, size_t len)
+static int open_on_device(xtq_ctx_t *ctx, uint64_t task, int dev, struct coll_gpu **out,
+                          char *why, size_t len)
 {
     struct coll_gpu *g = (struct coll_gpu *)calloc(1, sizeof(*g));
     uint64_t fn = task;
@@ -170,18 +191,12 @@ extern "C" int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, int dev, struct coll
     rc = xtq_agent_kind_status(ctx, XTQ_AGENT_CUDA, why, len);
     if (rc)
         goto fail;
-    /* The agent of the team's device (one GPU per rank on a host of
-     * several): its memory lives there. Agent workers call CUDA here from
-     * threads of their own, so each call makes that device current. */
-    if (dev < 0 && cudaGetDevice(&dev) != cudaSuccess)
-        dev = 0;
     g->dev = dev;
     rc = xtq_agent_find_device(ctx, XTQ_AGENT_CUDA, (uint32_t)dev, &g->agent);
     if (rc) {
         snprintf(why, len, "no CUDA agent for device %d", dev);
         goto fail;
     }
-    cudaSetDevice(dev);
     if (cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking) != cudaSuccess) {
         snprintf(why, len, "cudaStreamCreate: %s", cudaGetErrorString(cudaGetLastError()));
         rc = -XTQ_EIO;
@@ -261,10 +276,24 @@ fail:
     return rc ? rc : -XTQ_ENOAGENT;
 }
 
+/* The agent of the team's device (one GPU per rank on a host of several):
+ * its memory lives there. Agent workers and the caller's thread both call
+ * CUDA here, so each call makes that device current for itself. */
+extern "C" int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, int dev, struct coll_gpu **out,
+                             char *why, size_t len)
+{
+    if (dev < 0 && cudaGetDevice(&dev) != cudaSuccess) {
+        cudaGetLastError();
+        dev = 0;
+    }
+    on_device d(dev);
+    return open_on_device(ctx, task, dev, out, why, len);
+}
+
 extern "C" void *coll_gpu_alloc(struct coll_gpu *g, size_t bytes)
 {
     void *p = NULL;
-    cudaSetDevice(g->dev);
+    on_device d(g->dev);
     if (cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, g->pool, g->stream) != cudaSuccess ||
         cudaStreamSynchronize(g->stream) != cudaSuccess)
         return NULL;
@@ -274,7 +303,7 @@ extern "C" void *coll_gpu_alloc(struct coll_gpu *g, size_t bytes)
 extern "C" void coll_gpu_free(struct coll_gpu *g, void *p)
 {
     if (p) {
-        cudaSetDevice(g->dev);
+        on_device d(g->dev);
         cudaFreeAsync(p, g->stream);
         cudaStreamSynchronize(g->stream);
     }
@@ -283,7 +312,7 @@ extern "C" void coll_gpu_free(struct coll_gpu *g, void *p)
 extern "C" void *coll_gpu_host_alloc(struct coll_gpu *g, size_t bytes)
 {
     void *p = NULL;
-    cudaSetDevice(g->dev);
+    on_device d(g->dev);
     return cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocMapped | cudaHostAllocPortable) ==
                    cudaSuccess
                ? p
@@ -310,7 +339,7 @@ extern "C" int coll_gpu_copy(struct coll_gpu *g, void *dst, const void *src, siz
 {
     if (!bytes)
         return 0;
-    cudaSetDevice(g->dev);
+    on_device d(g->dev);
     if (cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g->stream) != cudaSuccess ||
         cudaStreamSynchronize(g->stream) != cudaSuccess) {
         fprintf(stderr, "xtq_coll: CUDA copy of %zu bytes: %s\n", bytes,

@@ -1844,3 +1844,40 @@ XTQ_TEST(shutdown_and_reopen)
         agent->ops->close(agent);
     }
 }
+
+/* An application thread that chose its GPU keeps it through every agent
+ * call, whichever device the agent drives (with two GPUs, opening the
+ * second agent left the thread on device 1, and rank 0's own kernels then
+ * read device 1's memory: an illegal access in xtq_allreduce's hsa mode). */
+XTQ_TEST(caller_device_kept)
+{
+    unsigned n = 0;
+    xtq_agent_t *agent[2];
+    xtq_queue_t *q;
+    int dev = -1;
+    if (xtq__cuda_agent_provider.probe(skip_reason, sizeof(skip_reason), &n) != 0)
+        XTQ_SKIP("%s", skip_reason);
+    if (n < 2)
+        XTQ_SKIP("one CUDA device: needs two to see a call change the caller's device");
+    CHECK(cudaSetDevice(0) == cudaSuccess);
+    CHECK_OK(xtq__cuda_agent_provider.open(NULL, 1, &agent[1]));
+    CHECK(cudaGetDevice(&dev) == cudaSuccess && dev == 0);
+    CHECK(cudaSetDevice(1) == cudaSuccess);
+    CHECK_OK(xtq__cuda_agent_provider.open(NULL, 0, &agent[0]));
+    CHECK(cudaGetDevice(&dev) == cudaSuccess && dev == 1);
+    CHECK(cudaSetDevice(0) == cudaSuccess);
+    CHECK_OK(cuda_tasks_attach(agent[1]));
+    CHECK(cudaGetDevice(&dev) == cudaSuccess && dev == 0);
+    CHECK_OK(xtq_queue_create(agent[1], 4, &q));
+    CHECK(cudaGetDevice(&dev) == cudaSuccess && dev == 0);
+    void *p = host_alloc(agent[1], 4096);
+    CHECK(cudaGetDevice(&dev) == cudaSuccess && dev == 0);
+    host_free(agent[1], p, 4096);
+    CHECK(cudaGetDevice(&dev) == cudaSuccess && dev == 0);
+    CHECK_OK(xtq_queue_destroy(q));
+    agent[1]->ops->close(agent[1]);
+    CHECK(cudaGetDevice(&dev) == cudaSuccess && dev == 0);
+    CHECK(cudaSetDevice(1) == cudaSuccess);
+    agent[0]->ops->close(agent[0]);
+    CHECK(cudaGetDevice(&dev) == cudaSuccess && dev == 1);
+}
