@@ -1147,6 +1147,10 @@ static int open_on_device(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **a
     snprintf(a->module_name, sizeof(a->module_name), CUDA_BUILTIN_NAME);
     a->idle_spin_ns =
         xtq__spin_ns(XTQ__PARAM_XTQ_AGENT_SPIN_US, ctx ? ctx->local_ranks : 1, 50, 0);
+    /* Waits on this agent's completion signals poll through a small task
+     * (XTQ_AGENT_SPIN_US; auto: 100 us where each rank has cores to spare). */
+    xtq__device_signal_spin_raise(
+        xtq__spin_ns(XTQ__PARAM_XTQ_AGENT_SPIN_US, ctx ? ctx->local_ranks : 1, 100, 0));
     if (pthread_create(&a->retire_thread, NULL, cuda_retire_main, a) != 0) {
         rc = -XTQ_ENOMEM;
         goto err;

@@ -196,6 +196,11 @@ uint64_t xtq__spin_ns(enum xtq__param_id id, unsigned local_ranks, int64_t roomy
  * wake futexes has XTQ__SIGNAL_DEVICE set: its waiters sleep in short
  * bounded naps instead of indefinitely. */
 enum { XTQ__SIGNAL_DEVICE = 1u << 0, XTQ__SIGNAL_EXTERNAL_MEM = 1u << 1 };
+/* How long a waiter on a device-changed signal polls before its first nap:
+ * a GPU agent raises it when it opens (xtq__spin_ns policy: long where each
+ * rank has cores to spare), never lowers it. */
+void xtq__device_signal_spin_raise(uint64_t ns);
+uint64_t xtq__device_signal_spin_ns(void);
 
 /* ---- references --------------------------------------------------------
  * Kernels, functions and signals count what names them: each registration

@@ -20,6 +20,24 @@
 /* Longest sleep of a waiter on a device-changed signal. */
 #define SIGNAL_DEVICE_NAP_NS 50000
 
+/* A GPU task's round trip (10-40 us) outlasts SIGNAL_SPIN_NS, and a nap
+ * is at least the thread's timer slack (50 us): on the H100 the waits for
+ * a collective's reductions on the CUDA agent each paid a nap. Where the
+ * cores allow it a GPU agent raises the spin of device signals. */
+static _Atomic uint64_t device_spin_ns = SIGNAL_SPIN_NS;
+
+uint64_t xtq__device_signal_spin_ns(void)
+{
+    return atomic_load_explicit(&device_spin_ns, memory_order_relaxed);
+}
+
+void xtq__device_signal_spin_raise(uint64_t ns)
+{
+    uint64_t cur = atomic_load_explicit(&device_spin_ns, memory_order_relaxed);
+    while (ns > cur && !atomic_compare_exchange_weak(&device_spin_ns, &cur, ns))
+        ;
+}
+
 static void signal_init(struct xtq_signal *sig, int64_t initial, uint32_t flags)
 {
     memset(sig, 0, sizeof(*sig));
@@ -216,7 +234,9 @@ int xtq_signal_wait(const xtq_signal_t *signal, enum xtq_signal_condition cond, 
         .arg = &c,
         .word = &sig->seq,
         .waiters = &sig->waiters,
-        .spin_ns = SIGNAL_SPIN_NS,
+        .spin_ns = (sig->flags & XTQ__SIGNAL_DEVICE)
+                       ? atomic_load_explicit(&device_spin_ns, memory_order_relaxed)
+                       : SIGNAL_SPIN_NS,
         .nap_ns = (sig->flags & XTQ__SIGNAL_DEVICE) ? SIGNAL_DEVICE_NAP_NS : XTQ_TIMEOUT_INFINITE,
     };
     rc = xtq__spin_wait(&w, deadline);

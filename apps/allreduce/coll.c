@@ -945,7 +945,7 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
     for (unsigned k = 0; k < s->nprologue; k++) {
         const struct coll_copy *c = &s->prologue[k];
         rc = coll_gpu_copy(t->gpu, (uint8_t *)e->buf[c->dst] + c->dst_off * es,
-                           (uint8_t *)e->buf[c->src] + c->src_off * es, c->cnt * es);
+                           (uint8_t *)e->buf[c->src] + c->src_off * es, c->cnt * es, 0);
         if (rc)
             return rc;
     }
@@ -961,11 +961,13 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
         if (written)
             continue;
         rc = coll_gpu_copy(t->gpu, gpu_mirror(slot, op->buf) + op->off * es,
-                           (uint8_t *)e->buf[op->buf] + op->off * es, op->cnt * es);
+                           (uint8_t *)e->buf[op->buf] + op->off * es, op->cnt * es, 0);
         if (rc)
             return rc;
     }
-    return 0;
+    /* One wait for all of them (in stream order: a mirror copied from a
+     * prologue's result follows it). */
+    return coll_gpu_copy(t->gpu, NULL, NULL, 0, 1);
 }
 
 static int post(struct xtq_coll_req *req)

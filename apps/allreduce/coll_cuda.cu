@@ -335,13 +335,12 @@ extern "C" void coll_gpu_deregister(struct coll_gpu *g, void *p, size_t bytes)
     (void)xtq_cuda_mem_deregister(g->agent, p, bytes);
 }
 
-extern "C" int coll_gpu_copy(struct coll_gpu *g, void *dst, const void *src, size_t bytes)
+extern "C" int coll_gpu_copy(struct coll_gpu *g, void *dst, const void *src, size_t bytes,
+                             int wait)
 {
-    if (!bytes)
-        return 0;
     on_device d(g->dev);
-    if (cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g->stream) != cudaSuccess ||
-        cudaStreamSynchronize(g->stream) != cudaSuccess) {
+    if ((bytes && cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g->stream) != cudaSuccess) ||
+        (wait && cudaStreamSynchronize(g->stream) != cudaSuccess)) {
         fprintf(stderr, "xtq_coll: CUDA copy of %zu bytes: %s\n", bytes,
                 cudaGetErrorString(cudaGetLastError()));
         return -XTQ_EIO;

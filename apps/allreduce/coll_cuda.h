@@ -35,8 +35,9 @@ void *coll_gpu_host_alloc(struct coll_gpu *g, size_t bytes); /* pinned, mapped *
 void coll_gpu_host_free(struct coll_gpu *g, void *p);
 int coll_gpu_register(struct coll_gpu *g, void *p, size_t bytes); /* host memory the GPU reads */
 void coll_gpu_deregister(struct coll_gpu *g, void *p, size_t bytes);
-/* A copy in any direction, waited for (the caller's thread). */
-int coll_gpu_copy(struct coll_gpu *g, void *dst, const void *src, size_t bytes);
+/* A copy in any direction on the team's stream (the caller's thread); with
+ * `wait`, waited for together with every copy queued before it. */
+int coll_gpu_copy(struct coll_gpu *g, void *dst, const void *src, size_t bytes, int wait);
 /* Run one piece's reduction on the agent and wait (an agent worker). */
 int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, int64_t timeout_ns);
 

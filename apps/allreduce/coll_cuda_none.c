@@ -46,9 +46,9 @@ void coll_gpu_deregister(struct coll_gpu *g, void *p, size_t bytes)
 {
     (void)g, (void)p, (void)bytes;
 }
-int coll_gpu_copy(struct coll_gpu *g, void *dst, const void *src, size_t bytes)
+int coll_gpu_copy(struct coll_gpu *g, void *dst, const void *src, size_t bytes, int wait)
 {
-    (void)g, (void)dst, (void)src, (void)bytes;
+    (void)g, (void)dst, (void)src, (void)bytes, (void)wait;
     return -XTQ_ENOAGENT;
 }
 int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, int64_t timeout_ns)

@@ -1442,6 +1442,7 @@ typedef int (*cuda_count_fn)(int *);
 typedef int (*cuda_malloc_fn)(void **, size_t);
 typedef int (*cuda_memcpy_fn)(void *, const void *, size_t, int);
 typedef int (*cuda_free_fn)(void *);
+typedef int (*cuda_set_device_fn)(int);
 
 XTQ_TEST(gpu_window)
 {
@@ -1452,8 +1453,10 @@ XTQ_TEST(gpu_window)
     cuda_malloc_fn malloc_fn = NULL;
     cuda_memcpy_fn memcpy_fn = NULL;
     cuda_free_fn free_fn = NULL;
+    cuda_set_device_fn set_fn = NULL;
     double *host = calloc(N, sizeof(double)), *ones = malloc(N * sizeof(double));
-    int ndev = 0, have = 0, all = 0;
+    int ndev = 0, have = 0, all = 0, lrank = 0;
+    MPI_Comm node;
     MPI_Win win;
 
     t_init();
@@ -1464,8 +1467,15 @@ XTQ_TEST(gpu_window)
         malloc_fn = (cuda_malloc_fn)(uintptr_t)dlsym(lib, "cudaMalloc");
         memcpy_fn = (cuda_memcpy_fn)(uintptr_t)dlsym(lib, "cudaMemcpy");
         free_fn = (cuda_free_fn)(uintptr_t)dlsym(lib, "cudaFree");
-        have = count_fn && malloc_fn && memcpy_fn && free_fn && count_fn(&ndev) == 0 && ndev > 0 &&
-               malloc_fn(&dev, N * sizeof(double)) == 0 &&
+        set_fn = (cuda_set_device_fn)(uintptr_t)dlsym(lib, "cudaSetDevice");
+        /* One GPU per rank, as the layer expects by default: the local
+         * rank's (on a host of several GPUs, rank 1's window on device 0
+         * would be left to the MPI: XTQ_MPI_CUDA_DEVICE). */
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        MPI_Comm_rank(node, &lrank);
+        MPI_Comm_free(&node);
+        have = count_fn && malloc_fn && memcpy_fn && free_fn && set_fn && count_fn(&ndev) == 0 &&
+               ndev > 0 && set_fn(lrank % ndev) == 0 && malloc_fn(&dev, N * sizeof(double)) == 0 &&
                memcpy_fn(dev, host, N * sizeof(double), 1 /* host to device */) == 0;
     }
     MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);

@@ -318,3 +318,18 @@ XTQ_TEST(concurrent_cas)
     CHECK_OK(xtq_signal_destroy(go));
     CHECK_OK(xtq_signal_destroy(s));
 }
+
+/* Waits on device-changed signals poll for what the GPU agents asked, the
+ * longest of them: an agent opened on a crowded host cannot shorten the
+ * poll another agent asked for. */
+XTQ_TEST(device_spin_only_raised)
+{
+    uint64_t base = xtq__device_signal_spin_ns();
+    CHECK(base >= 4000);
+    xtq__device_signal_spin_raise(0);
+    CHECK_EQ(xtq__device_signal_spin_ns(), base);
+    xtq__device_signal_spin_raise(base + 96000);
+    CHECK_EQ(xtq__device_signal_spin_ns(), base + 96000);
+    xtq__device_signal_spin_raise(base);
+    CHECK_EQ(xtq__device_signal_spin_ns(), base + 96000);
+}
