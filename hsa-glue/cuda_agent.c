@@ -1027,6 +1027,18 @@ static int open_on_device(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **a
     a->base.ctx = ctx;
     a->device = (int)device_index;
 
+    /* Ranks sharing a GPU each run a processor in a context of their own,
+     * and the GPU time-slices contexts: on the H100 every cross-process
+     * step then waited for a slice (2.25 ms per step of a collective
+     * between 2 ranks on 1 GPU, 61 us on 2 GPUs; docs/cuda.md). */
+    int ndev = 0;
+    if (ctx && cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0 &&
+        ctx->local_ranks > (unsigned)ndev)
+        XTQ_LOG_ONCE(CUDA, WARN,
+                     "%u ranks on this host share %d GPU(s): each rank's packet processor is a "
+                     "CUDA context of its own, and the GPU time-slices contexts (milliseconds per "
+                     "switch); run one rank per GPU, or start MPS (nvidia-cuda-mps-control -d)",
+                     ctx->local_ranks, ndev);
     rc = cuda_rc(cudaSetDevice(a->device), "cudaSetDevice");
     if (rc)
         goto err;
