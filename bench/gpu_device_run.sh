@@ -537,7 +537,7 @@ if want regress; then
     done
     # B/A of rtt_*: above 1.0 means this commit is slower than the old one.
     BUILD_A=/tmp/build-old BUILD_B=/tmp/build-new A=old B=new NAME=regress MACHINE=gpu-host \
-      ROUNDS=5 ITERS=5000 SIZES=64,4K MPIRUN=mpirun timeout 400 "$ROOT/bench/ab_compare.sh" \
+      ROUNDS=${REGRESS_ROUNDS:-5} ITERS=5000 SIZES=64,4K MPIRUN=mpirun timeout 400 "$ROOT/bench/ab_compare.sh" \
       >$W/cpu/regress_run.txt 2>&1
     echo "rc=$?"; sed -n '/^# median per value/,$p' $W/cpu/regress_run.txt
     cp "$ROOT/bench/results/gpu-host/regress.txt" $W/cpu/regress.txt 2>/dev/null
