@@ -88,6 +88,9 @@
 #     rank: CUDA cases, the collectives' GPU tests, xtq_allreduce's GPU paths
 #     with NCCL, xtq_shim_bench and xtq_train on device buffers (about 5
 #     minutes after a build): STAGES="build gpu2"
+# 18. (stage "gpuprof", about 2 minutes) XTQ_COLL_PROFILE's stage means for
+#     the host and CUDA teams, and XTQ_COLL_SPIN_US 0 against auto alternating
+#     (2 rounds), xtq_allreduce mpi,xtq,hsa,xtqgpu at 8 B - 1 MiB
 # STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -659,6 +662,26 @@ if want gpu2; then
       --epochs ${TRAIN_EPOCHS:-3} --progress off --csv $G2/train_${be}_cuda_np2.csv \
       >$G2/train_${be}_cuda_np2.txt 2>&1
     echo "train $be cuda np2 rc=$?: $(grep -v '^#' $G2/train_${be}_cuda_np2.csv 2>/dev/null | tail -1)"
+  done
+  pack
+fi
+if want gpuprof; then
+  # Where a CUDA team's step goes (XTQ_COLL_PROFILE: each rank's stage
+  # means at the team's destroy), and the waiting caller's poll
+  # (XTQ_COLL_SPIN_US 0 against auto), alternating, 2 rounds; one GPU per
+  # rank where there are two. HSA mode and the host team in the same runs.
+  GP=$W/gpuprof
+  mkdir -p $GP
+  AR=$B/apps/allreduce/xtq_allreduce
+  stage "gpuprof: XTQ_COLL_PROFILE, XTQ_COLL_SPIN_US 0 / auto, 2 ranks on $NGPUS GPU(s)"
+  for r in 1 2; do
+    for sp in 0 -1; do
+      timeout 90 "${MPI[@]}" -np 2 -x CUDA_MODULE_LOADING=EAGER -x XTQ_COLL_PROFILE=1 \
+        -x XTQ_COLL_SPIN_US=$sp $AR --modes mpi,xtq,hsa,xtqgpu --sizes 8,4K,64K,1M --iters 50 \
+        --commit $COMMIT --machine "$MACH" >$GP/spin${sp}_r$r.txt 2>&1
+      echo "spin $sp round $r rc=$?"
+      grep -E "^ +(8|4096|65536|1048576) +[0-9]+ +float|xtq_coll profile: rank 0" $GP/spin${sp}_r$r.txt
+    done
   done
   pack
 fi

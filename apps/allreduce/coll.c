@@ -43,11 +43,13 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -175,7 +177,26 @@ struct xtq_coll_req {
     uint32_t send_cursor;        /* sends known DONE below this */
     _Atomic int64_t recvs_left;
     int aborted;
+    /* XTQ_COLL_PROFILE: when the call started, was posted, met its first
+     * message, and took its last one (ns, CLOCK_MONOTONIC; 0: not yet). */
+    int64_t t_start, t_posted;
+    _Atomic int64_t t_first_msg, t_recvs_done;
 };
+
+/* XTQ_COLL_PROFILE's stages, summed per team and printed at destroy. */
+enum {
+    PROF_CALL,      /* start() to the call's completion seen by its caller */
+    PROF_POST,      /* post(): the GPU's copies, then the sends handed on */
+    PROF_PREPARE,   /* CUDA teams: the copies to device and to the mirrors */
+    PROF_TO_MSG,    /* posted to its first message's task */
+    PROF_TASK,      /* one message's task, start to end */
+    PROF_GPU,       /* CUDA teams: one reduction dispatched and seen done */
+    PROF_TO_DONE,   /* last message reduced to the call seen complete */
+    PROF_COUNT
+};
+static const char *const prof_names[PROF_COUNT] = {
+    "call", "post", "gpu copies", "posted->first message", "message task", "gpu reduction",
+    "last message->done"};
 
 struct coll_cached {
     struct coll_params p;
@@ -232,6 +253,10 @@ struct xtq_coll_team {
     /* CUDA teams: device memory reduced by the CUDA agent (each slot's
      * pinned host mirrors hold what the sends read). */
     struct coll_gpu *gpu;
+    /* XTQ_COLL_SPIN_US: how long a waiting caller polls before it sleeps. */
+    int64_t spin_ns;
+    int prof; /* XTQ_COLL_PROFILE */
+    _Atomic uint64_t prof_ns[PROF_COUNT], prof_n[PROF_COUNT];
     _Atomic int why_taken; /* the first failure's explanation, printed once: */
     _Atomic int why_ready; /* claimed, then written */
     int why_printed;
@@ -258,6 +283,23 @@ static int64_t now_ns(void)
 static void wake(struct xtq_coll_team *t)
 {
     xtq_signal_add(t->event, 1);
+}
+
+static void prof_add(struct xtq_coll_team *t, int stage, int64_t from, int64_t to)
+{
+    if (!t->prof || !from || to < from)
+        return;
+    atomic_fetch_add_explicit(&t->prof_ns[stage], (uint64_t)(to - from), memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->prof_n[stage], 1, memory_order_relaxed);
+}
+
+static void cpu_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
 }
 
 /* Why the first failure happened, for the message the failing call prints. */
@@ -590,8 +632,11 @@ static void on_recv_done(struct coll_exec *e, uint32_t ri)
 {
     struct xtq_coll_req *req = e->user;
     (void)ri;
-    if (atomic_fetch_sub_explicit(&req->recvs_left, 1, memory_order_acq_rel) == 1)
+    if (atomic_fetch_sub_explicit(&req->recvs_left, 1, memory_order_acq_rel) == 1) {
+        if (req->team->prof)
+            atomic_store_explicit(&req->t_recvs_done, now_ns(), memory_order_relaxed);
         wake(req->team);
+    }
 }
 
 static const struct coll_exec_ops exec_ops = {on_dep_done, on_recv_done};
@@ -612,6 +657,11 @@ static int deliver(struct xtq_coll_req *req, const struct coll_hdr *h, const str
     struct coll_slot *slot = &req->team->slots[req->slot];
     int64_t ri;
 
+    if (req->team->prof) {
+        int64_t zero = 0; /* a kept message counts as come at the post */
+        atomic_compare_exchange_strong(&req->t_first_msg, &zero,
+                                       stashed ? req->t_posted : now_ns());
+    }
     if (!hdr_same_call(h, req)) {
         note(req->team,
              "rank %u called it with count %llu, %s %s, %s root %d (this rank: count %llu, %s %s, "
@@ -730,6 +780,7 @@ static void coll_task(const xtq_dispatch_t *d, void *kernarg)
     const struct coll_hdr *h = &a->h;
     const void *payload = (const void *)(uintptr_t)a->payload;
     struct coll_slot *slot, *in_slot = NULL;
+    int64_t t0 = t->prof ? now_ns() : 0;
     int rc = 0;
 
     atomic_fetch_add_explicit(&t->active_tasks, 1, memory_order_acq_rel);
@@ -811,6 +862,8 @@ static void coll_task(const xtq_dispatch_t *d, void *kernarg)
 out:
     if (rc)
         task_fail(t, rc);
+    if (t0 && h->kind != COLL_MSG_HELLO)
+        prof_add(t, PROF_TASK, t0, now_ns());
     if (in_slot)
         atomic_fetch_sub_explicit(&in_slot->busy, 1, memory_order_acq_rel);
     atomic_fetch_sub_explicit(&t->active_tasks, 1, memory_order_acq_rel);
@@ -915,7 +968,11 @@ static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *
         a.mode = XTQ_COLL_CUDA_COPY;
         break;
     }
-    return coll_gpu_apply(t->gpu, &a, t->timeout_ns ? t->timeout_ns : XTQ_TIMEOUT_INFINITE);
+    int64_t t0 = t->prof ? now_ns() : 0;
+    int rc = coll_gpu_apply(t->gpu, &a, t->timeout_ns ? t->timeout_ns : XTQ_TIMEOUT_INFINITE);
+    if (t0)
+        prof_add(t, PROF_GPU, t0, now_ns());
+    return rc;
 }
 
 static int grow_mirror(struct xtq_coll_team *t, struct coll_slot *slot, unsigned buf, size_t need)
@@ -978,6 +1035,7 @@ static int post(struct xtq_coll_req *req)
     struct coll_exec *e = &slot->exec;
     uint32_t ns = s->nsends;
     uint64_t early;
+    int64_t t0 = t->prof ? now_ns() : 0;
     int rc;
 
     rc = slot_fit(slot, s, ns, t->engine, t->gpu);
@@ -1019,9 +1077,12 @@ static int post(struct xtq_coll_req *req)
     e->buf[COLL_BUF_SCRATCH] = slot->scratch;
     e->apply_hook = t->gpu ? gpu_apply : NULL;
     if (t->gpu) {
+        int64_t tp = t->prof ? now_ns() : 0;
         rc = gpu_prepare(req, s);
         if (rc)
             return rc;
+        if (tp)
+            prof_add(t, PROF_PREPARE, tp, now_ns());
     } else {
         for (unsigned k = 0; k < s->nprologue; k++) {
             const struct coll_copy *c = &s->prologue[k];
@@ -1071,6 +1132,8 @@ static int post(struct xtq_coll_req *req)
     req->state = REQ_ACTIVE;
 
     /* From here tasks deliver directly. */
+    if (t0)
+        req->t_posted = now_ns(); /* before a task can see it: then only read */
     early = atomic_fetch_or_explicit(&slot->ctl, COLL_CTL_POSTED, memory_order_acq_rel);
     for (uint32_t si = 0; si < ns; si++)
         if (s->ops[s->send_op[si]].ndeps == 0 || t->engine)
@@ -1090,6 +1153,8 @@ static int post(struct xtq_coll_req *req)
     }
     if (s->nrecvs == 0)
         wake(t);
+    if (t0)
+        prof_add(t, PROF_POST, t0, now_ns());
     return 0;
 }
 
@@ -1240,6 +1305,12 @@ static int check(struct xtq_coll_req *req)
         req->status = broadcast_abort(req, err);
     } else {
         req->status = 0;
+        if (t->prof) {
+            int64_t now = now_ns();
+            prof_add(t, PROF_CALL, req->t_start, now);
+            prof_add(t, PROF_TO_MSG, req->t_posted, atomic_load(&req->t_first_msg));
+            prof_add(t, PROF_TO_DONE, atomic_load(&req->t_recvs_done), now);
+        }
     }
     reap(req);
     return 1;
@@ -1410,13 +1481,14 @@ int xtq_coll_test(xtq_coll_req_t *req, int *done)
 int xtq_coll_wait(xtq_coll_req_t *req, int64_t timeout_ns)
 {
     struct xtq_coll_team *t;
-    int64_t seen, start = now_ns(), nap = 20000;
+    int64_t seen, start = now_ns(), nap = 20000, spin_end;
     int done = 0, rc;
 
     if (!req)
         return -XTQ_EINVAL;
     t = req->team;
     seen = xtq_signal_load(t->event);
+    spin_end = start + t->spin_ns;
     for (;;) {
         progress_team(t);
         if (req->state == REQ_DONE)
@@ -1439,10 +1511,25 @@ int xtq_coll_wait(xtq_coll_req_t *req, int64_t timeout_ns)
             fail_inst(req, -XTQ_ETIMEDOUT);
             continue;
         }
-        if (wait_event(t, &seen, nap))
+        /* Poll a while after each event (XTQ_COLL_SPIN_US), then sleep. */
+        if (t->spin_ns) {
+            int64_t v = xtq_signal_load(t->event), now = now_ns();
+            if (v != seen) {
+                seen = v;
+                spin_end = now + t->spin_ns;
+                continue;
+            }
+            if (now < spin_end) {
+                cpu_pause();
+                continue;
+            }
+        }
+        if (wait_event(t, &seen, nap)) {
             nap = 20000;
-        else if (nap < 1000000)
+            spin_end = now_ns() + t->spin_ns;
+        } else if (nap < 1000000) {
             nap *= 2;
+        }
     }
     rc = xtq_coll_test(req, &done);
     return rc;
@@ -1489,6 +1576,7 @@ static int start(xtq_coll_team_t *t, enum xtq_coll_kind kind, const void *sendbu
     req->root = root;
     req->instance = t->next_instance++;
     req->slot = (unsigned)(req->instance % t->nslots);
+    req->t_start = t->prof ? now_ns() : 0;
     fill_params(t, &p, kind, count, type, root, inplace);
     req->sched = sched_get(t, &p, &rc);
     if (!req->sched) {
@@ -1852,6 +1940,25 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
         t->piece_bytes = 64;
     t->stash_cap = param_size("XTQ_COLL_STASH", 2u << 20);
     t->timeout_ns = (int64_t)param_size("XTQ_COLL_TIMEOUT_MS", 120000) * 1000000;
+    {
+        const char *pv = param_value("XTQ_COLL_PROFILE");
+        t->prof = pv && (strcmp(pv, "1") == 0 || strcasecmp(pv, "on") == 0 ||
+                         strcasecmp(pv, "true") == 0 || strcasecmp(pv, "yes") == 0);
+        /* A waiting caller polls before it sleeps where every member could
+         * have 3 cores on this host (its own, the progress thread's, an
+         * agent worker's): a futex wake-up costs more than a small step. */
+        const char *sv = param_value("XTQ_COLL_SPIN_US");
+        long us = sv ? strtol(sv, NULL, 0) : -1;
+        if (us < 0) {
+            long cores = sysconf(_SC_NPROCESSORS_ONLN);
+            cpu_set_t set;
+            if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0 &&
+                CPU_COUNT(&set) < cores)
+                cores = CPU_COUNT(&set) * (long)t->size; /* bound: each has its own */
+            us = cores >= 3L * t->size ? 50 : 0;
+        }
+        t->spin_ns = (int64_t)us * 1000;
+    }
     t->id = team_hash(t->ranks, t->size, t->index);
     trig = param_value("XTQ_COLL_TRIGGERS");
     t->engine = !(trig && strcmp(trig, "task") == 0);
@@ -1970,6 +2077,20 @@ int xtq_coll_team_destroy(xtq_coll_team_t *t)
         struct xtq_coll_req *r = t->head;
         t->head = r->next;
         free(r);
+    }
+    if (t->prof && atomic_load(&t->prof_n[PROF_CALL])) {
+        char line[1024];
+        int n = snprintf(line, sizeof(line), "xtq_coll profile: rank %d, %s team of %d, %llu calls:",
+                         t->rank, t->gpu ? "CUDA" : "host", t->size,
+                         (unsigned long long)atomic_load(&t->prof_n[PROF_CALL]));
+        for (int k = 0; k < PROF_COUNT && n > 0 && (size_t)n < sizeof(line); k++) {
+            uint64_t cnt = atomic_load(&t->prof_n[k]);
+            if (cnt)
+                n += snprintf(line + n, sizeof(line) - (size_t)n, " %s %.2f us (x%llu);",
+                              prof_names[k], (double)atomic_load(&t->prof_ns[k]) / cnt / 1e3,
+                              (unsigned long long)cnt);
+        }
+        fprintf(stderr, "%s\n", line);
     }
     team_free(t);
     return rc;

@@ -65,6 +65,15 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   xtq_add_mpi_case(NAME coll.mismatch_queued.shm.np3 NP 3 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> mismatch_queued TIMEOUT 120)
   list(APPEND coll_cases coll.mismatch_queued.shm.np3)
+  # XTQ_COLL_PROFILE: every rank prints its stages at the team's destroy.
+  add_test(NAME coll.profile.shm.np2
+           COMMAND ${XTQ_EXPECT_OUTPUT}
+                   "xtq_coll profile: rank 1, host team of 2, [0-9]+ calls: call [0-9.]+ us .*message task [0-9.]+ us"
+                   ${XTQ_MPIRUN} -np 2 -x XTQ_PROVIDER=shm -x XTQ_COLL_PROFILE=1
+                   $<TARGET_FILE:test_coll> nonblocking)
+  set_tests_properties(coll.profile.shm.np2 PROPERTIES LABELS "coll;integration"
+                       SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL TRUE)
+  list(APPEND coll_cases coll.profile.shm.np2)
   # A header that claims more than its payload holds.
   xtq_add_mpi_case(NAME coll.short_piece.shm.np2 NP 2 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> short_piece TIMEOUT 120)
