@@ -313,12 +313,9 @@ static enum reason qualify(struct call *c)
  * none at all, or the buffer is on another GPU than the layer's). */
 static int mem_of(const void *p)
 {
-    if (!p || p == MPI_IN_PLACE)
+    if (!p || p == MPI_IN_PLACE || !xtq__mpi_is_device_ptr(p))
         return MEM_HOST;
-    int dev = xtq__mpi_device_of(p);
-    if (dev < 0)
-        return MEM_HOST;
-    return xtq__mpi.cuda && dev == xtq__mpi.cuda_device ? MEM_CUDA : -1;
+    return xtq__mpi.cuda && xtq__mpi_device_of(p) == xtq__mpi.cuda_device ? MEM_CUDA : -1;
 }
 
 /* The conditions that may differ between ranks: R_ROUTED or why not. */

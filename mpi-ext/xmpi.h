@@ -389,7 +389,8 @@ void xtq__mpi_sync_task(const xtq_dispatch_t *d, void *kernarg);
 
 /* 1 when `ptr` is CUDA device memory (libcuda looked up at run time). */
 int xtq__mpi_is_device_ptr(const void *ptr);
-/* The device ordinal of CUDA device memory at `ptr`; -1 for host memory. */
+/* The device ordinal of CUDA device memory at `ptr`; -1 for host memory
+ * or an ordinal CUDA would not tell. */
 int xtq__mpi_device_of(const void *ptr);
 /* Attach the layer's CUDA task module to `agent`; 0 or -XTQ_E*. */
 int xtq__mpi_cuda_attach(xtq_agent_t *agent);
