@@ -30,7 +30,7 @@ CG=$(command -v cuda-gdb || echo /usr/local/cuda/bin/cuda-gdb)
 "${MPI[@]}" $AR --modes xtqgpu --sizes 8 --iters 200000 >$D/long.txt 2>&1 &
 LP=$!
 sleep 8
-for pid in $(pgrep -f "apps/allreduce/xtq_allreduce" | grep -v "^$LP$"); do
+for pid in $(pgrep -x xtq_allreduce); do
   grep -q xtq_allreduce /proc/$pid/cmdline 2>/dev/null || continue
   for k in 1 2 3; do
     for t in /proc/$pid/task/*; do
@@ -42,7 +42,7 @@ for pid in $(pgrep -f "apps/allreduce/xtq_allreduce" | grep -v "^$LP$"); do
     sleep 0.3
   done
 done
-kill $LP 2>/dev/null; sleep 1; pkill -f xtq_allreduce; wait
+kill $LP 2>/dev/null; sleep 1; pkill -x xtq_allreduce; wait
 echo "== tests"
 (cd $B && timeout 200 ctest -R '^shim\.device_staged|^coll\.gpu_|^coll\.nonblocking_reduce' \
   --output-on-failure --timeout 90) >$D/ctest.txt 2>&1
