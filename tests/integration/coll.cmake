@@ -65,6 +65,11 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   xtq_add_mpi_case(NAME coll.mismatch_queued.shm.np3 NP 3 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> mismatch_queued TIMEOUT 120)
   list(APPEND coll_cases coll.mismatch_queued.shm.np3)
+  # The waiting caller's poll (auto leaves it off on small hosts, as here).
+  xtq_add_mpi_case(NAME coll.nonblocking.spin.shm.np2 NP 2 PROVIDER shm LABEL coll
+                   COMMAND $<TARGET_FILE:test_coll> nonblocking TIMEOUT 300
+                   ENV XTQ_COLL_SPIN_US=20)
+  list(APPEND coll_cases coll.nonblocking.spin.shm.np2)
   # XTQ_COLL_PROFILE: every rank prints its stages at the team's destroy.
   add_test(NAME coll.profile.shm.np2
            COMMAND ${XTQ_EXPECT_OUTPUT}
