@@ -447,7 +447,7 @@ if want allreduce_strong; then
   mkdir -p $W/allreduce
   stage "allreduce: strong scaling 4 MiB, 2..16 ranks (Fig. 9c), model, PNG"
   BUILD=$B OUT=$W/allreduce/strong RANKS="2 4 6 8 12 16" SWEEP_NP=4 SWEEP_SIZES=8-16M \
-    MODES=mpi,xtq ITERS=10 MPIRUN="mpirun" MACHINE="$(hostname), 16 cores" \
+    MODES=mpi,xtq ITERS=10 MPIRUN="mpirun" MACHINE="$MACH" \
     timeout 240 "$ROOT/apps/allreduce/strong_scaling.sh" >$W/allreduce/strong.txt 2>&1
   echo "rc=$?"; tail -8 $W/allreduce/strong.txt
   pack

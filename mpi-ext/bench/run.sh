@@ -42,6 +42,14 @@ echo "mpi,variant,bytes,iters,median_us,p10_us,p90_us" >"$OUT/allreduce.csv"
 : >"$OUT/allreduce.txt"
 echo "mpi,variant,bytes,work_ms,idle_ops,idle_median_us,idle_p90_us,idle_max_us,busy_ops,busy_median_us,busy_p90_us,busy_max_us,target_alone_ms,target_busy_ms" >"$OUT/overlap.csv"
 
+# A run that fails (a wrong sum, a crash) is recorded and the others still
+# run; the script exits 1 at the end if any failed.
+nfailed=0
+failed() {
+    echo "FAILED: $1" | tee -a "$2" >&2
+    nfailed=$((nfailed + 1))
+}
+
 # run MPI LAYER ARGS...: the benchmark under one MPI, with the layer
 # preloaded or not.
 run() {
@@ -79,14 +87,16 @@ for mpi in $MPIS; do
             fi
             ACC_ALLOCATE_XTQ=$([ "$window" = allocate ] && [ "$layer" = yes ] && echo 1 || true) \
                 run "$mpi" "$layer" "${what[@]}" 2>&1 | tee -a "$OUT/acc_latency.txt" |
-                sed -n 's/^csv,latency,//p' >>"$OUT/acc_latency.csv"
+                sed -n 's/^csv,latency,//p' >>"$OUT/acc_latency.csv" ||
+                failed "$mpi, $window window, layer $layer" "$OUT/acc_latency.txt"
         done
     done
     for bytes in $OVERLAP_BYTES; do
         for layer in no yes; do
             echo "== $mpi overlap, $bytes B, layer $layer" | tee -a "$OUT/overlap.txt"
             run "$mpi" "$layer" overlap --bytes "$bytes" --work-ms "$OVERLAP_MS" 2>&1 |
-                tee -a "$OUT/overlap.txt" | sed -n 's/^csv,overlap,//p' >>"$OUT/overlap.csv"
+                tee -a "$OUT/overlap.txt" | sed -n 's/^csv,overlap,//p' >>"$OUT/overlap.csv" ||
+                failed "$mpi overlap, $bytes B, layer $layer" "$OUT/overlap.txt"
         done
     done
 done
@@ -98,7 +108,8 @@ if [ "$COLL" = 1 ]; then
         for layer in no yes; do
             echo "== $mpi MPI_Allreduce, layer $layer" | tee -a "$OUT/allreduce.txt"
             run "$mpi" "$layer" allreduce --max "$COLL_MAX" --iters "$COLL_ITERS" 2>&1 |
-                tee -a "$OUT/allreduce.txt" | sed -n 's/^csv,allreduce,//p' >>"$OUT/allreduce.csv"
+                tee -a "$OUT/allreduce.txt" | sed -n 's/^csv,allreduce,//p' >>"$OUT/allreduce.csv" ||
+                failed "$mpi MPI_Allreduce, layer $layer" "$OUT/allreduce.txt"
         done
     done
     awk -F, 'NR > 1 {
@@ -155,3 +166,7 @@ A row's "layer path" is "XTQ" when the layer accelerated the window and
 the .txt files, say why).
 EOF
 echo "results in $OUT"
+if [ "$nfailed" -gt 0 ]; then
+    echo "$nfailed run(s) failed (FAILED lines above)" >&2
+    exit 1
+fi
