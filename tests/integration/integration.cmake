@@ -46,7 +46,7 @@ if(TARGET fig6)
       xtq_add_mpi_case(NAME examples.fig6.${prov}.np4 NP 4 PROVIDER ${prov}
                        COMMAND $<TARGET_FILE:fig6> TIMEOUT 120)
       set_tests_properties(examples.fig6.${prov}.np4 PROPERTIES
-                           FAIL_REGULAR_EXPRESSION "WRONG|failed|missing")
+                           FAIL_REGULAR_EXPRESSION "WRONG|xtq_[a-z_]+\\(.*\\) failed:|completion missing")
     endforeach()
   endif()
 endif()
