@@ -61,6 +61,8 @@
  * thread's own device is put back afterwards: an application thread that
  * chose its GPU keeps it (with two GPUs, opening the second agent left
  * every rank on device 1, and rank 0's kernels read device 1's memory).
+ * The *_on_device functions run only inside such a scope: their wrappers
+ * make the device current.
  */
 static int dev_enter(int device)
 {
@@ -675,7 +677,6 @@ static int queue_create_on_device(xtq_agent_t *agent, uint32_t size, xtq_queue_t
     off_inl = XTQ_ALIGN_UP(off_done + (size_t)size * sizeof(uint64_t), (size_t)XTQ_CACHELINE);
     total = off_inl + (size_t)size * q->inl_lines * XTQ__CUDA_LINE_BYTES;
 
-    cudaSetDevice(a->device);
     rc = cuda_rc(cudaHostAlloc(&q->mem, total, cudaHostAllocMapped | cudaHostAllocPortable),
                  "cudaHostAlloc (queue)");
     if (rc)
@@ -752,9 +753,7 @@ err_free:
 
 static int cuda_queue_create(xtq_agent_t *agent, uint32_t size, xtq_queue_t **queue)
 {
-    if (agent == NULL || agent->kind != XTQ_AGENT_CUDA)
-        return queue_create_on_device(agent, size, queue);
-    struct cuda_agent *a = to_cuda(agent);
+    struct cuda_agent *a = to_cuda(agent); /* the ops table's, and checked callers' */
     int prev = dev_enter(a->device);
     int rc = queue_create_on_device(agent, size, queue);
     dev_leave(a->device, prev);
@@ -813,7 +812,6 @@ static int mem_register_on_device(xtq_agent_t *agent, void *addr, size_t len)
 
     if (addr == NULL || len == 0)
         return -XTQ_EINVAL;
-    cudaSetDevice(a->device);
     e = cudaHostRegister(addr, len, cudaHostRegisterMapped | cudaHostRegisterPortable);
     if (e == cudaErrorHostMemoryAlreadyRegistered) {
         /* Already pinned (cudaHostAlloc, or another agent): usable as is. */
@@ -840,9 +838,7 @@ static int mem_register_on_device(xtq_agent_t *agent, void *addr, size_t len)
 
 static int cuda_mem_register(xtq_agent_t *agent, void *addr, size_t len)
 {
-    if (agent == NULL || agent->kind != XTQ_AGENT_CUDA)
-        return mem_register_on_device(agent, addr, len);
-    struct cuda_agent *a = to_cuda(agent);
+    struct cuda_agent *a = to_cuda(agent); /* the ops table's, and checked callers' */
     int prev = dev_enter(a->device);
     int rc = mem_register_on_device(agent, addr, len);
     dev_leave(a->device, prev);
@@ -868,7 +864,6 @@ static int mem_deregister_on_device(xtq_agent_t *agent, void *addr, size_t len)
      * while a processor runs (a test hung here): pause it around the call.
      * Packets wait meanwhile; none is lost. */
     pthread_mutex_lock(&a->lock);
-    cudaSetDevice(a->device);
     const bool gone = processor_gone_idle(a);
     bool had = a->running && !gone;
     rc = gone ? 0 : processor_stop(a);
@@ -888,9 +883,7 @@ static int mem_deregister_on_device(xtq_agent_t *agent, void *addr, size_t len)
 
 static int cuda_mem_deregister(xtq_agent_t *agent, void *addr, size_t len)
 {
-    if (agent == NULL || agent->kind != XTQ_AGENT_CUDA)
-        return mem_deregister_on_device(agent, addr, len);
-    struct cuda_agent *a = to_cuda(agent);
+    struct cuda_agent *a = to_cuda(agent); /* the ops table's, and checked callers' */
     int prev = dev_enter(a->device);
     int rc = mem_deregister_on_device(agent, addr, len);
     dev_leave(a->device, prev);
@@ -901,7 +894,6 @@ static void close_on_device(xtq_agent_t *agent)
 {
     struct cuda_agent *a = to_cuda(agent);
 
-    cudaSetDevice(a->device);
     /* With the idle exit on, the retire thread goes first: it relaunches a
      * processor that exited idle, and must not after the stop below.
      * Without it, the order that ran on the H100 (processor, then retire
@@ -1291,7 +1283,6 @@ static int attach_on_device(xtq_agent_t *agent, xtq_cuda_launch_fn launch, const
         a->tagged[a->ntagged] = launch;
         tag = CUDA_TAG_BUILTIN + 1 + a->ntagged++;
     }
-    cudaSetDevice(a->device);
     rc = processor_switch(a, launch, tag, name);
     if (rc) {
         /* Back to libxtq's own: queues still need a processor. */
@@ -1334,10 +1325,8 @@ static int detach_on_device(xtq_agent_t *agent, xtq_cuda_launch_fn launch)
         pthread_mutex_unlock(&a->lock);
         return -XTQ_EINVAL;
     }
-    if (--a->attach_refs == 0) {
-        cudaSetDevice(a->device);
+    if (--a->attach_refs == 0)
         rc = processor_switch(a, xtq__builtin_xtq_launch, CUDA_TAG_BUILTIN, CUDA_BUILTIN_NAME);
-    }
     pthread_mutex_unlock(&a->lock);
     return rc;
 }
@@ -1428,7 +1417,6 @@ static int quiesce_on_device(xtq_agent_t *agent, void (*fn)(void *arg), void *ar
      * exits between packets, the device idles, fn's call returns, and the
      * same module's processor starts again on the same state. */
     pthread_mutex_lock(&a->lock);
-    cudaSetDevice(a->device);
     /* Exited idle: the device idles already, and stays so until the next
      * packet relaunches the processor (after this, under the lock). */
     const bool gone = processor_gone_idle(a);
@@ -1485,7 +1473,6 @@ static int tune_on_device(xtq_agent_t *agent, enum xtq__cuda_knob knob, uint32_t
         return -XTQ_EINVAL;
     }
     pthread_mutex_lock(&a->lock);
-    cudaSetDevice(a->device);
     /* The processor reads its settings with the queue table. */
     int rc = cuda_put(a, dst, &value, sizeof(value));
     if (rc == 0 && knob == XTQ__CUDA_KNOB_GRID_MIN)
