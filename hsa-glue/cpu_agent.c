@@ -470,12 +470,13 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
         cpu_fence(memory_order_acquire);
     if (status == 0) {
         /* The task's result buffer (a fetching put) and payload, from its
-         * producer. */
+         * producer (a payload also from xtq_queue_submit_args, which
+         * leaves no cookie). Taking the slot cleared them for the next. */
         if (t->cookie != NULL && t->result.buf != NULL) {
             task.result = t->result.buf;
             task.result_len = (size_t)t->result.len;
         }
-        if (t->cookie != NULL && t->result.payload != NULL) {
+        if (t->result.payload != NULL) {
             task.payload = t->result.payload;
             task.payload_len = (size_t)t->result.payload_len;
         }

@@ -220,30 +220,37 @@ int xtq__queue_enqueue(xtq_queue_t *q, const struct xtq__enqueue *d)
     return 0;
 }
 
+/* When a wait for space of `timeout_ns` ends (UINT64_MAX: never). */
+static uint64_t submit_deadline(int64_t timeout_ns)
+{
+    if (timeout_ns == XTQ_TIMEOUT_INFINITE)
+        return UINT64_MAX;
+    uint64_t now = xtq__now_ns();
+    return (uint64_t)timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + (uint64_t)timeout_ns;
+}
+
+/* After a full queue's -XTQ_EAGAIN: wait for a slot, or say why not. */
+static int submit_wait(xtq_queue_t *queue, int rc, int64_t timeout_ns, uint64_t deadline)
+{
+    if (rc != -XTQ_EAGAIN || timeout_ns == 0)
+        return rc;
+    return queue_wait_space(queue, 1, deadline);
+}
+
 int xtq_queue_submit(xtq_queue_t *queue, const xtq_aql_packet_t *packet, int64_t timeout_ns,
                      uint64_t *index)
 {
-    uint64_t i, deadline = UINT64_MAX;
+    uint64_t i, deadline;
     xtq_aql_packet_t *slot;
     uint32_t first;
     int rc;
 
     if (queue == NULL || packet == NULL || timeout_ns < 0)
         return -XTQ_EINVAL;
-    if (timeout_ns != XTQ_TIMEOUT_INFINITE) {
-        uint64_t now = xtq__now_ns();
-        deadline = (uint64_t)timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + (uint64_t)timeout_ns;
-    }
-    for (;;) {
-        rc = xtq_queue_reserve(queue, 1, &i);
-        if (rc == 0)
-            break;
-        if (rc != -XTQ_EAGAIN || timeout_ns == 0)
+    deadline = submit_deadline(timeout_ns);
+    while ((rc = xtq_queue_reserve(queue, 1, &i)) != 0)
+        if ((rc = submit_wait(queue, rc, timeout_ns, deadline)) != 0)
             return rc;
-        rc = queue_wait_space(queue, 1, deadline);
-        if (rc != 0)
-            return rc;
-    }
 
     slot = xtq_queue_slot(queue, i);
     memcpy(slot->bytes + 4, packet->bytes + 4, XTQ_AQL_PACKET_SIZE - 4);
@@ -254,5 +261,34 @@ int xtq_queue_submit(xtq_queue_t *queue, const xtq_aql_packet_t *packet, int64_t
     xtq_queue_ring_doorbell(queue, i);
     if (index != NULL)
         *index = i;
+    return 0;
+}
+
+int xtq_queue_submit_args(xtq_queue_t *queue, const xtq_aql_packet_t *packet, uint32_t kernarg_len,
+                          uint64_t payload_len, int64_t timeout_ns)
+{
+    struct xtq__enqueue d;
+    uint64_t deadline, arg1 = 0;
+    int rc;
+
+    if (queue == NULL || packet == NULL || timeout_ns < 0 || kernarg_len == 0 ||
+        xtq_aql_header_type(packet->kernel.header) != XTQ_PACKET_TYPE_KERNEL_DISPATCH ||
+        packet->kernel.kernarg_address == NULL || (payload_len && kernarg_len < 16))
+        return -XTQ_EINVAL;
+    if (payload_len) {
+        memcpy(&arg1, (const uint8_t *)packet->kernel.kernarg_address + 8, sizeof(arg1));
+        if (arg1 == 0)
+            return -XTQ_EINVAL;
+    }
+    memset(&d, 0, sizeof(d));
+    d.packet = packet;
+    d.kernarg = packet->kernel.kernarg_address;
+    d.kernarg_len = kernarg_len;
+    d.payload = (const void *)(uintptr_t)arg1;
+    d.payload_len = payload_len;
+    deadline = submit_deadline(timeout_ns);
+    while ((rc = queue->agent->ops->enqueue(queue, &d)) != 0)
+        if ((rc = submit_wait(queue, rc, timeout_ns, deadline)) != 0)
+            return rc;
     return 0;
 }

@@ -64,8 +64,31 @@ XTQ_API void xtq_queue_ring_doorbell(xtq_queue_t *queue, uint64_t index);
  *        otherwise waits for space up to the timeout (-XTQ_ETIMEDOUT).
  * @param index if not NULL, receives the packet's index.
  */
-XTQ_API int xtq_queue_submit(xtq_queue_t *queue, const xtq_aql_packet_t *packet,
-                             int64_t timeout_ns, uint64_t *index);
+XTQ_API int xtq_queue_submit(xtq_queue_t *queue, const xtq_aql_packet_t *packet, int64_t timeout_ns,
+                             uint64_t *index);
+
+/**
+ * xtq_queue_submit for a kernel dispatch whose arguments, and the payload
+ * they point at, the agent may carry with the packet: the engine's enqueue
+ * for a task submitted locally.
+ *
+ * The arguments are the `kernarg_len` bytes at packet->kernel.kernarg_address;
+ * the payload is `payload_len` bytes at the address in argument 1 (bytes
+ * 8..15 of the arguments; `kernarg_len` >= 16), 0 for none. The CUDA agent
+ * copies arguments and a payload of up to XTQ_CUDA_INLINE_MAX bytes into
+ * the queue slot, so that its processor reads the task in one PCIe round
+ * trip instead of three (argument 1 then points at its copy); the CPU agent
+ * hands the task its payload (xtq_task_payload). Both memories must stay
+ * valid until the packet completes either way: an agent, or a packet too
+ * large for the slot, reads them in place.
+ * @param timeout_ns as for xtq_queue_submit.
+ * @return 0; -XTQ_EINVAL (NULL queue or packet, a packet that is not a
+ *         kernel dispatch with arguments, a payload without argument 1,
+ *         negative timeout); -XTQ_EAGAIN or -XTQ_ETIMEDOUT as for
+ *         xtq_queue_submit; an agent's refusal (-XTQ_ENOSYS).
+ */
+XTQ_API int xtq_queue_submit_args(xtq_queue_t *queue, const xtq_aql_packet_t *packet,
+                                  uint32_t kernarg_len, uint64_t payload_len, int64_t timeout_ns);
 
 XTQ_EXTERN_C_END
 

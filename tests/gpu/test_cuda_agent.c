@@ -895,10 +895,12 @@ XTQ_TEST(bad_packets_complete_with_error)
 
 /* The engine's path: the task goes through the agent's enqueue, which
  * copies the packet, the arguments and a small payload into the slot's
- * inline area. Returns the payload address the task saw. */
-static uint64_t enqueue_sum(xtq_queue_t *q, xtq_kernel_t *k, struct sum_args *ka,
-                            unsigned long long *dresult, const void *payload, uint32_t len,
-                            uint32_t groups, xtq_signal_t *sig, unsigned long long want)
+ * inline area; or (`local`) the same through xtq_queue_submit_args.
+ * Returns the payload address the task saw. */
+static uint64_t enqueue_sum_via(xtq_queue_t *q, xtq_kernel_t *k, struct sum_args *ka,
+                                unsigned long long *dresult, const void *payload, uint32_t len,
+                                uint32_t groups, xtq_signal_t *sig, unsigned long long want,
+                                bool local)
 {
     const uint32_t grid[3] = {groups * 256, 1, 1};
     const uint16_t wg[3] = {256, 1, 1};
@@ -918,8 +920,11 @@ static uint64_t enqueue_sum(xtq_queue_t *q, xtq_kernel_t *k, struct sum_args *ka
                              .kernarg_len = sizeof(*ka),
                              .payload = payload,
                              .payload_len = len};
-    while (xtq__cuda_enqueue(q, &d, NULL) == -XTQ_EAGAIN)
-        xtq__cpu_relax();
+    if (local)
+        CHECK_OK(xtq_queue_submit_args(q, &p, sizeof(*ka), len, XTQ_TIMEOUT_INFINITE));
+    else
+        while (xtq__cuda_enqueue(q, &d, NULL) == -XTQ_EAGAIN)
+            xtq__cpu_relax();
     CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
     CHECK(cudaMemcpyAsync(res, dresult, sizeof(res), cudaMemcpyDeviceToHost, s) == cudaSuccess);
     CHECK(cudaStreamSynchronize(s) == cudaSuccess);
@@ -930,6 +935,13 @@ static uint64_t enqueue_sum(xtq_queue_t *q, xtq_kernel_t *k, struct sum_args *ka
                 groups, res[0], want, res[1]);
     CHECK_EQ(res[0], want);
     return res[1];
+}
+
+static uint64_t enqueue_sum(xtq_queue_t *q, xtq_kernel_t *k, struct sum_args *ka,
+                            unsigned long long *dresult, const void *payload, uint32_t len,
+                            uint32_t groups, xtq_signal_t *sig, unsigned long long want)
+{
+    return enqueue_sum_via(q, k, ka, dresult, payload, len, groups, sig, want, false);
 }
 
 /* A 16-group sum through the agent's enqueue (the engine's path; the
@@ -1084,6 +1096,49 @@ XTQ_TEST(inline_payload_placement)
     CHECK(cudaFree(dresult) == cudaSuccess);
     unsetenv("XTQ_CUDA_INLINE_MAX");
     unsetenv("XTQ_CUDA_GRID_MIN");
+}
+
+/* xtq_queue_submit_args, a local submission: arguments and a payload of
+ * up to XTQ_CUDA_INLINE_MAX bytes travel in the slot as the engine's do
+ * (the task sees the processor's copy), larger ones are read in place;
+ * the sums are right either way, and fresh when the bytes change. */
+XTQ_TEST(submit_args_inline)
+{
+    setenv("XTQ_CUDA_INLINE_MAX", "256", 1);
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t len = 4096;
+    uint8_t *host = host_alloc(agent, len);
+    struct sum_args *ka = host_alloc(agent, sizeof(*ka));
+    unsigned long long *dresult = NULL;
+    srand(9);
+    for (uint32_t i = 0; i < len; i++)
+        host[i] = (uint8_t)rand();
+    CHECK(cudaMalloc((void **)&dresult, 16) == cudaSuccess);
+    xtq_kernel_t *k = make_kernel(agent, TASK_SUM, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    static const uint32_t lens[] = {8, 256, 257, 4096};
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < ARRAY_SIZE(lens); i++) {
+            unsigned long long want = 0;
+            for (uint32_t b = 0; b < lens[i]; b++)
+                want += host[b];
+            uint64_t seen = enqueue_sum_via(q, k, ka, dresult, host, lens[i], 1, sig, want, true);
+            if (lens[i] <= 256)
+                CHECK(seen != (uint64_t)(uintptr_t)host);
+            else
+                CHECK_EQ(seen, (uint64_t)(uintptr_t)host);
+        }
+        host[0] ^= 0x5a;
+        host[255] ^= 0x11;
+    }
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    CHECK(cudaFree(dresult) == cudaSuccess);
+    unsetenv("XTQ_CUDA_INLINE_MAX");
 }
 
 /* A one-group task reading its payload in place, at the same host

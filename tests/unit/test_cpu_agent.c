@@ -1158,3 +1158,92 @@ XTQ_TEST(task_payload)
     CHECK_OK(xtq_signal_destroy(done));
     close_agent(a);
 }
+
+/* Arguments of the local-submit test: where to write what the task saw
+ * (argument 0), the payload (argument 1). */
+struct seen {
+    _Atomic uint64_t len;
+    const void *_Atomic ptr;
+    _Atomic uint64_t arg1;
+};
+
+static void seen_kernel(const xtq_dispatch_t *d, void *kernarg)
+{
+    uint64_t arg[2];
+    size_t len = 999;
+    (void)d;
+    memcpy(arg, kernarg, sizeof(arg));
+    struct seen *s = (struct seen *)(uintptr_t)arg[0];
+    const void *p = xtq_task_payload(&len);
+    atomic_store(&s->ptr, p);
+    atomic_store(&s->arg1, arg[1]);
+    atomic_store(&s->len, len);
+}
+
+/* xtq_queue_submit_args: the task's payload is what argument 1 points
+ * at, with its length (xtq_queue_submit gives none); bad calls refused,
+ * nothing queued. */
+XTQ_TEST(submit_args_payload)
+{
+    xtq_agent_t *a = open_agent(1);
+    xtq_queue_t *q;
+    xtq_kernel_t *k;
+    xtq_signal_t *done;
+    xtq_aql_packet_t p;
+    static struct seen seen;
+    static const char payload[] = "a payload of 27 bytes ....";
+    uint64_t kernarg[2] = {(uint64_t)(uintptr_t)&seen, (uint64_t)(uintptr_t)payload};
+
+    CHECK_OK(xtq_queue_create(a, 4, &q));
+    CHECK_OK(xtq_kernel_create_cpu(a, seen_kernel, 16, NULL, &k));
+    CHECK_OK(xtq_signal_create(1, &done));
+    memset(&p, 0, sizeof(p));
+    p.kernel.header = xtq_aql_header(XTQ_PACKET_TYPE_KERNEL_DISPATCH, 0, XTQ_FENCE_SCOPE_SYSTEM,
+                                     XTQ_FENCE_SCOPE_SYSTEM);
+    p.kernel.setup = 1;
+    p.kernel.workgroup_size_x = p.kernel.workgroup_size_y = p.kernel.workgroup_size_z = 1;
+    p.kernel.grid_size_x = p.kernel.grid_size_y = p.kernel.grid_size_z = 1;
+    p.kernel.kernel_object = xtq_kernel_object(k);
+    p.kernel.kernarg_address = kernarg;
+    p.kernel.completion_signal = xtq_signal_handle(done);
+
+    CHECK_OK(xtq_queue_submit_args(q, &p, sizeof(kernarg), sizeof(payload), XTQ_TIMEOUT_INFINITE));
+    wait_zero(done);
+    CHECK(atomic_load(&seen.ptr) == (const void *)payload);
+    CHECK_EQ(atomic_load(&seen.len), sizeof(payload));
+
+    /* Without a payload the task sees none; plain submit neither. */
+    for (int plain = 0; plain < 2; plain++) {
+        xtq_signal_store(done, 1);
+        atomic_store(&seen.len, 77);
+        if (plain)
+            CHECK_OK(xtq_queue_submit(q, &p, XTQ_TIMEOUT_INFINITE, NULL));
+        else
+            CHECK_OK(xtq_queue_submit_args(q, &p, sizeof(kernarg), 0, XTQ_TIMEOUT_INFINITE));
+        wait_zero(done);
+        CHECK(atomic_load(&seen.ptr) == NULL);
+        CHECK_EQ(atomic_load(&seen.len), 0);
+        CHECK_EQ(atomic_load(&seen.arg1), (uint64_t)(uintptr_t)payload);
+    }
+
+    /* Refused: no arguments, a payload without argument 1 (too short, or
+     * NULL), not a kernel dispatch, a negative timeout. */
+    CHECK_ERR(xtq_queue_submit_args(q, &p, 0, 0, 0), -XTQ_EINVAL);
+    CHECK_ERR(xtq_queue_submit_args(q, &p, 8, 4, 0), -XTQ_EINVAL);
+    kernarg[1] = 0;
+    CHECK_ERR(xtq_queue_submit_args(q, &p, sizeof(kernarg), 4, 0), -XTQ_EINVAL);
+    CHECK_ERR(xtq_queue_submit_args(q, &p, sizeof(kernarg), 0, -1), -XTQ_EINVAL);
+    CHECK_ERR(xtq_queue_submit_args(NULL, &p, sizeof(kernarg), 0, 0), -XTQ_EINVAL);
+    p.kernel.header = xtq_aql_header(XTQ_PACKET_TYPE_BARRIER_AND, 0, XTQ_FENCE_SCOPE_SYSTEM,
+                                     XTQ_FENCE_SCOPE_SYSTEM);
+    CHECK_ERR(xtq_queue_submit_args(q, &p, sizeof(kernarg), 0, 0), -XTQ_EINVAL);
+    p.kernel.header = xtq_aql_header(XTQ_PACKET_TYPE_KERNEL_DISPATCH, 0, XTQ_FENCE_SCOPE_SYSTEM,
+                                     XTQ_FENCE_SCOPE_SYSTEM);
+    p.kernel.kernarg_address = NULL;
+    CHECK_ERR(xtq_queue_submit_args(q, &p, sizeof(kernarg), 0, 0), -XTQ_EINVAL);
+
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_signal_destroy(done));
+    close_agent(a);
+}
