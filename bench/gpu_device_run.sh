@@ -91,6 +91,11 @@
 # 18. (stage "gpuprof", about 2 minutes) XTQ_COLL_PROFILE's stage means for
 #     the host and CUDA teams, and XTQ_COLL_SPIN_US 0 against auto alternating
 #     (2 rounds), xtq_allreduce mpi,xtq,hsa,xtqgpu at 8 B - 1 MiB
+# 19. (stage "gpuab", about 3 minutes) a CUDA team's submission: arguments
+#     in pinned memory and copies on the stream, arguments in the queue
+#     slot, and that with the copies as processor tasks (the default),
+#     alternating, with HSA mode, host-staged and NCCL in the same runs, and
+#     XTQ_COLL_PROFILE's means for the first and the last (gpuab/)
 # STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -662,6 +667,44 @@ if want gpu2; then
       --epochs ${TRAIN_EPOCHS:-3} --progress off --csv $G2/train_${be}_cuda_np2.csv \
       >$G2/train_${be}_cuda_np2.txt 2>&1
     echo "train $be cuda np2 rc=$?: $(grep -v '^#' $G2/train_${be}_cuda_np2.csv 2>/dev/null | tail -1)"
+  done
+  pack
+fi
+if want gpuab; then
+  # What a CUDA team's step costs with its work submitted three ways,
+  # alternating (AB_ROUNDS, default 2): "old" = arguments in pinned memory
+  # and copies on the stream (XTQ_COLL_GPU_INLINE=0 XTQ_COLL_GPU_COPY_MAX=0),
+  # "inl" = arguments in the queue slot, "new" = that and the copies as
+  # processor tasks (the defaults); HSA mode, host-staged and NCCL in the
+  # same runs. Then XTQ_COLL_PROFILE's means at 8 B and 4 KiB, old and new.
+  GA=$W/gpuab
+  mkdir -p $GA
+  AR=$B/apps/allreduce/xtq_allreduce
+  stage "gpuab: CUDA team submission old / inl / new, 2 ranks on $NGPUS GPU(s)"
+  for r in $(seq 1 ${AB_ROUNDS:-2}); do
+    for v in old inl new; do
+      case $v in
+        old) env=(-x XTQ_COLL_GPU_INLINE=0 -x XTQ_COLL_GPU_COPY_MAX=0) ;;
+        inl) env=(-x XTQ_COLL_GPU_INLINE=1 -x XTQ_COLL_GPU_COPY_MAX=0) ;;
+        new) env=() ;;
+      esac
+      timeout 100 "${MPI[@]}" -np 2 -x CUDA_MODULE_LOADING=EAGER "${env[@]}" $AR \
+        --modes staged,hsa,xtqgpu,nccl --sizes ${AB_SIZES:-8,256,4K,64K,1M} --iters ${AB_ITERS:-30} \
+        --commit $COMMIT --machine "$MACH" --csv $GA/$v.r$r.csv >$GA/$v.r$r.txt 2>&1
+      echo "$v round $r rc=$?"
+      grep -E "^ +[0-9]+ +[0-9]+ +float" $GA/$v.r$r.txt | head -12
+    done
+  done
+  for v in old new; do
+    for sz in 8 4K; do
+      case $v in
+        old) env=(-x XTQ_COLL_GPU_INLINE=0 -x XTQ_COLL_GPU_COPY_MAX=0) ;;
+        new) env=() ;;
+      esac
+      timeout 60 "${MPI[@]}" -np 2 -x CUDA_MODULE_LOADING=EAGER -x XTQ_COLL_PROFILE=1 "${env[@]}" \
+        $AR --modes xtqgpu --sizes $sz --iters 200 >$GA/prof_${v}_$sz.txt 2>&1
+      echo "profile $v $sz rc=$?"; grep -A8 "xtq_coll profile: rank 0" $GA/prof_${v}_$sz.txt | head -9
+    done
   done
   pack
 fi

@@ -77,6 +77,14 @@ static const char *param_value(const char *name)
     return NULL;
 }
 
+/* A BOOL parameter (1, on, true, yes) at its value or default. */
+static int param_on(const char *name)
+{
+    const char *v = param_value(name);
+    return v && (strcmp(v, "1") == 0 || strcasecmp(v, "on") == 0 || strcasecmp(v, "true") == 0 ||
+                 strcasecmp(v, "yes") == 0);
+}
+
 static uint64_t param_size(const char *name, uint64_t dflt)
 {
     const char *v = param_value(name);
@@ -939,6 +947,11 @@ static void fire_rest(struct xtq_coll_req *req);
 
 /* ---- CUDA teams ---------------------------------------------------------------------- */
 
+static int64_t gpu_timeout(const struct xtq_coll_team *t)
+{
+    return t->timeout_ns ? t->timeout_ns : XTQ_TIMEOUT_INFINITE;
+}
+
 /* The receive's data operation on the CUDA agent, from an agent worker. */
 static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *in)
 {
@@ -969,7 +982,9 @@ static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *
         break;
     }
     int64_t t0 = t->prof ? now_ns() : 0;
-    int rc = coll_gpu_apply(t->gpu, &a, t->timeout_ns ? t->timeout_ns : XTQ_TIMEOUT_INFINITE);
+    /* The piece is in host memory (where it landed, the stash or a
+     * bounce buffer): small ones may travel with the packet. */
+    int rc = coll_gpu_apply(t->gpu, &a, op->cnt * e->esize, gpu_timeout(t));
     if (t0)
         prof_add(t, PROF_GPU, t0, now_ns());
     return rc;
@@ -985,46 +1000,112 @@ static int grow_mirror(struct xtq_coll_team *t, struct coll_slot *slot, unsigned
     return slot->mirror[buf] ? 0 : -XTQ_ENOMEM;
 }
 
+/* A call's copies before its post: all on the stream, waited for once, or
+ * (none larger than coll_gpu_copy_max) all as tasks on the processor, in
+ * order, the last waited for. Never mixed: a copy reads what an earlier
+ * one wrote only within one of the two orders. */
+struct gpu_copies {
+    struct xtq_coll_team *t;
+    int on_processor;
+    int ticket[8];
+    unsigned n;
+};
+
+static int gpu_copies_wait(struct gpu_copies *c)
+{
+    int rc = 0;
+    for (unsigned i = 0; i < c->n; i++) {
+        int r = coll_gpu_finish(c->t->gpu, c->ticket[i], gpu_timeout(c->t));
+        if (r && !rc)
+            rc = r;
+    }
+    c->n = 0;
+    return rc;
+}
+
+static int gpu_copies_add(struct gpu_copies *c, const struct coll_exec *e, void *dst,
+                          const void *src, uint64_t cnt)
+{
+    struct xtq_coll_cuda_args a;
+    int rc;
+
+    if (!c->on_processor)
+        return coll_gpu_copy(c->t->gpu, dst, src, cnt * e->esize, 0);
+    if (cnt == 0)
+        return 0;
+    /* Tickets are the team's GPU slots, which reductions share: hold a
+     * few at a time. */
+    if (c->n == sizeof(c->ticket) / sizeof(c->ticket[0]) && (rc = gpu_copies_wait(c)) != 0)
+        return rc;
+    memset(&a, 0, sizeof(a));
+    a.dst = (uint64_t)(uintptr_t)dst;
+    a.in = (uint64_t)(uintptr_t)src;
+    a.count = cnt;
+    a.type = (uint32_t)e->type;
+    a.op = (uint32_t)e->op;
+    a.esize = (uint32_t)e->esize;
+    a.mode = XTQ_COLL_CUDA_COPY;
+    rc = coll_gpu_start(c->t->gpu, &a, 0, gpu_timeout(c->t));
+    if (rc < 0)
+        return rc;
+    c->ticket[c->n++] = rc;
+    return 0;
+}
+
+static int gpu_copies_end(struct gpu_copies *c, int rc)
+{
+    int w = c->on_processor ? gpu_copies_wait(c)
+            : rc            ? 0
+                            : coll_gpu_copy(c->t->gpu, NULL, NULL, 0, 1);
+    return rc ? rc : w;
+}
+
+/* The sends that read their range before any receive wrote it: their
+ * mirror is copied before the post (later ones the reductions write). */
+static int send_reads_input(const struct coll_sched *s, const struct coll_op *op)
+{
+    if (op->type != COLL_OP_SEND || op->cnt == 0)
+        return 0;
+    for (uint32_t k = 0; k < op->ndeps; k++)
+        if (s->ops[s->recv_op[s->deps[op->dep_first + k]]].type != COLL_OP_RECV_CREDIT)
+            return 0;
+    return 1;
+}
+
 /* Before a CUDA team's post: the prologue's copies in device memory, and
- * the host mirror of every range a send reads before any receive wrote it
- * (later ones the reductions write themselves). */
+ * the host mirror of every range a send reads before any receive wrote it. */
 static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
 {
     struct xtq_coll_team *t = req->team;
     struct coll_slot *slot = &t->slots[req->slot];
     struct coll_exec *e = &slot->exec;
-    size_t es = e->esize, n = req->count * es;
+    size_t es = e->esize, n = req->count * es, most = 0;
+    struct gpu_copies c = {t, 0, {0}, 0};
     int rc;
 
     if ((rc = grow_mirror(t, slot, COLL_BUF_WORK, n)) != 0 ||
         (rc = grow_mirror(t, slot, COLL_BUF_SEND, n)) != 0)
         return rc;
-    for (unsigned k = 0; k < s->nprologue; k++) {
-        const struct coll_copy *c = &s->prologue[k];
-        rc = coll_gpu_copy(t->gpu, (uint8_t *)e->buf[c->dst] + c->dst_off * es,
-                           (uint8_t *)e->buf[c->src] + c->src_off * es, c->cnt * es, 0);
-        if (rc)
-            return rc;
-    }
+    for (unsigned k = 0; k < s->nprologue; k++)
+        most = s->prologue[k].cnt * es > most ? s->prologue[k].cnt * es : most;
     for (uint32_t si = 0; si < s->nsends; si++) {
         const struct coll_op *op = &s->ops[s->send_op[si]];
-        int written = 0;
-        if (op->type != COLL_OP_SEND || op->cnt == 0)
-            continue;
-        for (uint32_t k = 0; k < op->ndeps; k++) {
-            const struct coll_op *d = &s->ops[s->recv_op[s->deps[op->dep_first + k]]];
-            written |= d->type != COLL_OP_RECV_CREDIT;
-        }
-        if (written)
-            continue;
-        rc = coll_gpu_copy(t->gpu, gpu_mirror(slot, op->buf) + op->off * es,
-                           (uint8_t *)e->buf[op->buf] + op->off * es, op->cnt * es, 0);
-        if (rc)
-            return rc;
+        if (send_reads_input(s, op))
+            most = op->cnt * es > most ? op->cnt * es : most;
     }
-    /* One wait for all of them (in stream order: a mirror copied from a
-     * prologue's result follows it). */
-    return coll_gpu_copy(t->gpu, NULL, NULL, 0, 1);
+    c.on_processor = most <= coll_gpu_copy_max(t->gpu);
+    for (unsigned k = 0; k < s->nprologue && rc == 0; k++) {
+        const struct coll_copy *p = &s->prologue[k];
+        rc = gpu_copies_add(&c, e, (uint8_t *)e->buf[p->dst] + p->dst_off * es,
+                            (uint8_t *)e->buf[p->src] + p->src_off * es, p->cnt);
+    }
+    for (uint32_t si = 0; si < s->nsends && rc == 0; si++) {
+        const struct coll_op *op = &s->ops[s->send_op[si]];
+        if (send_reads_input(s, op))
+            rc = gpu_copies_add(&c, e, gpu_mirror(slot, op->buf) + op->off * es,
+                                (uint8_t *)e->buf[op->buf] + op->off * es, op->cnt);
+    }
+    return gpu_copies_end(&c, rc);
 }
 
 static int post(struct xtq_coll_req *req)
@@ -1910,7 +1991,9 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
         char why[256] = "";
         uint64_t task = (mask & XTQ_COLL_TEAM_ATTR_FIELD_CUDA_TASK) ? attr->cuda_task : 0;
         int dev = (mask & XTQ_COLL_TEAM_ATTR_FIELD_CUDA_DEVICE) ? attr->cuda_device : -1;
-        rc = coll_gpu_open(ctx, task, dev, &t->gpu, why, sizeof(why));
+        struct coll_gpu_opts o = {param_on("XTQ_COLL_GPU_INLINE"),
+                                  param_size("XTQ_COLL_GPU_COPY_MAX", 65536)};
+        rc = coll_gpu_open(ctx, task, dev, &o, &t->gpu, why, sizeof(why));
         if (rc) {
             coll_err("rank %d: no CUDA team: %s\n", me, why);
             t->gpu = NULL;
@@ -1941,9 +2024,7 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
     t->stash_cap = param_size("XTQ_COLL_STASH", 2u << 20);
     t->timeout_ns = (int64_t)param_size("XTQ_COLL_TIMEOUT_MS", 120000) * 1000000;
     {
-        const char *pv = param_value("XTQ_COLL_PROFILE");
-        t->prof = pv && (strcmp(pv, "1") == 0 || strcasecmp(pv, "on") == 0 ||
-                         strcasecmp(pv, "true") == 0 || strcasecmp(pv, "yes") == 0);
+        t->prof = param_on("XTQ_COLL_PROFILE");
         /* A waiting caller polls before it sleeps where every member could
          * have 3 cores on this host (its own, the progress thread's, an
          * agent worker's): a futex wake-up costs more than a small step. */

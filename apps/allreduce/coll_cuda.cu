@@ -59,6 +59,7 @@ struct coll_gpu_slot {
 };
 
 struct coll_gpu {
+    struct coll_gpu_opts opts;
     xtq_agent_t *agent;
     int dev; /* the agent's device: current in every thread that calls CUDA here */
     xtq_queue_t *queue;
@@ -177,8 +178,8 @@ extern "C" void coll_gpu_close(struct coll_gpu *g)
     free(g);
 }
 
-static int open_on_device(xtq_ctx_t *ctx, uint64_t task, int dev, struct coll_gpu **out,
-                          char *why, size_t len)
+static int open_on_device(xtq_ctx_t *ctx, uint64_t task, int dev, const struct coll_gpu_opts *o,
+                          struct coll_gpu **out, char *why, size_t len)
 {
     struct coll_gpu *g = (struct coll_gpu *)calloc(1, sizeof(*g));
     uint64_t fn = task;
@@ -186,6 +187,7 @@ static int open_on_device(xtq_ctx_t *ctx, uint64_t task, int dev, struct coll_gp
 
     if (!g)
         return -XTQ_ENOMEM;
+    g->opts = *o;
     pthread_mutex_init(&g->lock, NULL);
     pthread_cond_init(&g->cond, NULL);
     rc = xtq_agent_kind_status(ctx, XTQ_AGENT_CUDA, why, len);
@@ -279,15 +281,15 @@ fail:
 /* The agent of the team's device (one GPU per rank on a host of several):
  * its memory lives there. Agent workers and the caller's thread both call
  * CUDA here, so each call makes that device current for itself. */
-extern "C" int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, int dev, struct coll_gpu **out,
-                             char *why, size_t len)
+extern "C" int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, int dev, const struct coll_gpu_opts *o,
+                             struct coll_gpu **out, char *why, size_t len)
 {
     if (dev < 0 && cudaGetDevice(&dev) != cudaSuccess) {
         cudaGetLastError();
         dev = 0;
     }
     on_device d(dev);
-    return open_on_device(ctx, task, dev, out, why, len);
+    return open_on_device(ctx, task, dev, o, out, why, len);
 }
 
 extern "C" void *coll_gpu_alloc(struct coll_gpu *g, size_t bytes)
@@ -348,29 +350,47 @@ extern "C" int coll_gpu_copy(struct coll_gpu *g, void *dst, const void *src, siz
     return 0;
 }
 
-extern "C" int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a,
-                              int64_t timeout_ns)
+/* A free slot, waited for while every slot is out. */
+static int slot_take(struct coll_gpu *g)
+{
+    pthread_mutex_lock(&g->lock);
+    while (g->free_head < 0)
+        pthread_cond_wait(&g->cond, &g->lock);
+    int idx = g->free_head;
+    g->free_head = g->slot[idx].next;
+    pthread_mutex_unlock(&g->lock);
+    return idx;
+}
+
+/* Back to the free list, unless its packet may still run (`keep`). */
+static void slot_give(struct coll_gpu *g, int idx, int keep)
+{
+    pthread_mutex_lock(&g->lock);
+    if (!keep) {
+        g->slot[idx].next = g->free_head;
+        g->free_head = idx;
+    }
+    pthread_cond_signal(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+}
+
+extern "C" int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_args *a,
+                              uint64_t payload, int64_t timeout_ns)
 {
     struct coll_gpu_slot *s;
     xtq_aql_packet_t pkt;
     int idx, rc;
 
-    if (a->count == 0)
-        return 0;
     if (a->count > UINT32_MAX)
         return -XTQ_EMSGSIZE;
-    pthread_mutex_lock(&g->lock);
-    while (g->free_head < 0)
-        pthread_cond_wait(&g->cond, &g->lock);
-    idx = g->free_head;
+    idx = slot_take(g);
     s = &g->slot[idx];
-    g->free_head = s->next;
-    pthread_mutex_unlock(&g->lock);
-
     *s->args = *a;
     xtq_signal_store(s->sig, 1);
     memset(&pkt, 0, sizeof(pkt));
-    pkt.kernel.header = xtq_aql_header(XTQ_PACKET_TYPE_KERNEL_DISPATCH, 0, XTQ_FENCE_SCOPE_SYSTEM,
+    /* Packets run in queue order (cuda_processor.cuh): a copy started
+     * after another reads what the first wrote. */
+    pkt.kernel.header = xtq_aql_header(XTQ_PACKET_TYPE_KERNEL_DISPATCH, 1, XTQ_FENCE_SCOPE_SYSTEM,
                                        XTQ_FENCE_SCOPE_SYSTEM);
     pkt.kernel.setup = 1;
     /* At most one work-group per processor block, each work-item striding
@@ -390,16 +410,39 @@ extern "C" int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_arg
     pkt.kernel.kernel_object = xtq_kernel_object(g->kernel);
     pkt.kernel.kernarg_address = s->args;
     pkt.kernel.completion_signal = xtq_signal_handle(s->sig);
-    rc = xtq_queue_submit(g->queue, &pkt, timeout_ns, NULL);
-    if (rc == 0)
-        rc = xtq_signal_wait(s->sig, XTQ_SIGNAL_EQ, 0, timeout_ns, NULL);
-
-    pthread_mutex_lock(&g->lock);
-    if (rc == 0) { /* else the packet may still run: the slot is not reused */
-        s->next = g->free_head;
-        g->free_head = idx;
+    /* The arguments (and a small piece from host memory) travel in the
+     * queue slot: the processor reads the task in one PCIe round trip
+     * instead of the header, the body and the arguments one after
+     * another (docs/allreduce.md, "What a GPU step costs"). */
+    if (g->opts.inline_args)
+        rc = xtq_queue_submit_args(g->queue, &pkt, sizeof(*a), payload, timeout_ns);
+    else
+        rc = xtq_queue_submit(g->queue, &pkt, timeout_ns, NULL);
+    if (rc) {
+        slot_give(g, idx, 0);
+        return rc;
     }
-    pthread_cond_signal(&g->cond);
-    pthread_mutex_unlock(&g->lock);
+    return idx;
+}
+
+extern "C" int coll_gpu_finish(struct coll_gpu *g, int ticket, int64_t timeout_ns)
+{
+    int rc = xtq_signal_wait(g->slot[ticket].sig, XTQ_SIGNAL_EQ, 0, timeout_ns, NULL);
+    /* On a timeout the packet may still run: its slot is not reused. */
+    slot_give(g, ticket, rc != 0);
     return rc;
+}
+
+extern "C" int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a,
+                              uint64_t payload, int64_t timeout_ns)
+{
+    if (a->count == 0)
+        return 0;
+    int ticket = coll_gpu_start(g, a, payload, timeout_ns);
+    return ticket < 0 ? ticket : coll_gpu_finish(g, ticket, timeout_ns);
+}
+
+extern "C" size_t coll_gpu_copy_max(const struct coll_gpu *g)
+{
+    return g->opts.copy_max;
 }

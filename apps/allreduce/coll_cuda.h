@@ -21,11 +21,18 @@ extern "C" {
 
 struct coll_gpu;
 
+/* How a team submits its GPU work (XTQ_COLL_GPU_INLINE,
+ * XTQ_COLL_GPU_COPY_MAX; docs/allreduce.md). */
+struct coll_gpu_opts {
+    int inline_args; /* arguments and small host pieces in the queue slot */
+    size_t copy_max; /* copies up to this many bytes run on the processor */
+};
+
 /* Get ready on the context's CUDA agent. `task`: the address of
  * xtq_coll_cuda_task in a module the caller attached (0: attach
  * libxtq_coll's own module). */
-int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, int dev, struct coll_gpu **g, char *why,
-                  size_t len);
+int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, int dev, const struct coll_gpu_opts *o,
+                  struct coll_gpu **g, char *why, size_t len);
 void coll_gpu_close(struct coll_gpu *g);
 int coll_gpu_supported(int op, int type);
 
@@ -38,8 +45,20 @@ void coll_gpu_deregister(struct coll_gpu *g, void *p, size_t bytes);
 /* A copy in any direction on the team's stream (the caller's thread); with
  * `wait`, waited for together with every copy queued before it. */
 int coll_gpu_copy(struct coll_gpu *g, void *dst, const void *src, size_t bytes, int wait);
-/* Run one piece's reduction on the agent and wait (an agent worker). */
-int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, int64_t timeout_ns);
+/* Copies of at most this many bytes between device and mapped memory run
+ * on the processor (a COPY task) instead (0: none). */
+size_t coll_gpu_copy_max(const struct coll_gpu *g);
+/* Start one task (a reduction or a copy: a->mode) on the agent: a ticket
+ * (>= 0) for coll_gpu_finish, or an error. `payload`: bytes of host
+ * memory at a->in that may travel with the packet (0 when a->in is device
+ * memory). Tasks run in the order they were started. */
+int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint64_t payload,
+                   int64_t timeout_ns);
+/* Wait for a started task and give its ticket back. */
+int coll_gpu_finish(struct coll_gpu *g, int ticket, int64_t timeout_ns);
+/* Start and finish one piece's reduction (an agent worker). */
+int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint64_t payload,
+                   int64_t timeout_ns);
 
 #ifdef __cplusplus
 }

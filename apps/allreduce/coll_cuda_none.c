@@ -3,10 +3,10 @@
 
 #include "coll_cuda.h"
 
-int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, int dev, struct coll_gpu **g, char *why,
-                  size_t len)
+int coll_gpu_open(xtq_ctx_t *ctx, uint64_t task, int dev, const struct coll_gpu_opts *o,
+                  struct coll_gpu **g, char *why, size_t len)
 {
-    (void)ctx, (void)task, (void)dev, (void)g;
+    (void)ctx, (void)task, (void)dev, (void)o, (void)g;
     snprintf(why, len, "libxtq_coll was built without CUDA (configure with nvcc installed)");
     return -XTQ_ENOAGENT;
 }
@@ -51,8 +51,25 @@ int coll_gpu_copy(struct coll_gpu *g, void *dst, const void *src, size_t bytes, 
     (void)g, (void)dst, (void)src, (void)bytes, (void)wait;
     return -XTQ_ENOAGENT;
 }
-int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, int64_t timeout_ns)
+size_t coll_gpu_copy_max(const struct coll_gpu *g)
 {
-    (void)g, (void)a, (void)timeout_ns;
+    (void)g;
+    return 0;
+}
+int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint64_t payload,
+                   int64_t timeout_ns)
+{
+    (void)g, (void)a, (void)payload, (void)timeout_ns;
+    return -XTQ_ENOAGENT;
+}
+int coll_gpu_finish(struct coll_gpu *g, int ticket, int64_t timeout_ns)
+{
+    (void)g, (void)ticket, (void)timeout_ns;
+    return -XTQ_ENOAGENT;
+}
+int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint64_t payload,
+                   int64_t timeout_ns)
+{
+    (void)g, (void)a, (void)payload, (void)timeout_ns;
     return -XTQ_ENOAGENT;
 }
