@@ -1000,66 +1000,6 @@ static int grow_mirror(struct xtq_coll_team *t, struct coll_slot *slot, unsigned
     return slot->mirror[buf] ? 0 : -XTQ_ENOMEM;
 }
 
-/* A call's copies before its post: all on the stream, waited for once, or
- * (none larger than coll_gpu_copy_max) all as tasks on the processor, in
- * order, the last waited for. Never mixed: a copy reads what an earlier
- * one wrote only within one of the two orders. */
-struct gpu_copies {
-    struct xtq_coll_team *t;
-    int on_processor;
-    int ticket[8];
-    unsigned n;
-};
-
-static int gpu_copies_wait(struct gpu_copies *c)
-{
-    int rc = 0;
-    for (unsigned i = 0; i < c->n; i++) {
-        int r = coll_gpu_finish(c->t->gpu, c->ticket[i], gpu_timeout(c->t));
-        if (r && !rc)
-            rc = r;
-    }
-    c->n = 0;
-    return rc;
-}
-
-static int gpu_copies_add(struct gpu_copies *c, const struct coll_exec *e, void *dst,
-                          const void *src, uint64_t cnt)
-{
-    struct xtq_coll_cuda_args a;
-    int rc;
-
-    if (!c->on_processor)
-        return coll_gpu_copy(c->t->gpu, dst, src, cnt * e->esize, 0);
-    if (cnt == 0)
-        return 0;
-    /* Tickets are the team's GPU slots, which reductions share: hold a
-     * few at a time. */
-    if (c->n == sizeof(c->ticket) / sizeof(c->ticket[0]) && (rc = gpu_copies_wait(c)) != 0)
-        return rc;
-    memset(&a, 0, sizeof(a));
-    a.dst = (uint64_t)(uintptr_t)dst;
-    a.in = (uint64_t)(uintptr_t)src;
-    a.count = cnt;
-    a.type = (uint32_t)e->type;
-    a.op = (uint32_t)e->op;
-    a.esize = (uint32_t)e->esize;
-    a.mode = XTQ_COLL_CUDA_COPY;
-    rc = coll_gpu_start(c->t->gpu, &a, 0, gpu_timeout(c->t));
-    if (rc < 0)
-        return rc;
-    c->ticket[c->n++] = rc;
-    return 0;
-}
-
-static int gpu_copies_end(struct gpu_copies *c, int rc)
-{
-    int w = c->on_processor ? gpu_copies_wait(c)
-            : rc            ? 0
-                            : coll_gpu_copy(c->t->gpu, NULL, NULL, 0, 1);
-    return rc ? rc : w;
-}
-
 /* The sends that read their range before any receive wrote it: their
  * mirror is copied before the post (later ones the reductions write). */
 static int send_reads_input(const struct coll_sched *s, const struct coll_op *op)
@@ -1072,40 +1012,113 @@ static int send_reads_input(const struct coll_sched *s, const struct coll_op *op
     return 1;
 }
 
+/* One copy of a call's prologue: src to dst and, where a send reads the
+ * same range before any receive, to its mirror too (one task writes both). */
+struct gpu_copy {
+    void *dst, *mirror;
+    const void *src;
+    uint64_t cnt;
+};
+
+#define GPU_COPIES_MAX 16
+
+/* The copies as tasks on the processor, in order (a copy may read what an
+ * earlier one wrote), a few tickets at a time (reductions share the slots). */
+static int gpu_copies_run(struct xtq_coll_team *t, const struct coll_exec *e,
+                          const struct gpu_copy *c, unsigned n)
+{
+    int ticket[4], rc = 0;
+    unsigned held = 0;
+
+    for (unsigned i = 0; i <= n; i++) {
+        if (held && (i == n || held == sizeof(ticket) / sizeof(ticket[0]) || rc)) {
+            for (unsigned k = 0; k < held; k++) {
+                int r = coll_gpu_finish(t->gpu, ticket[k], gpu_timeout(t));
+                rc = rc ? rc : r;
+            }
+            held = 0;
+        }
+        if (i == n || rc)
+            break;
+        struct xtq_coll_cuda_args a;
+        memset(&a, 0, sizeof(a));
+        a.dst = (uint64_t)(uintptr_t)c[i].dst;
+        a.in = (uint64_t)(uintptr_t)c[i].src;
+        a.mirror = (uint64_t)(uintptr_t)c[i].mirror;
+        a.count = c[i].cnt;
+        a.type = (uint32_t)e->type;
+        a.op = (uint32_t)e->op;
+        a.esize = (uint32_t)e->esize;
+        a.mode = XTQ_COLL_CUDA_COPY;
+        int tk = coll_gpu_start(t->gpu, &a, 0, gpu_timeout(t));
+        if (tk < 0)
+            rc = tk;
+        else
+            ticket[held++] = tk;
+    }
+    return rc;
+}
+
 /* Before a CUDA team's post: the prologue's copies in device memory, and
- * the host mirror of every range a send reads before any receive wrote it. */
+ * the host mirror of every range a send reads before any receive wrote it.
+ * Small ones (none over coll_gpu_copy_max) run as tasks on the processor,
+ * a mirror copy folded into the prologue copy that reads or writes the
+ * same range; otherwise all go on the stream, waited for once. Never
+ * mixed: a copy reads what an earlier one wrote only within one order. */
 static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
 {
     struct xtq_coll_team *t = req->team;
     struct coll_slot *slot = &t->slots[req->slot];
     struct coll_exec *e = &slot->exec;
-    size_t es = e->esize, n = req->count * es, most = 0;
-    struct gpu_copies c = {t, 0, {0}, 0};
-    int rc;
+    size_t es = e->esize, n = req->count * es;
+    struct gpu_copy c[GPU_COPIES_MAX];
+    unsigned nc = 0;
+    int rc, stream = 0;
 
     if ((rc = grow_mirror(t, slot, COLL_BUF_WORK, n)) != 0 ||
         (rc = grow_mirror(t, slot, COLL_BUF_SEND, n)) != 0)
         return rc;
-    for (unsigned k = 0; k < s->nprologue; k++)
-        most = s->prologue[k].cnt * es > most ? s->prologue[k].cnt * es : most;
-    for (uint32_t si = 0; si < s->nsends; si++) {
-        const struct coll_op *op = &s->ops[s->send_op[si]];
-        if (send_reads_input(s, op))
-            most = op->cnt * es > most ? op->cnt * es : most;
+    for (unsigned k = 0; k < s->nprologue && !stream; k++) {
+        const struct coll_copy *p = &s->prologue[k];
+        stream = nc == GPU_COPIES_MAX || p->cnt * es > coll_gpu_copy_max(t->gpu);
+        if (!stream && p->cnt)
+            c[nc++] = (struct gpu_copy){(uint8_t *)e->buf[p->dst] + p->dst_off * es, NULL,
+                                        (uint8_t *)e->buf[p->src] + p->src_off * es, p->cnt};
     }
-    c.on_processor = most <= coll_gpu_copy_max(t->gpu);
+    for (uint32_t si = 0; si < s->nsends && !stream; si++) {
+        const struct coll_op *op = &s->ops[s->send_op[si]];
+        if (!send_reads_input(s, op))
+            continue;
+        void *from = (uint8_t *)e->buf[op->buf] + op->off * es;
+        void *to = gpu_mirror(slot, op->buf) + op->off * es;
+        unsigned k = 0;
+        while (k < nc &&
+               !(c[k].cnt == op->cnt && !c[k].mirror && (c[k].src == from || c[k].dst == from)))
+            k++;
+        if (k < nc)
+            c[k].mirror = to;
+        else if (nc < GPU_COPIES_MAX && op->cnt * es <= coll_gpu_copy_max(t->gpu))
+            c[nc++] = (struct gpu_copy){to, NULL, from, op->cnt};
+        else
+            stream = 1;
+    }
+    if (!stream)
+        return gpu_copies_run(t, e, c, nc);
+
     for (unsigned k = 0; k < s->nprologue && rc == 0; k++) {
         const struct coll_copy *p = &s->prologue[k];
-        rc = gpu_copies_add(&c, e, (uint8_t *)e->buf[p->dst] + p->dst_off * es,
-                            (uint8_t *)e->buf[p->src] + p->src_off * es, p->cnt);
+        rc = coll_gpu_copy(t->gpu, (uint8_t *)e->buf[p->dst] + p->dst_off * es,
+                           (uint8_t *)e->buf[p->src] + p->src_off * es, p->cnt * es, 0);
     }
     for (uint32_t si = 0; si < s->nsends && rc == 0; si++) {
         const struct coll_op *op = &s->ops[s->send_op[si]];
         if (send_reads_input(s, op))
-            rc = gpu_copies_add(&c, e, gpu_mirror(slot, op->buf) + op->off * es,
-                                (uint8_t *)e->buf[op->buf] + op->off * es, op->cnt);
+            rc = coll_gpu_copy(t->gpu, gpu_mirror(slot, op->buf) + op->off * es,
+                               (uint8_t *)e->buf[op->buf] + op->off * es, op->cnt * es, 0);
     }
-    return gpu_copies_end(&c, rc);
+    /* One wait for all of them (in stream order: a mirror copied from a
+     * prologue's result follows it). */
+    return rc ? rc : coll_gpu_copy(t->gpu, NULL, NULL, 0, 1);
 }
 
 static int post(struct xtq_coll_req *req)
