@@ -96,6 +96,10 @@
 #     slot, and that with the copies as processor tasks (the default),
 #     alternating, with HSA mode, host-staged and NCCL in the same runs, and
 #     XTQ_COLL_PROFILE's means for the first and the last (gpuab/)
+# 20. (stage "gpurd", about 4 minutes) recursive doubling's reach for CUDA
+#     teams: XTQ_COLL_RD_MAX 16K / 256K / 4M alternating, xtqgpu against HSA
+#     mode and host-staged, then the shim's aggregation and xtq_train on
+#     device buffers with each (gpurd/)
 # STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -704,6 +708,40 @@ if want gpuab; then
       timeout 60 "${MPI[@]}" -np 2 -x CUDA_MODULE_LOADING=EAGER -x XTQ_COLL_PROFILE=1 "${env[@]}" \
         $AR --modes xtqgpu --sizes $sz --iters 200 >$GA/prof_${v}_$sz.txt 2>&1
       echo "profile $v $sz rc=$?"; grep -A8 "xtq_coll profile: rank 0" $GA/prof_${v}_$sz.txt | head -9
+    done
+  done
+  pack
+fi
+if want gpurd; then
+  # Recursive doubling's reach for CUDA teams (XTQ_COLL_RD_MAX; default
+  # 16 KiB, MPICH's kind of threshold for host memory): a GPU step costs
+  # tens of microseconds, so fewer steps may win over Rabenseifner's halved
+  # bytes. Alternating, RD_ROUNDS (2) rounds, xtqgpu with HSA mode and the
+  # host-staged path in the same runs; then the shim's aggregation and
+  # xtq_train on device buffers with each setting.
+  GR=$W/gpurd
+  mkdir -p $GR
+  AR=$B/apps/allreduce/xtq_allreduce
+  TB=$B/apps/cntk-shim
+  DATA=${TRAIN_DATA:-$ROOT/.carry/fashion-mnist}
+  stage "gpurd: XTQ_COLL_RD_MAX ${RD_VALUES:-16K 256K 4M}, 2 ranks on $NGPUS GPU(s)"
+  for r in $(seq 1 ${RD_ROUNDS:-2}); do
+    for v in ${RD_VALUES:-16K 256K 4M}; do
+      timeout 100 "${MPI[@]}" -np 2 -x CUDA_MODULE_LOADING=EAGER -x XTQ_COLL_RD_MAX=$v $AR \
+        --modes staged,hsa,xtqgpu --sizes ${RD_SIZES:-4K,16K,64K,256K,1M,4M} --iters ${RD_ITERS:-50} \
+        --commit $COMMIT --machine "$MACH" --csv $GR/rd$v.r$r.csv >$GR/rd$v.r$r.txt 2>&1
+      echo "rd_max $v round $r rc=$?"; grep -A8 "^# ratios" $GR/rd$v.r$r.txt | tail -7
+    done
+  done
+  for v in ${RD_VALUES:-16K 256K 4M}; do
+    timeout 90 "${MPI[@]}" -np 2 -x XTQ_COLL_RD_MAX=$v $TB/xtq_shim_bench --modes mpi,xtq --device cuda \
+      --iters 1000 --sizes 4K,64K,1M --csv $GR/shim_rd$v.csv >$GR/shim_rd$v.txt 2>&1
+    echo "-- shim rd_max $v (rc=$?)"; grep -E "^ *(mpi|xtq) " $GR/shim_rd$v.txt
+    for be in mpi xtq; do
+      timeout 100 "${MPI[@]}" -np 2 -x XTQ_SHIM_BACKEND=$be -x XTQ_COLL_RD_MAX=$v $TB/xtq_train \
+        --data "$DATA" --device cuda --epochs 2 --progress off --csv $GR/train_${be}_rd$v.csv \
+        >$GR/train_${be}_rd$v.txt 2>&1
+      echo "train $be rd_max $v rc=$?: $(grep -v '^#' $GR/train_${be}_rd$v.csv 2>/dev/null | tail -1)"
     done
   done
   pack
