@@ -93,7 +93,8 @@ XTQ_API void *xtq_task_result(size_t *len);
  * returns (copy what must outlive it). A kernel also finds it through its
  * rewritten argument 1, a function through arg[1]; this names its length
  * too. NULL (and 0) outside a task, for a put without payload, and for a
- * task submitted locally (xtq_queue_submit). Thread-local: all
+ * task submitted locally with xtq_queue_submit (xtq_queue_submit_args
+ * gives the payload it names, in the caller's memory). Thread-local: all
  * work-groups of one dispatch see the same payload.
  */
 XTQ_API const void *xtq_task_payload(size_t *len);
