@@ -100,6 +100,9 @@
 #     teams: XTQ_COLL_RD_MAX 16K / 256K / 4M alternating, xtqgpu against HSA
 #     mode and host-staged, then the shim's aggregation and xtq_train on
 #     device buffers with each (gpurd/)
+# 21. (stage "cpuprof", about 2 minutes, CPU only) the CPU allreduce's middle
+#     sizes: XTQ_COLL_PROFILE per size (1-32 MiB, 4 ranks), then xtq/mpi
+#     with XTQ_COLL_ALG auto / rabenseifner / ring (cpuprof/)
 # STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -743,6 +746,27 @@ if want gpurd; then
         >$GR/train_${be}_rd$v.txt 2>&1
       echo "train $be rd_max $v rc=$?: $(grep -v '^#' $GR/train_${be}_rd$v.csv 2>/dev/null | tail -1)"
     done
+  done
+  pack
+fi
+if want cpuprof; then
+  # The CPU allreduce's middle sizes (issue 13: xtq/mpi 2.0 at 8-16 MiB on
+  # 4 ranks, 0.92 at 32-64 MiB, session 6): XTQ_COLL_PROFILE's stage means
+  # one size per run, then xtq/mpi with the algorithm pinned (rabenseifner,
+  # ring) and the default, 4 ranks, 1-32 MiB.
+  CP=$W/cpuprof
+  mkdir -p $CP
+  AR=$B/apps/allreduce/xtq_allreduce
+  stage "cpuprof: host teams, 4 ranks, XTQ_COLL_PROFILE per size; algorithms pinned"
+  for sz in 1M 4M 8M 16M 32M; do
+    timeout 60 "${MPI[@]}" -np 4 -x XTQ_COLL_PROFILE=1 $AR --modes mpi,xtq --sizes $sz --iters 20 \
+      --commit $COMMIT --machine "$MACH" >$CP/prof_$sz.txt 2>&1
+    echo "size $sz rc=$?"; grep -E "^ +[0-9]+ +[0-9]+ +float|xtq_coll profile: rank 0" $CP/prof_$sz.txt
+  done
+  for alg in auto rabenseifner ring; do
+    timeout 90 "${MPI[@]}" -np 4 -x XTQ_COLL_ALG=$alg $AR --modes mpi,xtq --sizes 1M-32M --iters 20 \
+      --commit $COMMIT --machine "$MACH" >$CP/alg_$alg.txt 2>&1
+    echo "alg $alg rc=$?"; grep -A8 "^# ratios" $CP/alg_$alg.txt | tail -7
   done
   pack
 fi
