@@ -179,7 +179,7 @@ XTQ_TEST(queue_destroy_cancels_puts)
 
 struct landing {
     _Atomic uint32_t n;
-    const void *at[64];
+    _Atomic uintptr_t at[64]; /* written by the worker, read after completion */
 };
 
 static void landing_fn(const uint64_t arg[4], void *ret, void *user)
@@ -187,7 +187,7 @@ static void landing_fn(const uint64_t arg[4], void *ret, void *user)
     struct landing *l = user;
     uint32_t i = atomic_fetch_add(&l->n, 1);
     if (i < ARRAY_SIZE(l->at))
-        l->at[i] = (const void *)(uintptr_t)arg[1];
+        atomic_store(&l->at[i], (uintptr_t)arg[1]);
 }
 
 static void put_big(xtq_ctx_t *ctx, uint32_t fn, uint32_t queue, const void *payload,
@@ -247,7 +247,7 @@ XTQ_TEST(large_puts_land_in_few_regions)
     }
     CHECK_EQ(atomic_load(&l.n), 24);
     for (int i = 0; i < 24; i++) {
-        int r = region_of(ctx->engine, l.at[i]);
+        int r = region_of(ctx->engine, (const void *)atomic_load(&l.at[i]));
         CHECK(r >= 0);
         if (!used[r]) {
             used[r] = true;
