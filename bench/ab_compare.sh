@@ -14,7 +14,9 @@
 #   BUILD_A=/tmp/old/build-bench BUILD_B=build-bench A=163184a B=main NAME=x \
 #     bench/ab_compare.sh
 # Environment: VAR, A, B, NAME (required), ROUNDS (default 5), ITERS (5000),
-# SIZES (64,4K), RATE (0), NP_RATE (5), RATE_ITERS (20000), MACHINE,
+# SIZES (64,4K), MODES (xtq; e.g. hsa,xtq: the other modes' rows are
+# prefixed with their name, as a reference), AGENT (cpu; cuda: the round
+# trip's tasks on the GPU), RATE (0), NP_RATE (5), RATE_ITERS (20000), MACHINE,
 # MPIRUN, BUILD=0 to skip the build, BUILD_A and BUILD_B, and the usual
 # XTQ_* settings.
 set -euo pipefail
@@ -38,6 +40,8 @@ out="$src/bench/results/$machine"
 rounds="${ROUNDS:-5}"
 iters="${ITERS:-5000}"
 sizes="${SIZES:-64,4K}"
+modes="${MODES:-xtq}"
+agent="${AGENT:-}"
 rate="${RATE:-0}"
 np_rate="${NP_RATE:-5}"
 rate_iters="${RATE_ITERS:-20000}"
@@ -68,14 +72,16 @@ for r in $(seq 1 "$rounds"); do
       xvar=(-x "$var")
     fi
     "${mpirun_cmd[@]}" -np 2 "${xvar[@]}" "$bin/bench/xtq_bench_rtt" \
-      --modes xtq --sizes "$sizes" --iters "$iters" --warmup $((iters / 10)) >"$tmp/run.txt"
+      --modes "$modes" --sizes "$sizes" --iters "$iters" --warmup $((iters / 10)) \
+      ${agent:+--agent "$agent"} >"$tmp/run.txt"
     # Table rows: size mode median p99 min mean iters app nic agent proc agent
     # (builds before the CPU split, e.g. 163184a: size mode median p99 min
     # mean iters cpu agent; their round trip is compared alone).
-    awk -v k="$val" -v r="$r" -v load="$load" \
-      '$2 == "xtq" && (NF == 12 || NF == 9) && $3 ~ /^[0-9.]+$/ {
-         print k, r, "rtt_" $1, $3, "us", load
-         if (NF == 12) print k, r, "rtt_" $1 "_proc_cpu", $11, "us/task", load }' \
+    awk -v k="$val" -v r="$r" -v load="$load" -v modes=",$modes," \
+      'index(modes, "," $2 ",") && (NF == 12 || NF == 9) && $3 ~ /^[0-9.]+$/ {
+         m = ($2 == "xtq" ? "" : $2 "_")
+         print k, r, m "rtt_" $1, $3, "us", load
+         if (NF == 12) print k, r, m "rtt_" $1 "_proc_cpu", $11, "us/task", load }' \
       "$tmp/run.txt" | tee -a "$tmp/all.txt"
     if [ "$rate" = 1 ]; then
       "${mpirun_cmd[@]}" -np "$np_rate" "${xvar[@]}" \
@@ -97,7 +103,7 @@ done
     echo "# $var=$a against $var=$b, $rounds alternating rounds"
   fi
   echo "# machine: $machine ($cores cores), commit: $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "# command: ${build_a:+BUILD_A=$build_a BUILD_B=$build_b }VAR=$var A=$a B=$b NAME=$name ROUNDS=$rounds ITERS=$iters SIZES=$sizes RATE=$rate NP_RATE=$np_rate RATE_ITERS=$rate_iters bench/ab_compare.sh $*"
+  echo "# command: ${build_a:+BUILD_A=$build_a BUILD_B=$build_b }VAR=$var A=$a B=$b NAME=$name ROUNDS=$rounds ITERS=$iters SIZES=$sizes MODES=$modes AGENT=${agent:-cpu} RATE=$rate NP_RATE=$np_rate RATE_ITERS=$rate_iters bench/ab_compare.sh $*"
   echo "# value round metric figure unit loadavg"
   cat "$tmp/all.txt"
   echo "# median per value, and B/A (round trip and CPU: lower is better; rate: higher)"

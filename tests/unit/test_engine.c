@@ -173,6 +173,171 @@ XTQ_TEST(queue_destroy_cancels_puts)
     CHECK_OK(xtq_finalize(ctx));
 }
 
+/* ---- large puts land in recently used memory (issue 11) ---------------- */
+
+#define BIG_PAYLOAD (1u << 20)
+
+struct landing {
+    _Atomic uint32_t n;
+    _Atomic uintptr_t at[64]; /* written by the worker, read after completion */
+};
+
+static void landing_fn(const uint64_t arg[4], void *ret, void *user)
+{
+    struct landing *l = user;
+    uint32_t i = atomic_fetch_add(&l->n, 1);
+    if (i < ARRAY_SIZE(l->at))
+        atomic_store(&l->at[i], (uintptr_t)arg[1]);
+}
+
+static void put_big(xtq_ctx_t *ctx, uint32_t fn, uint32_t queue, const void *payload,
+                    xtq_completion_t *c)
+{
+    uint8_t cmd[64];
+    size_t len;
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), fn, queue, 0, 0, &len));
+    CHECK_OK(xtq_put(ctx, 0, cmd, len, payload, BIG_PAYLOAD, XTQ_PUT_REMOTE_COMPLETION, c));
+}
+
+/* Index of the receive region that holds `p`, or -1. */
+static int region_of(const struct xtq__engine *e, const void *p)
+{
+    for (unsigned i = 0; i < e->nregions; i++) {
+        const uint8_t *b = e->regions[i].buf;
+        if ((const uint8_t *)p >= b && (const uint8_t *)p < b + e->regions[i].len)
+            return (int)i;
+    }
+    return -1;
+}
+
+/*
+ * One megabyte put after another: each lands in one of the few regions
+ * kept posted, not in the next of all XTQ_RX_BUFFERS in turn (a copy into
+ * memory last touched 32 MiB ago costs twice one into cached memory).
+ */
+XTQ_TEST(large_puts_land_in_few_regions)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    xtq_agent_t *cpu;
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    struct landing l = {0};
+    bool used[8] = {0};
+    int nused = 0;
+
+    setenv("XTQ_RX_BUFFERS", "8", 1);
+    unsetenv("XTQ_RX_BUFFERS_POSTED"); /* the default, 1 */
+    setenv("XTQ_RX_BUFFER_SIZE", "4M", 1);
+    uint8_t *payload = calloc(1, BIG_PAYLOAD);
+    CHECK(payload != NULL);
+    CHECK_OK(xtq_init(&attr, &ctx));
+    CHECK_EQ(ctx->engine->nregions, 8);
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_queue_create(cpu, 16, &q));
+    CHECK_OK(xtq_function_create_cpu(cpu, landing_fn, &l, &f));
+    CHECK_OK(xtq_register_queue(ctx, 1, q));
+    CHECK_OK(xtq_register_function(ctx, 1, f, NULL));
+
+    /* Three fit in a region: 24 went through all eight before. */
+    for (int i = 0; i < 24; i++) {
+        xtq_completion_t c = {0};
+        put_big(ctx, 1, 1, payload, &c);
+        CHECK_OK(xtq_completion_wait(ctx, &c, 30ll * 1000000000));
+    }
+    CHECK_EQ(atomic_load(&l.n), 24);
+    for (int i = 0; i < 24; i++) {
+        int r = region_of(ctx->engine, (const void *)atomic_load(&l.at[i]));
+        CHECK(r >= 0);
+        if (!used[r]) {
+            used[r] = true;
+            nused++;
+        }
+    }
+    /* One posted, and a spare while a task still holds the region the
+     * provider released. */
+    CHECK(nused <= 2);
+
+    CHECK_OK(xtq_unregister_function(ctx, 1));
+    CHECK_OK(xtq_unregister_queue(ctx, 1));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_function_destroy(f));
+    CHECK_OK(xtq_finalize(ctx));
+    free(payload);
+}
+
+/*
+ * While tasks hold the posted regions, spares are posted in their place:
+ * every put lands and is enqueued while the one worker is held, none
+ * waits unmatched for a region (nothing is lost either).
+ */
+XTQ_TEST(spare_regions_posted_while_tasks_hold_regions)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    xtq_agent_t *cpu;
+    xtq_queue_t *q;
+    xtq_function_t *fg, *f;
+    struct gate g;
+    struct landing l = {0};
+    xtq_completion_t first = {0}, c[12];
+    xtq_stats_t st;
+
+    setenv("XTQ_CPU_WORKERS", "1", 1);
+    setenv("XTQ_RX_BUFFERS", "8", 1);
+    setenv("XTQ_RX_BUFFERS_POSTED", "2", 1);
+    setenv("XTQ_RX_BUFFER_SIZE", "4M", 1);
+    uint8_t *payload = calloc(1, BIG_PAYLOAD);
+    CHECK(payload != NULL);
+    CHECK_OK(xtq_init(&attr, &ctx));
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_signal_create(1, &g.started));
+    CHECK_OK(xtq_signal_create(1, &g.gate));
+    CHECK_OK(xtq_queue_create(cpu, 16, &q));
+    CHECK_OK(xtq_function_create_cpu(cpu, gate_fn, &g, &fg));
+    CHECK_OK(xtq_function_create_cpu(cpu, landing_fn, &l, &f));
+    CHECK_OK(xtq_register_queue(ctx, 1, q));
+    CHECK_OK(xtq_register_function(ctx, 1, fg, NULL));
+    CHECK_OK(xtq_register_function(ctx, 2, f, NULL));
+
+    put_fn(ctx, 1, 1, &first);
+    CHECK_OK(xtq_signal_wait(g.started, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE, NULL));
+    /* Twelve megabytes: four regions of three, two more than are posted. */
+    memset(c, 0, sizeof(c));
+    for (int i = 0; i < 12; i++)
+        put_big(ctx, 2, 1, payload, &c[i]);
+    for (int tries = 0;; tries++) {
+        CHECK_OK(xtq_get_stats(ctx, &st));
+        if (st.tasks_enqueued >= 13)
+            break;
+        CHECK(tries < 10000); /* 10 s */
+        nap_us(1000);
+    }
+    CHECK_EQ(atomic_load(&l.n), 0); /* all of them waited behind the gate */
+
+    xtq_signal_store(g.gate, 0);
+    CHECK_OK(xtq_completion_wait(ctx, &first, 30ll * 1000000000));
+    for (int i = 0; i < 12; i++)
+        CHECK_OK(xtq_completion_wait(ctx, &c[i], 30ll * 1000000000));
+    CHECK_EQ(atomic_load(&l.n), 12);
+    /* Spares went back on their stack: the posted count is the minimum. */
+    xtq__mutex_lock(&ctx->engine->rx_lock);
+    unsigned posted = ctx->engine->rx_posted;
+    pthread_mutex_unlock(&ctx->engine->rx_lock);
+    CHECK_EQ(posted, 2u);
+
+    CHECK_OK(xtq_unregister_function(ctx, 1));
+    CHECK_OK(xtq_unregister_function(ctx, 2));
+    CHECK_OK(xtq_unregister_queue(ctx, 1));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_function_destroy(f));
+    CHECK_OK(xtq_function_destroy(fg));
+    xtq_signal_destroy(g.gate);
+    xtq_signal_destroy(g.started);
+    CHECK_OK(xtq_finalize(ctx));
+    free(payload);
+}
+
 /* ---- sizes and timeouts that would wrap (bug 9) ------------------------ */
 
 XTQ_TEST(size_params_do_not_wrap)

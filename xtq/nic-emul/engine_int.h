@@ -263,9 +263,18 @@ struct xtq__engine {
     /* target.c */
     struct rx_region *regions;
     unsigned nregions;
-    /* Regions the provider released that are not posted again (tasks
-     * still point into them): messages may wait unmatched meanwhile. */
+    /* Regions the provider does not hold (tasks still point into them,
+     * or spares): while all are out, messages wait unmatched. */
     _Atomic uint32_t regions_out;
+    /* Only rx_posted_min regions are kept posted; the others wait on the
+     * spare stack, the most recently used on top, until the posted ones
+     * are held by tasks. A message lands where the previous ones did, in
+     * memory the cache still holds (issue 11). Under rx_lock. */
+    pthread_mutex_t rx_lock;
+    unsigned rx_posted_min;
+    unsigned rx_posted; /* posted, or about to be (needs_post) */
+    unsigned rx_nspare;
+    struct rx_region **rx_spare;
 
     /* XTQ_ENDPOINT_OWNER=progress: only the progress thread (or, in manual
      * mode, whoever progresses) uses the endpoint; puts wait in txq, acks

@@ -39,6 +39,7 @@ static void engine_free(struct xtq__engine *e)
     pthread_mutex_destroy(&e->ack_lock);
     xtq__live_free(e);
     pthread_mutex_destroy(&e->live_lock);
+    pthread_mutex_destroy(&e->rx_lock);
     free(e);
 }
 
@@ -83,6 +84,7 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     pthread_mutex_init(&e->progress_lock, NULL); /* only ever tried */
     xtq__mutex_init(&e->ack_lock);
     xtq__mutex_init(&e->live_lock);
+    xtq__mutex_init(&e->rx_lock);
     e->owner_only = strcmp(xtq__param_string(XTQ__PARAM_XTQ_ENDPOINT_OWNER), "progress") == 0;
     e->lone_waiter_on = !e->owner_only && xtq__param_int(XTQ__PARAM_XTQ_LONE_WAITER) != 0;
     atomic_init(&e->txq.head, &e->txq.stub);

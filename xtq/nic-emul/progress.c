@@ -71,7 +71,7 @@ static int cq_poll(struct xtq__engine *e, bool polite, bool *drained)
                 struct rx_region *r = err.op_context;
                 XTQ_LOG_ONCE(OFI, ERROR, "receive error: %s (%s)", fi_strerror(err.err), buf);
                 if (err.flags & FI_MULTI_RECV)
-                    xtq__region_put(r);
+                    xtq__region_released(r, FI_RECV);
             }
             n++;
             continue;

@@ -41,9 +41,41 @@ static int region_post(struct rx_region *r)
     }
     if (rc) {
         XTQ_LOG_ONCE(OFI, ERROR, "posting a receive region failed: %s", fi_strerror(-rc));
+        xtq__mutex_lock(&r->e->rx_lock);
+        r->e->rx_posted--;
+        pthread_mutex_unlock(&r->e->rx_lock);
         return -XTQ_EFABRIC;
     }
     return 0;
+}
+
+/* XTQ_ENDPOINT_OWNER=progress: the progress thread posts it. */
+static void region_post_soon(struct rx_region *r)
+{
+    if (r->e->owner_only) {
+        atomic_store(&r->needs_post, 1);
+        xtq__engine_wake(r->e);
+    } else {
+        region_post(r);
+    }
+}
+
+/* Post the spares most recently used while too few regions are posted:
+ * their lines are the likeliest still cached. */
+static void regions_top_up(struct xtq__engine *e)
+{
+    for (;;) {
+        struct rx_region *r = NULL;
+        xtq__mutex_lock(&e->rx_lock);
+        if (e->rx_posted < e->rx_posted_min && e->rx_nspare) {
+            r = e->rx_spare[--e->rx_nspare];
+            e->rx_posted++;
+        }
+        pthread_mutex_unlock(&e->rx_lock);
+        if (!r)
+            return;
+        region_post_soon(r);
+    }
 }
 
 void xtq__region_put(struct rx_region *r)
@@ -53,12 +85,16 @@ void xtq__region_put(struct rx_region *r)
         atomic_store_explicit(&r->refs, 1, memory_order_relaxed);
         if (atomic_load(&e->stop))
             return;
-        if (e->owner_only) { /* the progress thread reposts it */
-            atomic_store(&r->needs_post, 1);
-            xtq__engine_wake(e);
-        } else {
-            region_post(r);
-        }
+        /* Free: posted again at once if too few are, else the top spare. */
+        xtq__mutex_lock(&e->rx_lock);
+        bool post = e->rx_posted < e->rx_posted_min;
+        if (post)
+            e->rx_posted++;
+        else
+            e->rx_spare[e->rx_nspare++] = r;
+        pthread_mutex_unlock(&e->rx_lock);
+        if (post)
+            region_post_soon(r);
     }
 }
 
@@ -93,17 +129,24 @@ void xtq__region_landed(struct rx_region *r, const void *buf, size_t len)
 
 void xtq__region_released(struct rx_region *r, uint64_t flags)
 {
+    struct xtq__engine *e = r->e;
     if (!r->out) {
         r->out = true;
-        atomic_fetch_add(&r->e->regions_out, 1);
+        atomic_fetch_add(&e->regions_out, 1);
+        xtq__mutex_lock(&e->rx_lock);
+        e->rx_posted--;
+        pthread_mutex_unlock(&e->rx_lock);
     }
     if ((flags & FI_RECV) || region_filled(r)) {
         xtq__region_put(r);
-        return;
+    } else {
+        XTQ_LOG_ONCE(OFI, INFO,
+                     "a receive region was released before the messages cut from "
+                     "it completed; reposting it once they have");
+        r->release_pending = true;
     }
-    XTQ_LOG_ONCE(OFI, INFO, "a receive region was released before the messages cut from it "
-                            "completed; reposting it once they have");
-    r->release_pending = true;
+    /* Tasks still point into it: a spare takes its place. */
+    regions_top_up(e);
 }
 
 void xtq__regions_repost(struct xtq__engine *e)
@@ -125,8 +168,11 @@ int xtq__regions_open(struct xtq__engine *e)
     rlen = XTQ_ALIGN_UP(rlen, (size_t)4096);
     int64_t nr = xtq__param_int(XTQ__PARAM_XTQ_RX_BUFFERS);
     e->nregions = nr < 2 ? 2 : nr > RX_REGIONS_MAX ? RX_REGIONS_MAX : (unsigned)nr;
+    int64_t np = xtq__param_int(XTQ__PARAM_XTQ_RX_BUFFERS_POSTED);
+    e->rx_posted_min = np < 1 ? 1 : np > e->nregions ? e->nregions : (unsigned)np;
     e->regions = calloc(e->nregions, sizeof(*e->regions));
-    if (!e->regions)
+    e->rx_spare = calloc(e->nregions, sizeof(*e->rx_spare));
+    if (!e->regions || !e->rx_spare)
         return -XTQ_ENOMEM;
     for (unsigned i = 0; i < e->nregions; i++) {
         struct rx_region *r = &e->regions[i];
@@ -143,6 +189,15 @@ int xtq__regions_open(struct xtq__engine *e)
             return rc;
         r->registered = true;
         atomic_store(&r->refs, 1);
+        r->out = true; /* a spare until posted */
+        atomic_fetch_add(&e->regions_out, 1);
+    }
+    /* The first ones on top: the order they will be posted in. */
+    for (unsigned i = e->nregions; i-- > 0;)
+        e->rx_spare[e->rx_nspare++] = &e->regions[i];
+    for (unsigned i = 0; i < e->rx_posted_min; i++) {
+        struct rx_region *r = e->rx_spare[--e->rx_nspare];
+        e->rx_posted++;
         rc = region_post(r);
         if (rc)
             return rc;
@@ -162,7 +217,9 @@ void xtq__regions_close(struct xtq__engine *e)
         free(r->buf);
     }
     free(e->regions);
+    free(e->rx_spare);
     e->regions = NULL;
+    e->rx_spare = NULL;
 }
 
 /* ---- tasks ---------------------------------------------------------------- */
