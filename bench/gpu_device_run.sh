@@ -248,8 +248,12 @@ if want gpubench; then
   # default: the defaults; noinline: no payload in the inline copy;
   # inl256: payloads up to 256 B inline; nogrid: no dispatch on a grid of
 # its own; grid4: a grid from 4 work-groups; inplace: never staged;
-  # blocks16: 16 processor blocks.
+  # blocks16: 16 processor blocks; posted8: every receive region posted
+  # (the engine before XTQ_RX_BUFFERS_POSTED). GPU_ROUNDS=N repeats the
+  # variants alternating (files rtt_cuda_<variant>.r<round>).
+  for r in $(seq 1 ${GPU_ROUNDS:-1}); do
   for v in ${GPU_VARIANTS:-default noinline nogrid}; do
+    f=$v${GPU_ROUNDS:+.r$r}
     case $v in
       default) env=() ;;
       noinline) env=(-x XTQ_CUDA_INLINE_MAX=0) ;;
@@ -258,13 +262,15 @@ if want gpubench; then
       grid4) env=(-x XTQ_CUDA_GRID_MIN=4) ;;
       inplace) env=(-x XTQ_CUDA_COPY_MIN=0) ;;
       blocks16) env=(-x XTQ_CUDA_BLOCKS=16) ;;
+      posted8) env=(-x XTQ_RX_BUFFERS_POSTED=8) ;;
     esac
-    stage "xtq_bench_rtt --agent cuda ($v)"
+    stage "xtq_bench_rtt --agent cuda ($f)"
     timeout 40 "${MPI[@]}" -np 2 "${env[@]}" -x CUDA_MODULE_LOADING=EAGER \
       $B/bench/xtq_bench_rtt --agent cuda --sizes ${GPU_SIZES:-64,1K,4K,16K,64K,256K,1M} \
-      --iters ${GPU_ITERS:-2000} --warmup 200 --csv $W/gpu/rtt_cuda_$v.csv \
-      >$W/gpu/rtt_cuda_$v.txt 2>&1
-    echo "rc=$?"; grep -E "^ +[0-9]+[KM]?i?B +(hsa|xtq) |^ratios" $W/gpu/rtt_cuda_$v.txt; pack
+      --iters ${GPU_ITERS:-2000} --warmup 200 --csv $W/gpu/rtt_cuda_$f.csv \
+      >$W/gpu/rtt_cuda_$f.txt 2>&1
+    echo "rc=$?"; grep -E "^ +[0-9]+[KM]?i?B +(hsa|xtq) |^ratios" $W/gpu/rtt_cuda_$f.txt; pack
+  done
   done
 fi
 
