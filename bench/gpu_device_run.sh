@@ -103,6 +103,9 @@
 # 21. (stage "cpuprof", about 2 minutes, CPU only) the CPU allreduce's middle
 #     sizes: XTQ_COLL_PROFILE per size (1-32 MiB, 4 ranks), then xtq/mpi
 #     with XTQ_COLL_ALG auto / rabenseifner / ring (cpuprof/)
+# 22. (stage "allreduce_alg", about 4 minutes, CPU only) Rabenseifner against
+#     the ring for large host vectors, alternating, 4 ranks 1-32 MiB, and at
+#     4 MiB for 2..16 ranks (allreduce_alg/)
 # STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -775,6 +778,31 @@ if want cpuprof; then
     timeout 90 "${MPI[@]}" -np 4 -x XTQ_COLL_ALG=$alg $AR --modes mpi,xtq --sizes 1M-32M --iters 20 \
       --commit $COMMIT --machine "$MACH" >$CP/alg_$alg.txt 2>&1
     echo "alg $alg rc=$?"; grep -A8 "^# ratios" $CP/alg_$alg.txt | tail -7
+  done
+  pack
+fi
+if want allreduce_alg; then
+  # Rabenseifner against the ring for large host vectors (auto picks the
+  # ring from XTQ_COLL_RING_MIN, 2 MiB, chosen on the 2-core VM):
+  # alternating, ALG_ROUNDS (3) rounds at 4 ranks, 1-32 MiB, then the
+  # strong-scaling points (4 MiB, 2..16 ranks) with each pinned.
+  AA=$W/allreduce_alg
+  mkdir -p $AA
+  AR=$B/apps/allreduce/xtq_allreduce
+  stage "allreduce_alg: rabenseifner / ring, 4 ranks, 1-32 MiB, $((${ALG_ROUNDS:-3})) rounds; strong points"
+  for r in $(seq 1 ${ALG_ROUNDS:-3}); do
+    for alg in rabenseifner ring; do
+      timeout 90 "${MPI[@]}" -np 4 -x XTQ_COLL_ALG=$alg $AR --modes mpi,xtq --sizes 1M-32M --iters 20 \
+        --commit $COMMIT --machine "$MACH" >$AA/$alg.r$r.txt 2>&1
+      echo "$alg round $r rc=$?"; grep -A7 "^# ratios" $AA/$alg.r$r.txt | tail -6 | awk '{printf " %s:%s", $1, $2} END{print ""}'
+    done
+  done
+  for np in 2 6 8 12 16; do
+    for alg in rabenseifner ring; do
+      timeout 60 "${MPI[@]}" --oversubscribe -np $np -x XTQ_COLL_ALG=$alg $AR --modes mpi,xtq --sizes 4M \
+        --iters 10 --commit $COMMIT --machine "$MACH" >$AA/strong_$alg.np$np.txt 2>&1
+      echo "np $np $alg rc=$?: $(grep -A2 '^# ratios' $AA/strong_$alg.np$np.txt | tail -1)"
+    done
   done
   pack
 fi
