@@ -2030,7 +2030,7 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
     }
     t->alg = (mask & XTQ_COLL_TEAM_ATTR_FIELD_ALG) ? attr->alg : param_alg();
     t->th.rd_max = param_size("XTQ_COLL_RD_MAX", 16384);
-    t->th.ring_min = param_size("XTQ_COLL_RING_MIN", 2u << 20);
+    t->th.ring_min = param_size("XTQ_COLL_RING_MIN", 64u << 20);
     t->piece_bytes = param_size("XTQ_COLL_PIECE", 256u << 10);
     if (t->piece_bytes < 64)
         t->piece_bytes = 64;

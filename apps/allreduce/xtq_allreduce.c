@@ -671,7 +671,7 @@ int main(int argc, char **argv)
     if (rc)
         DIE("xtq_init: %s", xtq_strerror(rc));
     TH.rd_max = 16384;
-    TH.ring_min = 2u << 20;
+    TH.ring_min = 64u << 20;
     {
         /* The HSA path chooses as libxtq_coll does (XTQ_COLL_RD_MAX...). */
         xtq_param_info_t pi;

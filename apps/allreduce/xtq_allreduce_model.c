@@ -45,7 +45,7 @@ struct point {
 
 static struct point fitp[MAX_PTS], chkp[MAX_PTS];
 static int nfit, nchk;
-static struct coll_thresholds th = {16384, 2u << 20};
+static struct coll_thresholds th = {16384, 64u << 20};
 static uint64_t piece_bytes = 256u << 10;
 
 /* ---- reading xtq_allreduce's CSV ------------------------------------------------- */
