@@ -1022,6 +1022,18 @@ struct gpu_copy {
 
 #define GPU_COPIES_MAX 16
 
+/* Wait for every held ticket (each is a slot the reductions share). */
+static int gpu_tickets_finish(struct xtq_coll_team *t, const int *ticket, unsigned *held)
+{
+    int rc = 0;
+    for (unsigned k = 0; k < *held; k++) {
+        int r = coll_gpu_finish(t->gpu, ticket[k], gpu_timeout(t));
+        rc = rc ? rc : r;
+    }
+    *held = 0;
+    return rc;
+}
+
 /* The copies as tasks on the processor, in order (a copy may read what an
  * earlier one wrote), a few tickets at a time (reductions share the slots). */
 static int gpu_copies_run(struct xtq_coll_team *t, const struct coll_exec *e,
@@ -1030,16 +1042,7 @@ static int gpu_copies_run(struct xtq_coll_team *t, const struct coll_exec *e,
     int ticket[4], rc = 0;
     unsigned held = 0;
 
-    for (unsigned i = 0; i <= n; i++) {
-        if (held && (i == n || held == sizeof(ticket) / sizeof(ticket[0]) || rc)) {
-            for (unsigned k = 0; k < held; k++) {
-                int r = coll_gpu_finish(t->gpu, ticket[k], gpu_timeout(t));
-                rc = rc ? rc : r;
-            }
-            held = 0;
-        }
-        if (i == n || rc)
-            break;
+    for (unsigned i = 0; i < n && rc == 0; i++) {
         struct xtq_coll_cuda_args a;
         memset(&a, 0, sizeof(a));
         a.dst = (uint64_t)(uintptr_t)c[i].dst;
@@ -1050,13 +1053,16 @@ static int gpu_copies_run(struct xtq_coll_team *t, const struct coll_exec *e,
         a.op = (uint32_t)e->op;
         a.esize = (uint32_t)e->esize;
         a.mode = XTQ_COLL_CUDA_COPY;
-        int tk = coll_gpu_start(t->gpu, &a, 0, gpu_timeout(t));
-        if (tk < 0)
-            rc = tk;
-        else
+        if (held == sizeof(ticket) / sizeof(ticket[0]))
+            rc = gpu_tickets_finish(t, ticket, &held);
+        int tk = rc ? rc : coll_gpu_start(t->gpu, &a, 0, gpu_timeout(t));
+        if (tk >= 0)
             ticket[held++] = tk;
+        else
+            rc = tk;
     }
-    return rc;
+    int w = gpu_tickets_finish(t, ticket, &held);
+    return rc ? rc : w;
 }
 
 /* Before a CUDA team's post: the prologue's copies in device memory, and
