@@ -27,10 +27,19 @@ static int region_post(struct rx_region *r)
     r->landed = 0;
     r->landed_end = 0;
     r->release_pending = false;
-    int rc = xtq__ofi_post_multi_recv(&r->e->ofi, r->buf, r->len, r);
-    if (rc == 0 && r->out) {
+    /* Posted before the call: once posted, the provider may fill and
+     * release it on the progress thread before the call returns here
+     * (a worker reposting after its task retired), and that release
+     * must find it posted. */
+    bool was_out = r->out;
+    if (was_out) {
         r->out = false;
         atomic_fetch_sub(&r->e->regions_out, 1);
+    }
+    int rc = xtq__ofi_post_multi_recv(&r->e->ofi, r->buf, r->len, r);
+    if (rc && was_out) {
+        r->out = true;
+        atomic_fetch_add(&r->e->regions_out, 1);
     }
     /* -FI_ENOMEM: the provider's receive entries are all taken (shm holds
      * unexpected messages in them): like -FI_EAGAIN, again next turn. */
@@ -86,6 +95,8 @@ void xtq__region_put(struct rx_region *r)
         if (atomic_load(&e->stop))
             return;
         /* Free: posted again at once if too few are, else the top spare. */
+        if (!r->out)
+            XTQ_LOG_ONCE(ENGINE, ERROR, "DEBUG region %p put while posted", (void *)r);
         xtq__mutex_lock(&e->rx_lock);
         bool post = e->rx_posted < e->rx_posted_min;
         if (post)
