@@ -25,6 +25,10 @@ endif()
 if(XTQ_HAVE_CUDA)
   target_compile_definitions(xtq_shim PRIVATE XTQ_SHIM_HAVE_CUDA=1)
   target_link_libraries(xtq_shim PRIVATE CUDA::cudart_static)
+  # The nccl back-end: NCCL itself is dlopen'ed when a communicator opens.
+  target_sources(xtq_shim PRIVATE ${XTQ_SHIM_DIR}/backend_nccl.c)
+  target_compile_definitions(xtq_shim PRIVATE XTQ_SHIM_HAVE_NCCL=1)
+  target_link_libraries(xtq_shim PRIVATE ${CMAKE_DL_LIBS})
 endif()
 # The xtq back-end, where libxtq_coll is part of the build (apps/allreduce,
 # configured before this file).

@@ -5,9 +5,9 @@
  * bfloat16, which MPI 3.1 lacks, travel as 2-byte types reduced by user
  * operations that call xtq_reduce_local.
  */
-#include "shim_internal.h"
-
 #include <mpi.h>
+
+#include "shim_internal.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,8 +187,7 @@ static void half_types_release(void)
         MPI_Op_free(&half_ops[i]);
 }
 
-static int mpi_open(const xtq_shim_attr_t *attr, struct shim_backend **out, char *err,
-                    size_t errlen)
+int shim__mpi_comm_open(const xtq_shim_attr_t *attr, MPI_Comm *comm, char *err, size_t errlen)
 {
     int init = 0, fin = 0, rc;
     MPI_Finalized(&fin);
@@ -208,21 +207,39 @@ static int mpi_open(const xtq_shim_attr_t *attr, struct shim_backend **out, char
             atexit(finalize_at_exit);
         we_initialized = 1;
     }
+    MPI_Comm parent = MPI_COMM_WORLD;
+    if ((attr->field_mask & XTQ_SHIM_ATTR_FIELD_MPI_COMM) && attr->mpi_comm)
+        parent = *(const MPI_Comm *)attr->mpi_comm;
+    rc = MPI_Comm_dup(parent, comm);
+    if (rc != MPI_SUCCESS) {
+        snprintf(err, errlen, "MPI_Comm_dup failed");
+        return -XTQ_EIO;
+    }
+    MPI_Comm_set_errhandler(*comm, MPI_ERRORS_RETURN);
+    return 0;
+}
+
+void shim__mpi_comm_close(MPI_Comm *comm)
+{
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin)
+        MPI_Comm_free(comm);
+}
+
+static int mpi_open(const xtq_shim_attr_t *attr, struct shim_backend **out, char *err,
+                    size_t errlen)
+{
     struct mpi_backend *be = calloc(1, sizeof(*be));
     if (!be) {
         snprintf(err, errlen, "out of memory");
         return -XTQ_ENOMEM;
     }
-    MPI_Comm parent = MPI_COMM_WORLD;
-    if ((attr->field_mask & XTQ_SHIM_ATTR_FIELD_MPI_COMM) && attr->mpi_comm)
-        parent = *(const MPI_Comm *)attr->mpi_comm;
-    rc = MPI_Comm_dup(parent, &be->comm);
-    if (rc != MPI_SUCCESS) {
-        snprintf(err, errlen, "MPI_Comm_dup failed");
+    int rc = shim__mpi_comm_open(attr, &be->comm, err, errlen);
+    if (rc) {
         free(be);
-        return -XTQ_EIO;
+        return rc;
     }
-    MPI_Comm_set_errhandler(be->comm, MPI_ERRORS_RETURN);
     int rank, size;
     MPI_Comm_rank(be->comm, &rank);
     MPI_Comm_size(be->comm, &size);
@@ -238,10 +255,7 @@ static int mpi_open(const xtq_shim_attr_t *attr, struct shim_backend **out, char
 static int mpi_close(struct shim_backend *base)
 {
     struct mpi_backend *be = container_of(base, struct mpi_backend, base);
-    int fin = 0;
-    MPI_Finalized(&fin);
-    if (!fin)
-        MPI_Comm_free(&be->comm);
+    shim__mpi_comm_close(&be->comm);
     half_types_release();
     free(be);
     return 0;

@@ -23,6 +23,9 @@ static const struct shim_backend_ops *const backends[] = {
 #ifdef XTQ_SHIM_HAVE_XTQ
     &shim__xtq_ops,
 #endif
+#ifdef XTQ_SHIM_HAVE_NCCL
+    &shim__nccl_ops,
+#endif
 };
 
 /* Named back-ends this build lacks, with the reason. */
@@ -34,6 +37,9 @@ static const struct {
 #endif
 #ifndef XTQ_SHIM_HAVE_XTQ
     {"xtq", "needs libxtq_coll (apps/allreduce), which this build does not have"},
+#endif
+#ifndef XTQ_SHIM_HAVE_NCCL
+    {"nccl", "built without the CUDA toolkit (NCCL itself is loaded at run time)"},
 #endif
     {NULL, NULL}, /* ends the list, which is otherwise empty in a full build */
 };
@@ -273,7 +279,8 @@ int xtq_shim_init(const xtq_shim_attr_t *attr, xtq_shim_comm_t **out)
                 rc = -XTQ_ENOSYS;
             }
         if (rc == -XTQ_ENOENT)
-            fprintf(stderr, "xtq_shim: unknown back-end '%s' (XTQ_SHIM_BACKEND: mpi or xtq)\n",
+            fprintf(stderr,
+                    "xtq_shim: unknown back-end '%s' (XTQ_SHIM_BACKEND: mpi, xtq or nccl)\n",
                     name);
         goto err_comm;
     }

@@ -18,7 +18,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-static const char *const modes[] = {"mpi", "xtq"};
+static const char *const modes[] = {"mpi", "xtq", "nccl"};
 #define NMODES 2
 
 struct extra {
@@ -149,6 +149,12 @@ int main(int argc, char **argv)
     for (unsigned m = 0; m < NMODES; m++) {
         if (!(o.modes & (1u << m)))
             continue;
+        if (!strcmp(modes[m], "nccl") && !x.cuda) {
+            const char *r0 = getenv("OMPI_COMM_WORLD_RANK");
+            if (!r0 || !strcmp(r0, "0"))
+                printf("nccl: device buffers only (--device cuda)\n");
+            continue;
+        }
         xtq_shim_attr_t attr = {.field_mask = XTQ_SHIM_ATTR_FIELD_BACKEND, .backend = modes[m]};
         xtq_shim_comm_t *c;
         int rc = xtq_shim_init(&attr, &c);

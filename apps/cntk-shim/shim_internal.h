@@ -70,6 +70,15 @@ struct shim_backend {
 
 extern const struct shim_backend_ops shim__mpi_ops;
 extern const struct shim_backend_ops shim__xtq_ops;
+extern const struct shim_backend_ops shim__nccl_ops;
+
+#if defined(MPI_VERSION) /* included after <mpi.h> */
+/* The communicator of an MPI-bootstrapped back-end (backend_mpi.c): MPI
+ * initialized if the caller has not, and a duplicate of attr->mpi_comm
+ * (MPI_COMM_WORLD by default) with errors returned. */
+int shim__mpi_comm_open(const xtq_shim_attr_t *attr, MPI_Comm *comm, char *err, size_t errlen);
+void shim__mpi_comm_close(MPI_Comm *comm);
+#endif
 
 /* ---- CUDA helpers (shim_cuda.c; stubs return -XTQ_ENOSYS without CUDA) - */
 

@@ -41,6 +41,19 @@ foreach(be IN LISTS XTQ_SHIM_BACKENDS)
   endforeach()
 endforeach()
 
+# The nccl back-end reduces device buffers only: its device case, one GPU
+# per rank (SKIPs without a GPU; CI lists it as unavailable in bad_calls).
+if(XTQ_HAVE_CUDA)
+  set(env "${shim_lsan};XTQ_SHIM_BACKEND=nccl")
+  add_test(NAME shim.device_staged.nccl COMMAND test_shim device_staged)
+  add_test(NAME shim.device_staged.nccl.np2
+           COMMAND ${XTQ_MPIRUN} -np 2 -x LSAN_OPTIONS -x XTQ_SHIM_BACKEND
+                   $<TARGET_FILE:test_shim> device_staged)
+  set_tests_properties(shim.device_staged.nccl shim.device_staged.nccl.np2 PROPERTIES
+                       LABELS "coll;integration" SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL TRUE
+                       ENVIRONMENT "${env}")
+endif()
+
 # The aggregation benchmark runs (a smoke test; it asserts no speed).
 add_test(NAME shim.bench_smoke.np2
          COMMAND ${XTQ_MPIRUN} -np 2 -x LSAN_OPTIONS $<TARGET_FILE:xtq_shim_bench> --modes mpi

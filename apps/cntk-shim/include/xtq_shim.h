@@ -15,6 +15,8 @@
  *        device buffers are staged through pinned host memory.
  *   xtq  libxtq_coll (apps/allreduce): reductions run as tasks on CPU
  *        agents, or on CUDA agents for device buffers.
+ *   nccl ncclAllReduce (libnccl.so.2, loaded at run time) on device
+ *        buffers only: the GPU reference to compare XTQ with.
  * Both give the same sums up to the order of floating-point additions, so
  * a user compares them on the spot by changing one variable.
  *
@@ -81,7 +83,7 @@ enum xtq_shim_attr_field {
 /** Optional settings; only the fields named in `field_mask` are read. */
 typedef struct xtq_shim_attr {
     uint64_t field_mask;
-    const char *backend; /**< "mpi" or "xtq"; overrides XTQ_SHIM_BACKEND */
+    const char *backend; /**< "mpi", "xtq" or "nccl"; overrides XTQ_SHIM_BACKEND */
     size_t pack_bytes;   /**< pack buffers below this size; overrides XTQ_SHIM_PACK_BYTES */
     int check;           /**< verify matching calls; overrides XTQ_SHIM_CHECK */
     /**
@@ -124,7 +126,7 @@ XTQ_SHIM_API int xtq_shim_init(const xtq_shim_attr_t *attr, xtq_shim_comm_t **co
 /** Destroy a communicator (no aggregate may be in flight). Collective. */
 XTQ_SHIM_API int xtq_shim_finalize(xtq_shim_comm_t *comm);
 
-/** The back-end's name ("mpi", "xtq"). */
+/** The back-end's name ("mpi", "xtq", "nccl"). */
 XTQ_SHIM_API const char *xtq_shim_backend(const xtq_shim_comm_t *comm);
 
 /**

@@ -11,6 +11,7 @@
 #include "xtq_test.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -365,9 +366,19 @@ XTQ_TEST(bad_calls)
     /* Both back-ends are listed; one this build lacks says why, and
      * asking for it fails with -XTQ_ENOSYS. */
     const char *name, *why;
-    int avail, found_xtq = 0, found_mpi = 0;
+    int avail, found_xtq = 0, found_mpi = 0, found_nccl = 0;
     for (unsigned i = 0; xtq_shim_backend_info(i, &name, &avail, &why) == 0; i++) {
         found_mpi |= !strcmp(name, "mpi");
+        if (!strcmp(name, "nccl")) {
+            /* Without a GPU, NCCL or the CUDA toolkit: listed, with why. */
+            found_nccl = 1;
+            if (!avail) {
+                CHECK(why != NULL && *why != '\0');
+                attr.backend = "nccl";
+                CHECK_ERR(xtq_shim_init(&attr, &c), -XTQ_ENOSYS);
+                CHECK(c == NULL);
+            }
+        }
         if (!strcmp(name, "xtq")) {
             found_xtq = 1;
             if (!avail) {
@@ -377,7 +388,7 @@ XTQ_TEST(bad_calls)
             }
         }
     }
-    CHECK(found_xtq && found_mpi);
+    CHECK(found_xtq && found_mpi && found_nccl);
 
     c = open_comm(XTQ_SHIM_ATTR_FIELD_CHECK, 0, 1);
     float x[4] = {0};
@@ -406,9 +417,15 @@ XTQ_TEST(device_staged)
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
         XTQ_SKIP("no CUDA device");
+    /* The rank's GPU is current before the communicator opens: the xtq
+     * back-end's CUDA team and NCCL's communicator take it then. */
+    const char *ws = getenv("OMPI_COMM_WORLD_SIZE"), *wr = getenv("OMPI_COMM_WORLD_RANK");
+    int wsize = ws ? atoi(ws) : 1, wrank = wr ? atoi(wr) : 0;
+    if (!strcmp(backend(), "nccl") && wsize > n)
+        XTQ_SKIP("nccl needs a GPU per rank: %d ranks, %d GPU(s)", wsize, n);
+    cudaSetDevice(wrank % n);
     xtq_shim_comm_t *c = open_comm(0, 0, 0);
     size_t rank = xtq_shim_rank(c), size = xtq_shim_size(c);
-    cudaSetDevice((int)(rank % (size_t)n));
     xtq_shim_buf_t h[NLIST], d[NLIST];
     make_list(h, rank);
     for (size_t i = 0; i < NLIST; i++) {
