@@ -106,6 +106,9 @@
 # 22. (stage "allreduce_alg", about 4 minutes, CPU only) Rabenseifner against
 #     the ring for large host vectors, alternating, 4 ranks 1-32 MiB, and at
 #     4 MiB for 2..16 ranks (allreduce_alg/)
+# 23. (stage "nccl", about 2 minutes, two GPUs) the shim's nccl back-end:
+#     its device cases, xtq_shim_bench mpi / xtq / nccl on device buffers,
+#     xtq_train per back-end (nccl/)
 # STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -803,6 +806,28 @@ if want allreduce_alg; then
         --iters 10 --commit $COMMIT --machine "$MACH" >$AA/strong_$alg.np$np.txt 2>&1
       echo "np $np $alg rc=$?: $(grep -A2 '^# ratios' $AA/strong_$alg.np$np.txt | tail -1)"
     done
+  done
+  pack
+fi
+if want nccl; then
+  # The shim's nccl back-end (device buffers, one GPU per rank): its
+  # device cases, the aggregation alone against mpi (host-staged) and xtq,
+  # and xtq_train per back-end (epochs: TRAIN_EPOCHS, 3).
+  GN=$W/nccl
+  mkdir -p $GN
+  TB=$B/apps/cntk-shim
+  stage "nccl: the shim's nccl back-end, 2 ranks on $NGPUS GPU(s)"
+  (cd $B && timeout 120 ctest -R '^shim\.device_staged|^shim\.bad_calls' --output-on-failure \
+    --timeout 60) >$GN/ctest.txt 2>&1
+  echo "ctest rc=$?"; grep -E "tests passed|\*\*\*Failed|Timeout" $GN/ctest.txt
+  timeout 90 "${MPI[@]}" -np 2 $TB/xtq_shim_bench --modes mpi,xtq,nccl --device cuda --iters 1000 \
+    --sizes 4K,64K,1M --csv $GN/shim_bench.csv >$GN/shim_bench.txt 2>&1
+  echo "-- xtq_shim_bench cuda buffers (rc=$?)"; grep -E "^ *(mpi|xtq|nccl) |available|rror" $GN/shim_bench.txt
+  DATA=${TRAIN_DATA:-$ROOT/.carry/fashion-mnist}
+  for be in mpi xtq nccl; do
+    timeout 100 "${MPI[@]}" -np 2 -x XTQ_SHIM_BACKEND=$be $TB/xtq_train --data "$DATA" --device cuda \
+      --epochs ${TRAIN_EPOCHS:-3} --progress off --csv $GN/train_${be}.csv >$GN/train_${be}.txt 2>&1
+    echo "train $be rc=$?: $(grep -v '^#' $GN/train_${be}.csv 2>/dev/null | tail -1)"
   done
   pack
 fi
