@@ -227,6 +227,19 @@ void shim__mpi_comm_close(MPI_Comm *comm)
         MPI_Comm_free(comm);
 }
 
+int shim__mpi_allreduce(MPI_Comm comm, const void *send, void *recv, size_t count,
+                        enum xtq_datatype type, enum xtq_op op)
+{
+    MPI_Datatype dt = mpi_type(type);
+    MPI_Op o = dt == MPI_DATATYPE_NULL ? MPI_OP_NULL : mpi_op(op, type);
+    if (o == MPI_OP_NULL)
+        return -XTQ_ENOSYS;
+    if (count > (size_t)INT32_MAX)
+        return -XTQ_EOVERFLOW;
+    int rc = MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, dt, o, comm);
+    return rc == MPI_SUCCESS ? 0 : mpi_error(rc, "MPI_Allreduce");
+}
+
 static int mpi_open(const xtq_shim_attr_t *attr, struct shim_backend **out, char *err,
                     size_t errlen)
 {

@@ -5,11 +5,14 @@
  * headers and a machine without NCCL reports why; the few types and
  * calls used are declared here (NCCL 2.x ABI: a 128-byte unique id, the
  * enums of nccl.h). The unique id travels over MPI (a duplicate of
- * attr->mpi_comm, as the mpi back-end's). Collectives run on a stream of
- * the back-end's own, created blocking, so that they follow the work the
- * caller queued on the legacy default stream (as the core's staging
- * copies do); each request is an event recorded after its collective.
- * Host buffers are refused (-XTQ_ENOSYS): use mpi or xtq for those.
+ * attr->mpi_comm, as the mpi back-end's). NCCL's communicator is made at
+ * the first device collective, with the GPU the caller made current by
+ * then (xtq_train picks its rank's GPU after the shim opens). Collectives
+ * run on a stream of the back-end's own, created blocking, so that they
+ * follow the work the caller queued on the legacy default stream (as the
+ * core's staging copies do); each request is an event recorded after its
+ * collective. Host buffers (the core's own small exchanges, or a caller's)
+ * go through a blocking MPI_Allreduce on the same communicator.
  */
 #include <mpi.h>
 
@@ -176,7 +179,6 @@ static int nccl_open(const xtq_shim_attr_t *attr, struct shim_backend **out, cha
         snprintf(err, errlen, "out of memory");
         return -XTQ_ENOMEM;
     }
-    be->comm = MPI_COMM_NULL;
     int rc = shim__mpi_comm_open(attr, &be->comm, err, errlen);
     if (rc) {
         free(be);
@@ -189,33 +191,38 @@ static int nccl_open(const xtq_shim_attr_t *attr, struct shim_backend **out, cha
     be->base.rank = (size_t)rank;
     be->base.size = (size_t)size;
     be->base.caps = SHIM_CAP_DEVICE_MEM;
+    *out = &be->base;
+    return 0;
+}
 
+/* NCCL's communicator on the current GPU, at the first device collective
+ * (every worker issues collectives in the same order: all are here). */
+static int nccl_connect(struct nccl_backend *be)
+{
     /* Every rank learns whether rank 0 got an id, so none waits in
      * ncclCommInitRank for a rank that gave up. */
     nccl_unique_id id;
     memset(&id, 0, sizeof(id));
-    int ok = rank != 0 || nccl.get_unique_id(&id) == 0;
-    if (MPI_Bcast(&ok, 1, MPI_INT, 0, be->comm) != MPI_SUCCESS ||
-        (ok && MPI_Bcast(&id, (int)sizeof(id), MPI_BYTE, 0, be->comm) != MPI_SUCCESS) || !ok) {
-        snprintf(err, errlen, "ncclGetUniqueId on rank 0, or its broadcast, failed");
-        nccl_close(&be->base);
+    int ok = be->base.rank != 0 || nccl.get_unique_id(&id) == 0;
+    if (MPI_Bcast(&ok, 1, MPI_INT, 0, be->comm) != MPI_SUCCESS || !ok ||
+        MPI_Bcast(&id, (int)sizeof(id), MPI_BYTE, 0, be->comm) != MPI_SUCCESS) {
+        fprintf(stderr, "xtq_shim: ncclGetUniqueId on rank 0, or its broadcast, failed\n");
         return -XTQ_EIO;
     }
     cudaError_t ce = cudaStreamCreate(&be->stream);
     if (ce != cudaSuccess) {
-        snprintf(err, errlen, "cudaStreamCreate: %s", cudaGetErrorString(ce));
+        fprintf(stderr, "xtq_shim: cudaStreamCreate: %s\n", cudaGetErrorString(ce));
         be->stream = NULL;
-        nccl_close(&be->base);
         return -XTQ_EIO;
     }
-    int nrc = nccl.comm_init_rank(&be->nc, size, id, rank);
+    int nrc = nccl.comm_init_rank(&be->nc, (int)be->base.size, id, (int)be->base.rank);
     if (nrc != 0) {
-        snprintf(err, errlen, "ncclCommInitRank: %s", nccl_strerror(nrc));
+        fprintf(stderr, "xtq_shim: ncclCommInitRank: %s (one GPU per rank: make the rank's GPU "
+                        "current before its first aggregate)\n",
+                nccl_strerror(nrc));
         be->nc = NULL;
-        nccl_close(&be->base);
         return -XTQ_EIO;
     }
-    *out = &be->base;
     return 0;
 }
 
@@ -231,8 +238,14 @@ static int nccl_iallreduce(struct shim_backend *base, const void *send, void *re
 {
     struct nccl_backend *be = container_of(base, struct nccl_backend, base);
     cudaEvent_t ev = NULL;
+    memset(req, 0, sizeof(*req)); /* no event: done */
     if (mem != XTQ_SHIM_MEM_CUDA)
-        return -XTQ_ENOSYS; /* device buffers only */
+        return shim__mpi_allreduce(be->comm, send, recv, count, type, op);
+    if (!be->nc) {
+        int rc = nccl_connect(be);
+        if (rc)
+            return rc;
+    }
     if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
         return -XTQ_EIO;
     int nrc = nccl.all_reduce(send, recv, count, nccl_type(type), nccl_op(op), be->nc, be->stream);
@@ -242,7 +255,6 @@ static int nccl_iallreduce(struct shim_backend *base, const void *send, void *re
         cudaEventDestroy(ev);
         return -XTQ_EIO;
     }
-    memset(req, 0, sizeof(*req));
     memcpy(req->bytes, &ev, sizeof(ev));
     return 0;
 }
@@ -259,14 +271,15 @@ static int nccl_testall(struct shim_backend *be, shim_breq_t *reqs, size_t n, in
     (void)be;
     *done = 0;
     for (size_t i = 0; i < n; i++) {
-        cudaError_t e = cudaEventQuery(req_event(&reqs[i]));
+        cudaError_t e = req_event(&reqs[i]) ? cudaEventQuery(req_event(&reqs[i])) : cudaSuccess;
         if (e == cudaErrorNotReady)
             return 0;
         if (e != cudaSuccess)
             return -XTQ_EIO;
     }
     for (size_t i = 0; i < n; i++)
-        cudaEventDestroy(req_event(&reqs[i]));
+        if (req_event(&reqs[i]))
+            cudaEventDestroy(req_event(&reqs[i]));
     *done = 1;
     return 0;
 }
@@ -276,9 +289,12 @@ static int nccl_waitall(struct shim_backend *be, shim_breq_t *reqs, size_t n)
     (void)be;
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
-        if (cudaEventSynchronize(req_event(&reqs[i])) != cudaSuccess)
+        cudaEvent_t ev = req_event(&reqs[i]);
+        if (!ev)
+            continue;
+        if (cudaEventSynchronize(ev) != cudaSuccess)
             rc = -XTQ_EIO;
-        cudaEventDestroy(req_event(&reqs[i]));
+        cudaEventDestroy(ev);
     }
     return rc;
 }
@@ -286,7 +302,7 @@ static int nccl_waitall(struct shim_backend *be, shim_breq_t *reqs, size_t n)
 static int nccl_barrier(struct shim_backend *base)
 {
     struct nccl_backend *be = container_of(base, struct nccl_backend, base);
-    if (cudaStreamSynchronize(be->stream) != cudaSuccess)
+    if (be->stream && cudaStreamSynchronize(be->stream) != cudaSuccess)
         return -XTQ_EIO;
     return MPI_Barrier(be->comm) == MPI_SUCCESS ? 0 : -XTQ_EIO;
 }

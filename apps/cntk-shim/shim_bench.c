@@ -19,7 +19,7 @@
 #endif
 
 static const char *const modes[] = {"mpi", "xtq", "nccl"};
-#define NMODES 2
+#define NMODES 3
 
 struct extra {
     size_t hidden[8], nhidden;

@@ -78,6 +78,10 @@ extern const struct shim_backend_ops shim__nccl_ops;
  * (MPI_COMM_WORLD by default) with errors returned. */
 int shim__mpi_comm_open(const xtq_shim_attr_t *attr, MPI_Comm *comm, char *err, size_t errlen);
 void shim__mpi_comm_close(MPI_Comm *comm);
+/* A blocking MPI_Allreduce of host memory in libxtq's types (-XTQ_ENOSYS
+ * for a type or operation MPI lacks here). */
+int shim__mpi_allreduce(MPI_Comm comm, const void *send, void *recv, size_t count,
+                        enum xtq_datatype type, enum xtq_op op);
 #endif
 
 /* ---- CUDA helpers (shim_cuda.c; stubs return -XTQ_ENOSYS without CUDA) - */

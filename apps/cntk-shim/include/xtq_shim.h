@@ -16,7 +16,9 @@
  *   xtq  libxtq_coll (apps/allreduce): reductions run as tasks on CPU
  *        agents, or on CUDA agents for device buffers.
  *   nccl ncclAllReduce (libnccl.so.2, loaded at run time) on device
- *        buffers only: the GPU reference to compare XTQ with.
+ *        buffers, one GPU per rank (current at the first aggregate);
+ *        host buffers through MPI_Allreduce: the GPU reference to
+ *        compare XTQ with.
  * Both give the same sums up to the order of floating-point additions, so
  * a user compares them on the spot by changing one variable.
  *
