@@ -187,7 +187,8 @@ static void half_types_release(void)
         MPI_Op_free(&half_ops[i]);
 }
 
-int shim__mpi_comm_open(const xtq_shim_attr_t *attr, MPI_Comm *comm, char *err, size_t errlen)
+int shim__mpi_comm_open(const xtq_shim_attr_t *attr, MPI_Comm *comm, struct shim_backend *base,
+                        char *err, size_t errlen)
 {
     int init = 0, fin = 0, rc;
     MPI_Finalized(&fin);
@@ -216,6 +217,11 @@ int shim__mpi_comm_open(const xtq_shim_attr_t *attr, MPI_Comm *comm, char *err, 
         return -XTQ_EIO;
     }
     MPI_Comm_set_errhandler(*comm, MPI_ERRORS_RETURN);
+    int rank, size;
+    MPI_Comm_rank(*comm, &rank);
+    MPI_Comm_size(*comm, &size);
+    base->rank = (size_t)rank;
+    base->size = (size_t)size;
     return 0;
 }
 
@@ -248,17 +254,12 @@ static int mpi_open(const xtq_shim_attr_t *attr, struct shim_backend **out, char
         snprintf(err, errlen, "out of memory");
         return -XTQ_ENOMEM;
     }
-    int rc = shim__mpi_comm_open(attr, &be->comm, err, errlen);
+    int rc = shim__mpi_comm_open(attr, &be->comm, &be->base, err, errlen);
     if (rc) {
         free(be);
         return rc;
     }
-    int rank, size;
-    MPI_Comm_rank(be->comm, &rank);
-    MPI_Comm_size(be->comm, &size);
     be->base.ops = &shim__mpi_ops;
-    be->base.rank = (size_t)rank;
-    be->base.size = (size_t)size;
     be->base.caps = 0; /* host memory only: the core stages device buffers */
     half_types_create();
     *out = &be->base;

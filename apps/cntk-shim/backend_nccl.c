@@ -179,17 +179,12 @@ static int nccl_open(const xtq_shim_attr_t *attr, struct shim_backend **out, cha
         snprintf(err, errlen, "out of memory");
         return -XTQ_ENOMEM;
     }
-    int rc = shim__mpi_comm_open(attr, &be->comm, err, errlen);
+    int rc = shim__mpi_comm_open(attr, &be->comm, &be->base, err, errlen);
     if (rc) {
         free(be);
         return rc;
     }
-    int rank, size;
-    MPI_Comm_rank(be->comm, &rank);
-    MPI_Comm_size(be->comm, &size);
     be->base.ops = &shim__nccl_ops;
-    be->base.rank = (size_t)rank;
-    be->base.size = (size_t)size;
     be->base.caps = SHIM_CAP_DEVICE_MEM;
     *out = &be->base;
     return 0;

@@ -75,8 +75,10 @@ extern const struct shim_backend_ops shim__nccl_ops;
 #if defined(MPI_VERSION) /* included after <mpi.h> */
 /* The communicator of an MPI-bootstrapped back-end (backend_mpi.c): MPI
  * initialized if the caller has not, and a duplicate of attr->mpi_comm
- * (MPI_COMM_WORLD by default) with errors returned. */
-int shim__mpi_comm_open(const xtq_shim_attr_t *attr, MPI_Comm *comm, char *err, size_t errlen);
+ * (MPI_COMM_WORLD by default) with errors returned; base's rank and size
+ * are its. */
+int shim__mpi_comm_open(const xtq_shim_attr_t *attr, MPI_Comm *comm, struct shim_backend *base,
+                        char *err, size_t errlen);
 void shim__mpi_comm_close(MPI_Comm *comm);
 /* A blocking MPI_Allreduce of host memory in libxtq's types (-XTQ_ENOSYS
  * for a type or operation MPI lacks here). */
