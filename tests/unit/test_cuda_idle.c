@@ -58,7 +58,7 @@ struct model {
     volatile uint32_t state; /* ctl->state */
     _Atomic uint32_t alive;  /* the kernel has not ended (stream busy) */
     _Atomic uint32_t wake;   /* a doorbell's request */
-    _Atomic uint64_t exits, relaunches, cancelled, stranded;
+    _Atomic uint64_t exits, relaunches, cancelled, stranded, never_exited;
     pthread_t proc;
 };
 
@@ -136,6 +136,17 @@ static void *model_producer(void *arg)
             }
             sched_yield();
         }
+        /* Every 400th packet, wait for the model to exit, so that the
+         * relaunch is exercised however the threads are scheduled (on a
+         * loaded 2-core machine the random gaps alone can miss it). */
+        if (i % 400 == 399) {
+            uint64_t seen = atomic_load(&m->exits);
+            limit = xtq__now_ns() + 2000000000ull;
+            while (atomic_load(&m->exits) == seen && xtq__now_ns() < limit)
+                sched_yield();
+            if (atomic_load(&m->exits) == seen)
+                atomic_fetch_add(&m->never_exited, 1);
+        }
         /* Gaps: none, short, and long enough for the model to exit. */
         unsigned g = rand_r(&seed) % 8;
         for (unsigned n = g < 3 ? 0 : g < 6 ? rand_r(&seed) % 64 : 64 + rand_r(&seed) % 128; n; n--)
@@ -180,6 +191,7 @@ XTQ_TEST(handshake_model_exactly_once)
     }
     pthread_join(prod, NULL);
     CHECK_EQ(atomic_load(&m->stranded), 0);
+    CHECK_EQ(atomic_load(&m->never_exited), 0);
     for (uint64_t i = 0; i < MODEL_N; i++)
         CHECK_EQ(atomic_load(&m->taken[i]), 1);
     /* No packet is left: the model exits once idle, and that last exit
