@@ -220,6 +220,27 @@ static struct {
     _Atomic uint64_t bad;
 } S;
 
+/* A payload that differs: where, how far, and whether what is there is
+ * the sender's pattern for another id (ids equal mod 256 share it): its
+ * buffer reused while the transport still read it, or another of its
+ * messages at the same offset; else something else wrote there. */
+static void report_bad(uint32_t src, uint64_t id, size_t len, const uint8_t *p, size_t at)
+{
+    size_t end = at;
+    while (end < len && p[end] != byte_of(src, id, end))
+        end++;
+    /* byte_of() moves by 7 per id: 183 is 7's inverse mod 256. */
+    uint64_t other = id + (uint8_t)((uint8_t)(p[at] - byte_of(src, id, at)) * 183u);
+    size_t same = 0;
+    while (at + same < end && p[at + same] == byte_of(src, other, at + same))
+        same++;
+    fprintf(stderr,
+            "rank %d: bad task src=%u id=%llu len=%zu: bytes [%zu, %zu) differ (%02x, expected "
+            "%02x); %zu of them are the sender's pattern for id %llu (mod 256)\n",
+            S.rank, src, (unsigned long long)id, len, at, end, p[at], byte_of(src, id, at), same,
+            (unsigned long long)other);
+}
+
 static void task_fn(const uint64_t arg[4], void *ret, void *user_data)
 {
     (void)ret;
@@ -230,12 +251,13 @@ static void task_fn(const uint64_t arg[4], void *ret, void *user_data)
     size_t len = (size_t)arg[3];
     bool ok =
         src < (uint32_t)S.size && id < CAP && len == len_of(src, id) && ((len == 0) == (p == NULL));
+    size_t bad_at = 0;
     for (size_t i = 0; ok && i < len; i++)
-        ok = p[i] == byte_of(src, id, i);
+        if (!(ok = p[i] == byte_of(src, id, i)))
+            bad_at = i;
     if (!ok) {
         if (atomic_fetch_add(&S.bad, 1) < 5)
-            fprintf(stderr, "rank %d: bad task src=%u id=%llu len=%zu\n", S.rank, src,
-                    (unsigned long long)id, len);
+            report_bad(src, id, len, p, bad_at);
         return;
     }
     atomic_fetch_add_explicit(&S.count[(size_t)src * CAP + id], 1, memory_order_relaxed);

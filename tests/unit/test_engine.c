@@ -338,6 +338,79 @@ XTQ_TEST(spare_regions_posted_while_tasks_hold_regions)
     free(payload);
 }
 
+/* ---- a region released before every message cut from it landed ------- */
+
+/*
+ * ofi_rxm flags a region's release on the completion of the message that
+ * took its last piece, while a segmented or rendezvous message matched
+ * earlier may still be arriving (CI: the multihost rank_sigstop_8s case
+ * ran a 59 KB put from the stopped rank with bytes of later messages).
+ * The region must wait for that message before it is posted again. A
+ * spare region plays the posted one: the provider never sees it, and the
+ * progress thread never touches it.
+ */
+XTQ_TEST(release_waits_for_earlier_pieces)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+
+    setenv("XTQ_RX_BUFFERS", "4", 1);
+    setenv("XTQ_RX_BUFFERS_POSTED", "1", 1);
+    CHECK_OK(xtq_init(&attr, &ctx));
+    struct xtq__engine *e = ctx->engine;
+
+    xtq__mutex_lock(&e->rx_lock);
+    CHECK(e->rx_nspare >= 1);
+    struct rx_region *r = e->rx_spare[--e->rx_nspare];
+    e->rx_posted++;
+    unsigned spares = e->rx_nspare;
+    pthread_mutex_unlock(&e->rx_lock);
+    r->out = false; /* as region_post leaves it */
+    atomic_fetch_sub(&e->regions_out, 1);
+    r->landed = r->landed_end = 0;
+    r->release_pending = false;
+
+    /* Pieces: [0, 192 KiB) a rendezvous message still arriving, then one
+     * message to within 64 bytes of the end, whose completion carries the
+     * release (FI_RECV | FI_MULTI_RECV). */
+    uint8_t *b = r->buf;
+    const size_t first = 192 * 1024;
+    xtq__region_landed(r, b + first, r->len - first - 64);
+    xtq__region_released(r, false);
+    CHECK(r->release_pending);
+    CHECK_EQ(atomic_load(&r->refs), 1);
+    xtq__mutex_lock(&e->rx_lock);
+    CHECK_EQ(e->rx_nspare, spares); /* not back among the spares */
+    pthread_mutex_unlock(&e->rx_lock);
+
+    /* The first message lands: now the region is free again. */
+    xtq__region_landed(r, b, first);
+    CHECK(!r->release_pending);
+    xtq__mutex_lock(&e->rx_lock);
+    CHECK_EQ(e->rx_nspare, spares + 1);
+    CHECK_EQ(e->rx_spare[e->rx_nspare - 1], r);
+    pthread_mutex_unlock(&e->rx_lock);
+
+    /* A release that came with an error frees the region at once. */
+    xtq__mutex_lock(&e->rx_lock);
+    CHECK_EQ(e->rx_spare[--e->rx_nspare], r);
+    e->rx_posted++;
+    pthread_mutex_unlock(&e->rx_lock);
+    r->out = false;
+    atomic_fetch_sub(&e->regions_out, 1);
+    r->landed = r->landed_end = 0;
+    xtq__region_landed(r, b + first, 4096);
+    xtq__region_released(r, true);
+    CHECK(!r->release_pending);
+    xtq__mutex_lock(&e->rx_lock);
+    CHECK_EQ(e->rx_nspare, spares + 1);
+    pthread_mutex_unlock(&e->rx_lock);
+
+    CHECK_OK(xtq_finalize(ctx));
+    unsetenv("XTQ_RX_BUFFERS");
+    unsetenv("XTQ_RX_BUFFERS_POSTED");
+}
+
 /* ---- sizes and timeouts that would wrap (bug 9) ------------------------ */
 
 XTQ_TEST(size_params_do_not_wrap)

@@ -389,8 +389,10 @@ void xtq__regions_repost(struct xtq__engine *e);
 void xtq__region_put(struct rx_region *r);
 /* A message of `len` bytes landed at `buf` in region `r` (progress turn). */
 void xtq__region_landed(struct rx_region *r, const void *buf, size_t len);
-/* The provider released region `r` (an FI_MULTI_RECV completion). */
-void xtq__region_released(struct rx_region *r, uint64_t flags);
+/* The provider released region `r` (an FI_MULTI_RECV completion): it is
+ * reposted once every message cut from it has landed, or at once when
+ * `at_once` (the release came with an error, and what it held is lost). */
+void xtq__region_released(struct rx_region *r, bool at_once);
 /* A message landed in region `r` from endpoint `src` (FI_SOURCE):
  * validate and dispatch it. */
 void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len,

@@ -71,7 +71,7 @@ static int cq_poll(struct xtq__engine *e, bool polite, bool *drained)
                 struct rx_region *r = err.op_context;
                 XTQ_LOG_ONCE(OFI, ERROR, "receive error: %s (%s)", fi_strerror(err.err), buf);
                 if (err.flags & FI_MULTI_RECV)
-                    xtq__region_released(r, FI_RECV);
+                    xtq__region_released(r, true);
             }
             n++;
             continue;
@@ -95,7 +95,7 @@ static int cq_poll(struct xtq__engine *e, bool polite, bool *drained)
                     xtq__region_landed(r, ent[i].buf, ent[i].len);
                 }
                 if (ent[i].flags & FI_MULTI_RECV)
-                    xtq__region_released(r, ent[i].flags);
+                    xtq__region_released(r, false);
             }
         }
         n += (int)got;

@@ -96,7 +96,7 @@ void xtq__region_put(struct rx_region *r)
             return;
         /* Free: posted again at once if too few are, else the top spare. */
         if (!r->out)
-            XTQ_LOG_ONCE(ENGINE, ERROR, "DEBUG region %p put while posted", (void *)r);
+            XTQ_LOG_ONCE(ENGINE, ERROR, "bug: receive region %p freed while posted", (void *)r);
         xtq__mutex_lock(&e->rx_lock);
         bool post = e->rx_posted < e->rx_posted_min;
         if (post)
@@ -110,16 +110,21 @@ void xtq__region_put(struct rx_region *r)
 }
 
 /*
- * The provider is done with a region when it says so: on the completion
- * of the last message (FI_RECV | FI_MULTI_RECV), or in a completion of its
- * own. ofi_rxm (1.17) also writes one of its own when the region is posted
- * while messages wait unmatched: it cuts the start of the region into
- * pieces for them and reports the region released at once, before the
- * pieces have been filled (rendezvous and segmented messages complete
- * later). Reposting then would let new messages overwrite them. Pieces
- * are cut contiguously from the start until less than min_multi_recv is
- * left, so the region is released for real once the messages that landed
- * cover [0, end) without a gap and less than that is left after `end`.
+ * The provider says it is done with a region on the completion of the
+ * last message cut from it (FI_RECV | FI_MULTI_RECV), or in a completion
+ * of its own; neither means that every message cut from it has landed.
+ * ofi_rxm (1.17) cuts a piece for each message when it matches it, and
+ * flags the release on the completion of the message that took the last
+ * piece, while a segmented or rendezvous message matched earlier may
+ * still be arriving (its sender slow, or stopped: the multihost
+ * rank_sigstop_8s case had a 59 KB put from the stopped rank overwritten
+ * by messages that landed after its region was posted again). It also
+ * writes a release of its own when the region is posted while messages
+ * wait unmatched, before their pieces are filled. Reposting early lets new
+ * messages overwrite what is still arriving. Pieces are cut contiguously
+ * from the start until less than min_multi_recv is left, so the region is
+ * released for real once the messages that landed cover [0, end) without
+ * a gap and less than that is left after `end`.
  */
 static bool region_filled(const struct rx_region *r)
 {
@@ -138,7 +143,7 @@ void xtq__region_landed(struct rx_region *r, const void *buf, size_t len)
     }
 }
 
-void xtq__region_released(struct rx_region *r, uint64_t flags)
+void xtq__region_released(struct rx_region *r, bool at_once)
 {
     struct xtq__engine *e = r->e;
     if (!r->out) {
@@ -148,7 +153,7 @@ void xtq__region_released(struct rx_region *r, uint64_t flags)
         e->rx_posted--;
         pthread_mutex_unlock(&e->rx_lock);
     }
-    if ((flags & FI_RECV) || region_filled(r)) {
+    if (at_once || region_filled(r)) {
         xtq__region_put(r);
     } else {
         XTQ_LOG_ONCE(OFI, INFO,
