@@ -226,6 +226,10 @@ XTQ_TEST(large_puts_land_in_few_regions)
     bool used[8] = {0};
     int nused = 0;
 
+    /* One worker: task N's region is put back before task N + 1 can
+     * retire, so a third region is never needed (two workers could run
+     * N + 1 while N's retire is between its ack and its region_put). */
+    setenv("XTQ_CPU_WORKERS", "1", 1);
     setenv("XTQ_RX_BUFFERS", "8", 1);
     unsetenv("XTQ_RX_BUFFERS_POSTED"); /* the default, 1 */
     setenv("XTQ_RX_BUFFER_SIZE", "4M", 1);
@@ -451,8 +455,12 @@ XTQ_TEST(deadlines_saturate)
     CHECK(xtq__mul_sat(1ull << 31, 1ull << 31) == 1ull << 62);
 }
 
+/* Held until the test opens the gate, then 300 ms more: still running
+ * when finalize begins, however late the main thread gets there. */
 static void sleepy_fn(const uint64_t arg[4], void *ret, void *user)
 {
+    struct gate *g = user;
+    CHECK_OK(xtq_signal_wait(g->gate, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE, NULL));
     nap_us(300000);
 }
 
@@ -469,21 +477,25 @@ XTQ_TEST(finalize_huge_timeout_waits)
     xtq_queue_t *q;
     xtq_function_t *f;
     xtq_completion_t c = {0};
+    struct gate g = {0};
 
     setenv("XTQ_FINALIZE_TIMEOUT_MS", "18446744073709", 1); /* * 10^6 is 2^64 - 551616 */
     CHECK_OK(xtq_init(&attr, &ctx));
     CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_signal_create(1, &g.gate));
     CHECK_OK(xtq_queue_create(cpu, 16, &q));
-    CHECK_OK(xtq_function_create_cpu(cpu, sleepy_fn, NULL, &f));
+    CHECK_OK(xtq_function_create_cpu(cpu, sleepy_fn, &g, &f));
     CHECK_OK(xtq_register_queue(ctx, 1, q));
     CHECK_OK(xtq_register_function(ctx, 1, f, NULL));
     put_fn(ctx, 1, 1, &c);
     /* Waits with timeouts that are not infinite, however large or small. */
     CHECK_ERR(xtq_completion_wait(ctx, &c, -1), -XTQ_ETIMEDOUT);
     CHECK_ERR(xtq_completion_wait(ctx, &c, 0), -XTQ_ETIMEDOUT);
+    xtq_signal_store(g.gate, 0);
     CHECK_OK(xtq_finalize(ctx));
     CHECK(xtq_completion_test(&c));
     CHECK_OK(c.status);
+    xtq_signal_destroy(g.gate);
 }
 
 XTQ_TEST(table_size_one_limit)
