@@ -3,6 +3,10 @@
 add_executable(xtq_bench_breakdown ${CMAKE_CURRENT_LIST_DIR}/breakdown.c)
 target_link_libraries(xtq_bench_breakdown PRIVATE xtq_bench_harness)
 target_compile_options(xtq_bench_breakdown PRIVATE ${XTQ_WARNINGS})
+# The CPU reduction kernel against memcpy (no launcher needed).
+add_executable(xtq_bench_reduce ${CMAKE_CURRENT_LIST_DIR}/reduce.c)
+target_link_libraries(xtq_bench_reduce PRIVATE xtq::xtq xtq_bench_harness)
+target_compile_options(xtq_bench_reduce PRIVATE ${XTQ_WARNINGS})
 if(XTQ_HAVE_MPI)
   foreach(b rtt msgrate)
     add_executable(xtq_bench_${b} ${CMAKE_CURRENT_LIST_DIR}/${b}.c)
