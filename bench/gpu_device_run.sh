@@ -772,6 +772,13 @@ if want cpuprof; then
   mkdir -p $CP
   AR=$B/apps/allreduce/xtq_allreduce
   stage "cpuprof: host teams, 4 ranks, XTQ_COLL_PROFILE per size; algorithms pinned"
+  # The reduction kernel alone against memcpy (session 8: reduce.c was
+  # built at -O2 until 7bc7007, its loops scalar); needs xtq_bench_reduce
+  # in TARGETS when TARGETS is set.
+  if [ -x $B/bench/xtq_bench_reduce ]; then
+    $B/bench/xtq_bench_reduce --commit $COMMIT >$CP/reduce.txt 2>&1
+    cat $CP/reduce.txt
+  fi
   for sz in 1M 4M 8M 16M 32M; do
     timeout 60 "${MPI[@]}" -np 4 -x XTQ_COLL_PROFILE=1 $AR --modes mpi,xtq --sizes $sz --iters 20 \
       --commit $COMMIT --machine "$MACH" >$CP/prof_$sz.txt 2>&1
