@@ -231,7 +231,7 @@ XTQ_TEST(large_puts_land_in_few_regions)
      * N + 1 while N's retire is between its ack and its region_put). */
     setenv("XTQ_CPU_WORKERS", "1", 1);
     setenv("XTQ_RX_BUFFERS", "8", 1);
-    unsetenv("XTQ_RX_BUFFERS_POSTED"); /* the default, 1 */
+    setenv("XTQ_RX_BUFFERS_POSTED", "1", 1);
     setenv("XTQ_RX_BUFFER_SIZE", "4M", 1);
     uint8_t *payload = calloc(1, BIG_PAYLOAD);
     CHECK(payload != NULL);
@@ -413,6 +413,47 @@ XTQ_TEST(release_waits_for_earlier_pieces)
     CHECK_OK(xtq_finalize(ctx));
     unsetenv("XTQ_RX_BUFFERS");
     unsetenv("XTQ_RX_BUFFERS_POSTED");
+}
+
+/* ---- a put failed after its last MISSING answer never runs ------------ */
+
+/*
+ * The initiator fails a put with -XTQ_EIO at its (XTQ__RESEND_MAX + 1)-th
+ * MISSING answer. Every copy may have been on its way all along (CI: a
+ * peer whose puts waited unmatched for 50 s ran 52 puts it had failed):
+ * after that many answers no resend revives the tombstone; before, one
+ * does. Rank 0 of 1 asks itself; the answers go to its own initiator,
+ * which drops them (no put in flight).
+ */
+XTQ_TEST(missing_tombstone_final_after_last_answer)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    int err;
+
+    CHECK_OK(xtq_init(&attr, &ctx));
+    struct xtq__engine *e = ctx->engine;
+    xtq__mutex_lock(&e->progress_lock);
+    /* seq 3: as many answers as the initiator resends after; the resend
+     * that then arrives runs. */
+    xtq__ack_reask(e, 0, 3, true); /* the tombstone, first MISSING */
+    for (int i = 1; i < XTQ__RESEND_MAX; i++)
+        xtq__ack_reask(e, 0, 3, true);
+    struct ack_entry *a = xtq__ack_hold(e, 0, 3, 0, true, &err);
+    CHECK(a != NULL);
+    CHECK_EQ(err, 0);
+    /* seq 4: one answer more, at which the initiator gave up: its late
+     * resend is a copy, dropped. */
+    for (int i = 0; i <= XTQ__RESEND_MAX; i++)
+        xtq__ack_reask(e, 0, 4, true);
+    CHECK(xtq__ack_hold(e, 0, 4, 0, true, &err) == NULL);
+    CHECK_EQ(err, -XTQ_EALREADY);
+    /* A late original is never revived either. */
+    CHECK(xtq__ack_hold(e, 0, 4, 0, false, &err) == NULL);
+    CHECK_EQ(err, -XTQ_EALREADY);
+    pthread_mutex_unlock(&e->progress_lock);
+    xtq__ack_done(e, a, 0);
+    CHECK_OK(xtq_finalize(ctx));
 }
 
 /* ---- sizes and timeouts that would wrap (bug 9) ------------------------ */

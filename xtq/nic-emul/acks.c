@@ -219,10 +219,15 @@ struct ack_entry *xtq__ack_hold(struct xtq__engine *e, uint32_t src, uint64_t se
      * size or repeats itself. The entry remembers the last seq it served:
      * that seq again is a copy (a resend that crossed its original), an
      * older one a late copy of a put long answered; neither runs. A put
-     * refused as MISSING (ack_reask) runs only as its resend. */
+     * refused as MISSING (ack_reask) runs only as its resend, and not
+     * once XTQ__RESEND_MAX + 1 MISSING answers have gone: the initiator
+     * has failed it with -XTQ_EIO by then (every copy may have been on its
+     * way all along: a peer whose puts waited unmatched for 50 s ran 52
+     * puts it had failed, multihost link_down_30s). */
     struct ack_entry *a = &ring[seq % e->window];
     xtq__mutex_lock(&e->ack_lock);
-    bool revive = a->used && a->seq == seq && a->missing && resend && a->state == ACK_FREE;
+    bool revive = a->used && a->seq == seq && a->missing && resend && a->state == ACK_FREE &&
+                  a->missing_sent <= XTQ__RESEND_MAX;
     if (!revive && a->used && seq <= a->seq) {
         *err = -XTQ_EALREADY;
         pthread_mutex_unlock(&e->ack_lock);
@@ -235,6 +240,7 @@ struct ack_entry *xtq__ack_hold(struct xtq__engine *e, uint32_t src, uint64_t se
     }
     a->used = true;
     a->missing = false;
+    a->missing_sent = 0;
     a->state = ACK_HELD;
     a->sent = false;
     a->result_inflight = false;
@@ -511,10 +517,13 @@ void xtq__ack_reask(struct xtq__engine *e, uint32_t src, uint64_t seq, bool agai
     if (a->used && a->seq == seq && a->state == ACK_FREE && a->sent && !a->result_inflight) {
         h.status = a->status ? a->status : a->result_len ? -XTQ_EIO : 0;
         h.flags = a->missing ? XTQ__WIRE_MISSING : 0;
+        if (a->missing && a->missing_sent < UINT8_MAX)
+            a->missing_sent++;
         answer = true;
     } else if (again && may_refuse(e, a, seq)) {
         a->used = true;
         a->missing = true;
+        a->missing_sent = 1;
         a->sent = true;
         a->seq = seq;
         a->status = -XTQ_EIO;

@@ -77,6 +77,11 @@ enum ack_state {
     ACK_QUEUED,   /* known, waiting in the send queue or for a retry */
 };
 
+/* Times an initiator sends a put again after MISSING answers; at the
+ * next MISSING it fails the put with -XTQ_EIO (initiator.c). The target
+ * counts its MISSING answers to know when that happened (acks.c). */
+#define XTQ__RESEND_MAX 8
+
 struct ack_entry {
     uint8_t state;        /* ACK_*, under ack_lock (so are the fields below) */
     bool sent;            /* its ack left: seq and status are the last put's */
@@ -84,6 +89,9 @@ struct ack_entry {
     bool pooled;          /* block from the result pool */
     bool used;            /* seq names a put that arrived, or a tombstone */
     bool missing;         /* tombstone: asked for, never arrived (MISSING) */
+    uint8_t missing_sent; /* MISSING answers for this tombstone; past
+                           * XTQ__RESEND_MAX the initiator has given up and
+                           * no resend revives it */
     int32_t status;
     int32_t dest;
     uint32_t result_len; /* the put's result bytes */

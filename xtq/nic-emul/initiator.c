@@ -317,8 +317,6 @@ static void slot_sent(struct xtq__engine *e, struct put_slot *s, ssize_t rc, boo
 static ssize_t put_transmit(struct xtq__engine *e, struct put_slot *s, const struct put_layout *l,
                             const struct iovec *iov, size_t niov);
 
-/* Times one put is sent again after MISSING answers before it fails. */
-#define RESEND_MAX 8
 
 /*
  * The target never got put `s` and refused it for good (a MISSING answer
@@ -334,7 +332,7 @@ static void slot_missing(struct xtq__engine *e, struct put_slot *s, int status)
 {
     bool staged = s->txl.how == SEND_INJECT || s->txl.how == SEND_COPY;
     bool local = s->state & SLOT_LOCAL;
-    if (!local || !staged || s->resends >= RESEND_MAX) {
+    if (!local || !staged || s->resends >= XTQ__RESEND_MAX) {
         /* Not LOCAL: the transport never completed its send (and may
          * still hold the buffers): DONE now, LOCAL when it lets go. */
         XTQ_LOG_ONCE(ENGINE, WARN,
