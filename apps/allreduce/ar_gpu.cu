@@ -2,9 +2,8 @@
  * xtq_allreduce's GPU side (ar_gpu.h) with the CUDA runtime: the
  * reduction kernel of the HSA-mode path (the reductions of
  * <xtq/coll_cuda.cuh>, as libxtq_coll's GPU tasks run them), copies, and
- * NCCL loaded with dlopen. NCCL's few types and calls are declared here
- * (NCCL 2.x ABI: ncclUniqueId is 128 bytes; the enums below are nccl.h's
- * values), so no NCCL header is needed to build.
+ * NCCL loaded with dlopen (apps/nccl_dl.h: no NCCL header is needed to
+ * build).
  *
  * Everything runs on one non-blocking stream of the path: the legacy
  * default stream would wait for the CUDA agent's persistent processor.
@@ -18,6 +17,7 @@
 #include <xtq/coll_cuda.cuh>
 
 #include "ar_gpu.h"
+#include "../nccl_dl.h" /* shared by the apps */
 
 static cudaStream_t stream;
 static char err[256];
@@ -155,51 +155,14 @@ extern "C" int ar_gpu_sync(void)
     return e == cudaSuccess ? 0 : fail("cudaStreamSynchronize", e);
 }
 
-/* ---- NCCL through dlopen ------------------------------------------------------ */
+/* ---- NCCL through dlopen (apps/nccl_dl.h) --------------------------------------- */
 
-typedef struct {
-    char internal[128];
-} nccl_unique_id;
-typedef struct nccl_comm *nccl_comm_t;
-enum { NCCL_SUCCESS = 0 };
-/* ncclDataType_t and ncclRedOp_t values (nccl.h, 2.x). */
-enum {
-    NCCL_INT8 = 0, NCCL_UINT8 = 1, NCCL_INT32 = 2, NCCL_UINT32 = 3, NCCL_INT64 = 4,
-    NCCL_UINT64 = 5, NCCL_FLOAT16 = 6, NCCL_FLOAT32 = 7, NCCL_FLOAT64 = 8, NCCL_BFLOAT16 = 9,
-};
-enum { NCCL_SUM = 0, NCCL_PROD = 1, NCCL_MAX = 2, NCCL_MIN = 3 };
-
-static struct {
-    void *lib;
-    int (*get_unique_id)(nccl_unique_id *);
-    int (*comm_init_rank)(nccl_comm_t *, int, nccl_unique_id, int);
-    int (*all_reduce)(const void *, void *, size_t, int, int, nccl_comm_t, cudaStream_t);
-    int (*comm_destroy)(nccl_comm_t);
-    const char *(*error_string)(int);
-    nccl_comm_t comm;
-} nccl;
+static struct nccl_dl nccl;
+static nccl_comm_t nccl_comm;
 
 extern "C" int ar_nccl_open(char *why, size_t len)
 {
-    nccl.lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!nccl.lib) {
-        snprintf(why, len, "libnccl.so.2 not found (%s)", dlerror());
-        return -1;
-    }
-    nccl.get_unique_id = (int (*)(nccl_unique_id *))dlsym(nccl.lib, "ncclGetUniqueId");
-    nccl.comm_init_rank =
-        (int (*)(nccl_comm_t *, int, nccl_unique_id, int))dlsym(nccl.lib, "ncclCommInitRank");
-    nccl.all_reduce = (int (*)(const void *, void *, size_t, int, int, nccl_comm_t,
-                               cudaStream_t))dlsym(nccl.lib, "ncclAllReduce");
-    nccl.comm_destroy = (int (*)(nccl_comm_t))dlsym(nccl.lib, "ncclCommDestroy");
-    nccl.error_string = (const char *(*)(int))dlsym(nccl.lib, "ncclGetErrorString");
-    if (!nccl.get_unique_id || !nccl.comm_init_rank || !nccl.all_reduce || !nccl.comm_destroy) {
-        snprintf(why, len, "libnccl.so.2 lacks the calls used (ncclAllReduce, ...)");
-        dlclose(nccl.lib);
-        nccl.lib = NULL;
-        return -1;
-    }
-    return 0;
+    return nccl_dl_open(&nccl, why, len);
 }
 
 extern "C" int ar_nccl_unique_id_size(void)
@@ -209,8 +172,7 @@ extern "C" int ar_nccl_unique_id_size(void)
 
 static int nccl_fail(const char *what, int rc)
 {
-    snprintf(err, sizeof(err), "%s: %s", what,
-             nccl.error_string ? nccl.error_string(rc) : "NCCL error");
+    snprintf(err, sizeof(err), "%s: %s", what, nccl_dl_strerror(&nccl, rc));
     return -1;
 }
 
@@ -224,34 +186,16 @@ extern "C" int ar_nccl_init(int nranks, const void *id, int rank)
 {
     nccl_unique_id u;
     memcpy(&u, id, sizeof(u));
-    int rc = nccl.comm_init_rank(&nccl.comm, nranks, u, rank);
+    int rc = nccl.comm_init_rank(&nccl_comm, nranks, u, rank);
     return rc == NCCL_SUCCESS ? 0 : nccl_fail("ncclCommInitRank", rc);
 }
 
 extern "C" int ar_nccl_allreduce(const void *sendbuf, void *recvbuf, size_t count, int type, int op)
 {
-    int t, o;
-    switch (type) {
-    case XTQ_DT_INT8: t = NCCL_INT8; break;
-    case XTQ_DT_UINT8: t = NCCL_UINT8; break;
-    case XTQ_DT_INT32: t = NCCL_INT32; break;
-    case XTQ_DT_UINT32: t = NCCL_UINT32; break;
-    case XTQ_DT_INT64: t = NCCL_INT64; break;
-    case XTQ_DT_UINT64: t = NCCL_UINT64; break;
-    case XTQ_DT_FLOAT16: t = NCCL_FLOAT16; break;
-    case XTQ_DT_BFLOAT16: t = NCCL_BFLOAT16; break;
-    case XTQ_DT_FLOAT: t = NCCL_FLOAT32; break;
-    case XTQ_DT_DOUBLE: t = NCCL_FLOAT64; break;
-    default: return -1;
-    }
-    switch (op) {
-    case XTQ_OP_SUM: o = NCCL_SUM; break;
-    case XTQ_OP_PROD: o = NCCL_PROD; break;
-    case XTQ_OP_MAX: o = NCCL_MAX; break;
-    case XTQ_OP_MIN: o = NCCL_MIN; break;
-    default: return -1;
-    }
-    int rc = nccl.all_reduce(sendbuf, recvbuf, count, t, o, nccl.comm, stream);
+    int t = nccl_dl_type(type), o = nccl_dl_op(op);
+    if (t < 0 || o < 0)
+        return -1;
+    int rc = nccl.all_reduce(sendbuf, recvbuf, count, t, o, nccl_comm, stream);
     if (rc != NCCL_SUCCESS)
         return nccl_fail("ncclAllReduce", rc);
     /* A blocking call, as MPI_Allreduce is: the time includes the wait. */
@@ -261,9 +205,10 @@ extern "C" int ar_nccl_allreduce(const void *sendbuf, void *recvbuf, size_t coun
 
 extern "C" void ar_nccl_close(void)
 {
-    if (nccl.comm)
-        nccl.comm_destroy(nccl.comm);
+    if (nccl_comm)
+        nccl.comm_destroy(nccl_comm);
     if (nccl.lib)
         dlclose(nccl.lib);
     memset(&nccl, 0, sizeof(nccl));
+    nccl_comm = NULL;
 }

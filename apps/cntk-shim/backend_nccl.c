@@ -2,9 +2,8 @@
  * The nccl back-end: ncclAllReduce on device buffers, the reference a
  * GPU user compares XTQ with (issue 14: "the ratio to NCCL"). NCCL is
  * loaded with dlopen("libnccl.so.2") at open, so the build needs no NCCL
- * headers and a machine without NCCL reports why; the few types and
- * calls used are declared here (NCCL 2.x ABI: a 128-byte unique id, the
- * enums of nccl.h). The unique id travels over MPI (a duplicate of
+ * headers and a machine without NCCL reports why (apps/nccl_dl.h declares
+ * the few types and calls used). The unique id travels over MPI (a duplicate of
  * attr->mpi_comm, as the mpi back-end's). NCCL's communicator is made at
  * the first device collective, with the GPU the caller made current by
  * then (xtq_train picks its rank's GPU after the shim opens). Collectives
@@ -18,43 +17,17 @@
 
 #include "shim_internal.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cuda_runtime_api.h>
 
-typedef struct {
-    char internal[128];
-} nccl_unique_id;
-typedef struct nccl_comm *nccl_comm_t;
+#include "../nccl_dl.h" /* shared by the apps */
 
-/* ncclDataType_t and ncclRedOp_t (nccl.h, 2.x). */
-enum {
-    NCCL_INT8 = 0,
-    NCCL_UINT8 = 1,
-    NCCL_INT32 = 2,
-    NCCL_UINT32 = 3,
-    NCCL_INT64 = 4,
-    NCCL_UINT64 = 5,
-    NCCL_FLOAT16 = 6,
-    NCCL_FLOAT32 = 7,
-    NCCL_FLOAT64 = 8,
-    NCCL_BFLOAT16 = 9,
-};
-enum { NCCL_SUM = 0, NCCL_PROD = 1, NCCL_MAX = 2, NCCL_MIN = 3 };
-
-/* The library, loaded once per process and kept. */
-static struct {
-    void *lib;
-    int (*get_unique_id)(nccl_unique_id *);
-    int (*comm_init_rank)(nccl_comm_t *, int, nccl_unique_id, int);
-    int (*all_reduce)(const void *, void *, size_t, int, int, nccl_comm_t, cudaStream_t);
-    int (*comm_destroy)(nccl_comm_t);
-    const char *(*error_string)(int);
-    const char *why;
-} nccl;
+/* The library, loaded once per process and kept (apps/nccl_dl.h). */
+static struct nccl_dl nccl;
+static char nccl_why[256];
 
 struct nccl_backend {
     struct shim_backend base;
@@ -68,28 +41,9 @@ _Static_assert(sizeof(cudaEvent_t) <= sizeof(shim_breq_t), "an event fits a shim
 static int nccl_load(void)
 {
     static int loaded = -1;
-    if (loaded >= 0)
-        return loaded;
-    loaded = 0;
-    nccl.lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!nccl.lib) {
-        nccl.why = "libnccl.so.2 was not found (install NCCL 2.x)";
-        return 0;
-    }
-    nccl.get_unique_id = (int (*)(nccl_unique_id *))dlsym(nccl.lib, "ncclGetUniqueId");
-    nccl.comm_init_rank =
-        (int (*)(nccl_comm_t *, int, nccl_unique_id, int))dlsym(nccl.lib, "ncclCommInitRank");
-    nccl.all_reduce = (int (*)(const void *, void *, size_t, int, int, nccl_comm_t,
-                               cudaStream_t))dlsym(nccl.lib, "ncclAllReduce");
-    nccl.comm_destroy = (int (*)(nccl_comm_t))dlsym(nccl.lib, "ncclCommDestroy");
-    nccl.error_string = (const char *(*)(int))dlsym(nccl.lib, "ncclGetErrorString");
-    if (!nccl.get_unique_id || !nccl.comm_init_rank || !nccl.all_reduce || !nccl.comm_destroy) {
-        nccl.why = "libnccl.so.2 lacks ncclGetUniqueId, ncclCommInitRank, ncclAllReduce or "
-                   "ncclCommDestroy";
-        return 0;
-    }
-    loaded = 1;
-    return 1;
+    if (loaded < 0)
+        loaded = nccl_dl_open(&nccl, nccl_why, sizeof(nccl_why)) == 0;
+    return loaded;
 }
 
 static int nccl_available(const char **why)
@@ -97,59 +51,15 @@ static int nccl_available(const char **why)
     if (!shim__cuda_available(why))
         return 0;
     if (!nccl_load()) {
-        *why = nccl.why;
+        *why = nccl_why;
         return 0;
     }
     return 1;
 }
 
-static int nccl_type(enum xtq_datatype t)
-{
-    switch (t) {
-    case XTQ_DT_INT8:
-        return NCCL_INT8;
-    case XTQ_DT_UINT8:
-        return NCCL_UINT8;
-    case XTQ_DT_INT32:
-        return NCCL_INT32;
-    case XTQ_DT_UINT32:
-        return NCCL_UINT32;
-    case XTQ_DT_INT64:
-        return NCCL_INT64;
-    case XTQ_DT_UINT64:
-        return NCCL_UINT64;
-    case XTQ_DT_FLOAT16:
-        return NCCL_FLOAT16;
-    case XTQ_DT_BFLOAT16:
-        return NCCL_BFLOAT16;
-    case XTQ_DT_FLOAT:
-        return NCCL_FLOAT32;
-    case XTQ_DT_DOUBLE:
-        return NCCL_FLOAT64;
-    default:
-        return -1;
-    }
-}
-
-static int nccl_op(enum xtq_op op)
-{
-    switch (op) {
-    case XTQ_OP_SUM:
-        return NCCL_SUM;
-    case XTQ_OP_PROD:
-        return NCCL_PROD;
-    case XTQ_OP_MAX:
-        return NCCL_MAX;
-    case XTQ_OP_MIN:
-        return NCCL_MIN;
-    default:
-        return -1;
-    }
-}
-
 static const char *nccl_strerror(int rc)
 {
-    return nccl.error_string ? nccl.error_string(rc) : "NCCL error";
+    return nccl_dl_strerror(&nccl, rc);
 }
 
 static int nccl_close(struct shim_backend *base)
@@ -224,7 +134,7 @@ static int nccl_connect(struct nccl_backend *be)
 static int nccl_supported(struct shim_backend *be, enum xtq_datatype type, enum xtq_op op)
 {
     (void)be;
-    return nccl_type(type) >= 0 && nccl_op(op) >= 0;
+    return nccl_dl_type(type) >= 0 && nccl_dl_op(op) >= 0;
 }
 
 static int nccl_iallreduce(struct shim_backend *base, const void *send, void *recv, size_t count,
@@ -243,7 +153,7 @@ static int nccl_iallreduce(struct shim_backend *base, const void *send, void *re
     }
     if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
         return -XTQ_EIO;
-    int nrc = nccl.all_reduce(send, recv, count, nccl_type(type), nccl_op(op), be->nc, be->stream);
+    int nrc = nccl.all_reduce(send, recv, count, nccl_dl_type(type), nccl_dl_op(op), be->nc, be->stream);
     if (nrc != 0 || cudaEventRecord(ev, be->stream) != cudaSuccess) {
         if (nrc != 0)
             fprintf(stderr, "xtq_shim: ncclAllReduce: %s\n", nccl_strerror(nrc));
