@@ -248,8 +248,17 @@ void xtq__regions_close(struct xtq__engine *e)
 static void task_reject(struct xtq__engine *e, struct rx_task *t, int err)
 {
     xtq__stats_rejected(e->ctx, err);
-    XTQ_LOG_ONCE(ENGINE, WARN, "rejected a command from rank %u (seq %llu): %s", t->src,
-                 (unsigned long long)t->seq, xtq_errname(err));
+    /* An index not registered (yet): the initiator has the code in its
+     * completion and may try again, as libxtq_coll's team handshake does
+     * when a member has not registered its queue yet; a warning here was
+     * noise in every team's start. Counted all the same (msgs_rejected,
+     * rejected_by_reason), and logged with XTQ_LOG_LEVEL=info. */
+    if (err == -XTQ_ENOKERNEL || err == -XTQ_ENOFUNC || err == -XTQ_ENOQUEUE)
+        XTQ_LOG_ONCE(ENGINE, INFO, "rejected a command from rank %u (seq %llu): %s", t->src,
+                     (unsigned long long)t->seq, xtq_errname(err));
+    else
+        XTQ_LOG_ONCE(ENGINE, WARN, "rejected a command from rank %u (seq %llu): %s", t->src,
+                     (unsigned long long)t->seq, xtq_errname(err));
     xtq__ack_done(e, t->ack, err);
     xtq__region_put(t->region);
     free(t);
