@@ -387,8 +387,13 @@ XTQ_TEST(release_waits_for_earlier_pieces)
     CHECK_EQ(e->rx_nspare, spares); /* not back among the spares */
     pthread_mutex_unlock(&e->rx_lock);
 
+    /* Waiting is reported once it has lasted (a sender stalled). */
+    CHECK_EQ(xtq__regions_stuck(e, r->pending_since + 2000000000ull, 5000000000ull), 0u);
+    CHECK_EQ(xtq__regions_stuck(e, r->pending_since + 6000000000ull, 5000000000ull), 1u);
+
     /* The first message lands: now the region is free again. */
     xtq__region_landed(r, b, first);
+    CHECK_EQ(xtq__regions_stuck(e, r->pending_since + 6000000000ull, 5000000000ull), 0u);
     CHECK(!r->release_pending);
     xtq__mutex_lock(&e->rx_lock);
     CHECK_EQ(e->rx_nspare, spares + 1);

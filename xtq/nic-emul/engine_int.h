@@ -58,6 +58,7 @@ struct rx_region {
      * the furthest end, and a release the provider reported too early. */
     size_t landed, landed_end;
     bool release_pending;
+    uint64_t pending_since; /* when the release came early (ns) */
     bool out; /* released by the provider, not posted again yet */
 };
 
@@ -397,6 +398,10 @@ void xtq__regions_repost(struct xtq__engine *e);
 void xtq__region_put(struct rx_region *r);
 /* A message of `len` bytes landed at `buf` in region `r` (progress turn). */
 void xtq__region_landed(struct rx_region *r, const void *buf, size_t len);
+/* Regions whose release has waited more than `after_ns` (at `now`) for a
+ * message cut from them: counted, and reported once with a warning (a
+ * sender stalled mid-message, or a provider that dropped one). */
+unsigned xtq__regions_stuck(struct xtq__engine *e, uint64_t now, uint64_t after_ns);
 /* The provider released region `r` (an FI_MULTI_RECV completion): it is
  * reposted once every message cut from it has landed, or at once when
  * `at_once` (the release came with an error, and what it held is lost). */

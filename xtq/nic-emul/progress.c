@@ -127,8 +127,12 @@ static int progress_locked(struct xtq__engine *e, bool polite)
     /* Only once every arrival is read: a thread that did not run for a
      * while (a loaded host) finds its peers' answers waiting in the CQ,
      * and must not take its own silence for theirs. */
-    if (drained)
+    if (drained) {
+        uint64_t next = e->next_peer_check;
         xtq__peers_check(e);
+        if (e->next_peer_check != next) /* its cadence: a few times a timeout */
+            xtq__regions_stuck(e, xtq__now_ns(), e->peer_timeout_ns);
+    }
     return n;
 }
 

@@ -160,9 +160,30 @@ void xtq__region_released(struct rx_region *r, bool at_once)
                      "a receive region was released before the messages cut from "
                      "it completed; reposting it once they have");
         r->release_pending = true;
+        r->pending_since = xtq__now_ns();
     }
     /* Tasks still point into it: a spare takes its place. */
     regions_top_up(e);
+}
+
+unsigned xtq__regions_stuck(struct xtq__engine *e, uint64_t now, uint64_t after_ns)
+{
+    unsigned n = 0;
+    uint64_t oldest = now;
+    for (unsigned i = 0; i < e->nregions; i++) {
+        const struct rx_region *r = &e->regions[i];
+        if (r->release_pending && now - r->pending_since > after_ns) {
+            n++;
+            oldest = r->pending_since < oldest ? r->pending_since : oldest;
+        }
+    }
+    if (n)
+        XTQ_LOG_ONCE(ENGINE, WARN,
+                     "%u of %u receive regions (XTQ_RX_BUFFERS) have waited %.1f s or more for "
+                     "a message cut from them to finish arriving (its sender stalled "
+                     "mid-message?); they are posted again once it has",
+                     n, e->nregions, (double)(now - oldest) * 1e-9);
+    return n;
 }
 
 void xtq__regions_repost(struct xtq__engine *e)
