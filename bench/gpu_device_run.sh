@@ -255,7 +255,8 @@ if want gpubench; then
   # inl256: payloads up to 256 B inline; nogrid: no dispatch on a grid of
 # its own; grid4: a grid from 4 work-groups; inplace: never staged;
   # blocks16: 16 processor blocks; posted8: every receive region posted
-  # (the engine before XTQ_RX_BUFFERS_POSTED); spin1ms: every host thread
+  # (the engine before XTQ_RX_BUFFERS_POSTED); posted1: one region posted
+  # (the default of session 7; 2 since session 8); spin1ms: every host thread
   # on the path polls 1 ms before it sleeps. GPU_ROUNDS=N repeats the
   # variants alternating (files rtt_cuda_<variant>.r<round>).
   for r in $(seq 1 ${GPU_ROUNDS:-1}); do
@@ -270,6 +271,7 @@ if want gpubench; then
       inplace) env=(-x XTQ_CUDA_COPY_MIN=0) ;;
       blocks16) env=(-x XTQ_CUDA_BLOCKS=16) ;;
       posted8) env=(-x XTQ_RX_BUFFERS_POSTED=8) ;;
+      posted1) env=(-x XTQ_RX_BUFFERS_POSTED=1) ;;
       spin1ms) env=(-x XTQ_WAIT_SPIN_US=1000 -x XTQ_PROGRESS_SPIN_US=1000 -x XTQ_AGENT_SPIN_US=1000) ;;
     esac
     stage "xtq_bench_rtt --agent cuda ($f)"
