@@ -532,10 +532,15 @@ void sim_run(const struct sim_case *c, struct sim_result *res)
         r->e.stash = r->stash;
         r->e.stash_cap = r->s.stash_bound;
         r->e.chunk_bytes = c->chunk_elems * m.esize;
+        /* Out of place, the result buffer holds garbage on entry (and so
+         * does scratch): a schedule that reads either before writing it
+         * gives a wrong answer. */
+        memset(r->scratch, 0xA5, (r->s.scratch_elems + 1) * m.esize);
         if (c->inplace) {
             memcpy(r->work, r->in, count * m.esize);
             r->e.buf[COLL_BUF_SEND] = NULL;
         } else {
+            memset(r->work, 0xA5, (count + 1) * m.esize);
             r->e.buf[COLL_BUF_SEND] = r->in;
         }
         r->e.buf[COLL_BUF_WORK] = r->work;

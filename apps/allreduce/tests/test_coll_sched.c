@@ -7,7 +7,9 @@
  * handshake; every operation and type; results the same bits as
  * xtq_reduce_local in rank order (inputs whose reduction is exact) and the
  * same bits on every rank (inputs whose reduction is not); the stash
- * within the bound each schedule states; a mismatched count detected.
+ * within the bound each schedule states; a mismatched count detected; out
+ * of place, no copy of the input before Rabenseifner's and the ring's first
+ * message.
  */
 #include <stdio.h>
 
@@ -275,6 +277,26 @@ XTQ_TEST(stash_bounds)
             coll_sched_free(&s);
         }
     }
+}
+
+/* Out of place, Rabenseifner and the ring copy nothing before the first
+ * message: a range's first reduction writes the result buffer from the
+ * input and the message (the runs above start from a result buffer full
+ * of garbage, so reading it first gives a wrong answer). */
+XTQ_TEST(out_of_place_copies_nothing_first)
+{
+    const enum xtq_coll_alg two[] = {XTQ_COLL_ALG_RABENSEIFNER, XTQ_COLL_ALG_RING};
+    for (unsigned a = 0; a < 2; a++)
+        for (int kind = 0; kind < 2; kind++)
+            for (int n = 2; n <= 17; n++)
+                for (int r = 0; r < n; r++) {
+                    struct coll_params p = {kind ? XTQ_COLL_REDUCE : XTQ_COLL_ALLREDUCE,
+                                            two[a], n, r, n - 1, 1000, 4, 100, 0, 1};
+                    struct coll_sched s;
+                    CHECK_OK(coll_sched_build(&p, &s));
+                    CHECK_EQ(s.nprologue, 0);
+                    coll_sched_free(&s);
+                }
 }
 
 XTQ_TEST(bad_parameters)
