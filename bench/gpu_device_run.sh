@@ -109,6 +109,10 @@
 # 23. (stage "nccl", about 2 minutes, two GPUs) the shim's nccl back-end:
 #     its device cases, xtq_shim_bench mpi / xtq / nccl on device buffers,
 #     xtq_train per back-end (nccl/)
+# 24. (stage "coll_ab", about 3 minutes, CPU only) an older commit's CPU
+#     allreduce against this one: xtq's time per size and xtq/mpi,
+#     AB_ROUNDS (3) alternating rounds, AB_NP (4) ranks, AB_SIZES (1M-32M);
+#     the old source as for "regress" (coll_ab/)
 # STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -572,6 +576,39 @@ if want regress; then
       >$W/cpu/regress_run.txt 2>&1
     echo "rc=$?"; sed -n '/^# median per value/,$p' $W/cpu/regress_run.txt
     cp "$ROOT/bench/results/gpu-host/regress.txt" $W/cpu/regress.txt 2>/dev/null
+  fi
+  pack
+fi
+if want coll_ab; then
+  # An older commit's CPU allreduce against this one (both host-only
+  # builds), alternating rounds in one call: xtq's out-of-place time per
+  # size on each side, and each run's xtq/mpi. The old source travels as
+  # for "regress": git worktree add .carry/old <commit>, carry .carry.
+  OLD=${OLD:-$ROOT/.carry/old}
+  CA=$W/coll_ab
+  mkdir -p $CA
+  stage "coll_ab: xtq_allreduce old ($(git -C "$OLD" rev-parse --short HEAD 2>/dev/null || echo old)) against $COMMIT, 4 ranks, ${AB_ROUNDS:-3} alternating rounds"
+  if [ ! -f "$OLD/CMakeLists.txt" ]; then
+    echo "no old source at $OLD (git worktree add .carry/old <commit>, and carry .carry)"
+  else
+    for side in old new; do
+      src=$ROOT; [ $side = old ] && src=$OLD
+      cmake -S "$src" -B /tmp/build-ab-$side -DCMAKE_BUILD_TYPE=Release -DXTQ_BUILD_TESTS=OFF \
+        -DXTQ_ENABLE_CUDA=OFF >/dev/null && cmake --build /tmp/build-ab-$side -j16 \
+        --target xtq_allreduce >/dev/null
+      echo "build $side rc=$?"
+    done
+    for r in $(seq 1 ${AB_ROUNDS:-3}); do
+      for side in old new; do
+        f=$CA/$side.r$r.txt
+        timeout 120 "${MPI[@]}" -np ${AB_NP:-4} /tmp/build-ab-$side/apps/allreduce/xtq_allreduce \
+          --modes mpi,xtq --sizes ${AB_SIZES:-1M-32M} --iters 20 --commit "$COMMIT($side)" \
+          --machine "$MACH" >$f 2>&1
+        echo "$side round $r rc=$? xtq us:$(awk '/^# mode xtq/ {x=1} x && /^ +[0-9]+ +[0-9]+ / \
+          {printf " %s", $5} /^# Avg/ {x=0}' $f) | xtq/mpi:$(grep -A8 '^# ratios' $f | \
+          awk '/^ +[0-9]/ {printf " %s", $2}')"
+      done
+    done
   fi
   pack
 fi
