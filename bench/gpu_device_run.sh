@@ -113,6 +113,9 @@
 #     allreduce against this one: xtq's time per size and xtq/mpi,
 #     AB_ROUNDS (3) alternating rounds, AB_NP (4) ranks, AB_SIZES (1M-32M);
 #     the old source as for "regress" (coll_ab/)
+# 25. (stage "coll_env", about 2 minutes, CPU only) the CPU allreduce
+#     under settings given as variants, alternating (COLL_VARIANTS,
+#     COLL_ROUNDS, COLL_NP, COLL_SIZES; coll_env/)
 # STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -610,6 +613,31 @@ if want coll_ab; then
       done
     done
   fi
+  pack
+fi
+if want coll_env; then
+  # The CPU allreduce under settings given as variants, alternating rounds
+  # in one call: COLL_VARIANTS="name:VAR=v,VAR=v ..." (default: the
+  # defaults, 1 and 4 agent workers, 1 MiB and 64 KiB pieces), COLL_ROUNDS (2),
+  # COLL_NP (4), COLL_SIZES (1M,4M,16M).
+  CE=$W/coll_env
+  mkdir -p $CE
+  AR=$B/apps/allreduce/xtq_allreduce
+  stage "coll_env: xtq_allreduce under ${COLL_VARIANTS:-its default variants}, ${COLL_ROUNDS:-2} rounds"
+  for r in $(seq 1 ${COLL_ROUNDS:-2}); do
+    for v in ${COLL_VARIANTS:-default:XTQ_LOG_LEVEL=warn w1:XTQ_CPU_WORKERS=1 w4:XTQ_CPU_WORKERS=4 p1m:XTQ_COLL_PIECE=1048576 p64k:XTQ_COLL_PIECE=65536}; do
+      name=${v%%:*}
+      env=()
+      IFS=, read -ra kv <<<"${v#*:}"
+      for x in "${kv[@]}"; do env+=(-x "$x"); done
+      f=$CE/$name.r$r.txt
+      timeout 120 "${MPI[@]}" -np ${COLL_NP:-4} "${env[@]}" $AR --modes mpi,xtq \
+        --sizes ${COLL_SIZES:-1M,4M,16M} --iters 20 --commit "$COMMIT" --machine "$MACH" >$f 2>&1
+      echo "$name round $r rc=$? xtq us:$(awk '/^# mode xtq/ {x=1} x && /^ +[0-9]+ +[0-9]+ / \
+        {printf " %s", $5} /^# Avg/ {x=0}' $f) | xtq/mpi:$(grep -A8 '^# ratios' $f | \
+        awk '/^ +[0-9]/ {printf " %s", $2}')"
+    done
+  done
   pack
 fi
 if want gpufix; then
