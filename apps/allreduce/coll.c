@@ -200,11 +200,12 @@ enum {
     PROF_TASK,      /* one message's task, start to end */
     PROF_GPU,       /* CUDA teams: one reduction dispatched and seen done */
     PROF_TO_DONE,   /* last message reduced to the call seen complete */
+    PROF_STASH,     /* bytes of one call kept because they came early (not ns) */
     PROF_COUNT
 };
 static const char *const prof_names[PROF_COUNT] = {
     "call", "post", "gpu copies", "posted->first message", "message task", "gpu reduction",
-    "last message->done"};
+    "last message->done", "stashed"};
 
 struct coll_cached {
     struct coll_params p;
@@ -1410,6 +1411,11 @@ static int check(struct xtq_coll_req *req)
             prof_add(t, PROF_CALL, req->t_start, now);
             prof_add(t, PROF_TO_MSG, req->t_posted, atomic_load(&req->t_first_msg));
             prof_add(t, PROF_TO_DONE, atomic_load(&req->t_recvs_done), now);
+            atomic_fetch_add_explicit(
+                &t->prof_ns[PROF_STASH],
+                atomic_load_explicit(&t->slots[req->slot].exec.stash_used, memory_order_relaxed),
+                memory_order_relaxed);
+            atomic_fetch_add_explicit(&t->prof_n[PROF_STASH], 1, memory_order_relaxed);
         }
     }
     reap(req);
@@ -2185,7 +2191,10 @@ int xtq_coll_team_destroy(xtq_coll_team_t *t)
                          (unsigned long long)atomic_load(&t->prof_n[PROF_CALL]));
         for (int k = 0; k < PROF_COUNT && n > 0 && (size_t)n < sizeof(line); k++) {
             uint64_t cnt = atomic_load(&t->prof_n[k]);
-            if (cnt)
+            if (cnt && k == PROF_STASH)
+                n += snprintf(line + n, sizeof(line) - (size_t)n, " %s %.1f KiB per call;",
+                              prof_names[k], (double)atomic_load(&t->prof_ns[k]) / cnt / 1024);
+            else if (cnt)
                 n += snprintf(line + n, sizeof(line) - (size_t)n, " %s %.2f us (x%llu);",
                               prof_names[k], (double)atomic_load(&t->prof_ns[k]) / cnt / 1e3,
                               (unsigned long long)cnt);
