@@ -477,11 +477,6 @@ void xtq__engine_wait_step(struct xtq__engine *e);
  * progress thread owns the endpoint (XTQ_ENDPOINT_OWNER=progress), only
  * such a thread may use it. */
 bool xtq__engine_in_turn(const struct xtq__engine *e);
-/* Fire the triggered puts whose conditions hold, in this thread, if the
- * progress turn is free (only the triggers: no completion queue, no task
- * runs here). False: the turn was taken, or this thread may not use the
- * endpoint (XTQ_ENDPOINT_OWNER=progress); the caller wakes the engine. */
-bool xtq__engine_fire_triggers(struct xtq__engine *e);
 
 /* ---- wakeup.c ----------------------------------------------------------- */
 /* Doorbells (same host, CQ without a wait fd) and the eventfd. */

@@ -774,16 +774,7 @@ static bool trig_holds(const struct put_trigger *t)
 }
 
 /* A signal that an armed put watches changed (signal.c, host side, from
- * any thread): every engine with armed puts evaluates them. The changing
- * thread (a CPU-agent worker whose task counted a step down, say) fires
- * them itself when the engine's turn is free, as a condition that holds
- * when the put is armed does (xtq__engine_put): waking the progress
- * thread to send cost a futex wake-up per collective piece, 1.8 x the
- * time of a 16 MiB allreduce on 4 ranks against the task sending it.
- * Else the turn in progress, or the woken engine, evaluates them. Only
- * the triggers run here (the trylock never waits, and nothing under it
- * takes trig_engines_lock for writing: trig_listen runs outside the
- * turn). */
+ * any thread): every engine with armed puts evaluates them next turn. */
 void xtq__triggers_kick(void)
 {
     pthread_rwlock_rdlock(&trig_engines_lock);
@@ -791,9 +782,7 @@ void xtq__triggers_kick(void)
         if (!atomic_load_explicit(&e->trig_count, memory_order_relaxed))
             continue;
         atomic_store(&e->trig_kick, 1);
-        /* A put the transport refused is kicked for the next turn. */
-        if (!xtq__engine_fire_triggers(e) || atomic_load(&e->trig_kick))
-            xtq__engine_wake(e);
+        xtq__engine_wake(e);
     }
     pthread_rwlock_unlock(&trig_engines_lock);
 }

@@ -178,31 +178,6 @@ int xtq__engine_progress(struct xtq__engine *e)
     return engine_turn(e, false);
 }
 
-bool xtq__engine_fire_triggers(struct xtq__engine *e)
-{
-    if (e->owner_only && progress_thread_of != e && e->thread_started)
-        return false;
-    if (pthread_mutex_trylock(&e->progress_lock) != 0)
-        return false;
-    if (progress_thread_of == e && atomic_load_explicit(&e->lone_waiter, memory_order_acquire)) {
-        pthread_mutex_unlock(&e->progress_lock);
-        return false;
-    }
-    /* Not from under the window lock, which the triggers take (a counter
-     * that an ack completes changes its signal there): the owner's
-     * trylock fails too. */
-    if (pthread_mutex_trylock(&e->put_lock) != 0) {
-        pthread_mutex_unlock(&e->progress_lock);
-        return false;
-    }
-    pthread_mutex_unlock(&e->put_lock);
-    turn_of = e;
-    xtq__triggers_poll(e);
-    turn_of = NULL;
-    pthread_mutex_unlock(&e->progress_lock);
-    return true;
-}
-
 void xtq__engine_poll_cb(void *engine)
 {
     xtq__engine_progress(engine);
