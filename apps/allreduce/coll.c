@@ -2067,7 +2067,17 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
     }
     t->id = team_hash(t->ranks, t->size, t->index);
     trig = param_value("XTQ_COLL_TRIGGERS");
-    t->engine = !(trig && strcmp(trig, "task") == 0);
+    /* auto: the task sends on host teams (on the 16-core host the engine's
+     * triggered puts took 2-2.7 x the time at 4-16 MiB on 4 ranks: each
+     * fired put waits for the progress thread's turn, and every send is
+     * armed, holding its window slot, from the post); the engine on CUDA
+     * teams, where it was measured and kept (docs/allreduce.md). */
+    if (trig && strcmp(trig, "engine") == 0)
+        t->engine = 1;
+    else if (trig && strcmp(trig, "task") == 0)
+        t->engine = 0;
+    else
+        t->engine = t->gpu != NULL;
 
     rc = xtq_signal_create(0, &t->event);
     if (rc)

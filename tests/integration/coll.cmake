@@ -100,6 +100,9 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
                      COMMAND $<TARGET_FILE:test_coll> cma_forged ${how} TIMEOUT 120)
     list(APPEND coll_cases coll.cma_forged_${how}.shm.np2)
   endforeach()
+  xtq_add_mpi_case(NAME coll.triggers_default.shm.np2 NP 2 PROVIDER shm LABEL coll
+                   COMMAND $<TARGET_FILE:test_coll> triggers_default TIMEOUT 120)
+  list(APPEND coll_cases coll.triggers_default.shm.np2)
   # Both trigger modes whatever the default is: the cases above run the
   # default (auto), these pin each mode (creation fails where the pinned
   # mode cannot run, so a silent fallback cannot pass them).
@@ -160,11 +163,11 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
     endforeach()
   endif()
   # Under TSan (CI: ctest -L tsan): tasks on agent workers against the
-  # caller's thread, every algorithm (large pieces read by the workers
+  # caller's thread, every algorithm in both trigger modes (large pieces read by the workers
   # from the senders: same-host single copy), a mismatch, a failed read.
   if(XTQ_SANITIZE STREQUAL "thread")
-    foreach(t coll.algorithms.shm.np3 coll.mismatch_count.ring.shm.np3
-              coll.cma_forged_address.shm.np2)
+    foreach(t coll.algorithms.shm.np3 coll.algorithms.engine.shm.np3
+              coll.mismatch_count.ring.shm.np3 coll.cma_forged_address.shm.np2)
       set_property(TEST ${t} APPEND PROPERTY LABELS tsan)
       set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
                    "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 suppressions=${CMAKE_CURRENT_LIST_DIR}/tsan.supp")
