@@ -619,7 +619,8 @@ if want coll_env; then
   # The CPU allreduce under settings given as variants, alternating rounds
   # in one call: COLL_VARIANTS="name:VAR=v,VAR=v ..." (default: the
   # defaults, 1 and 4 agent workers, 1 MiB and 64 KiB pieces), COLL_ROUNDS (2),
-  # COLL_NP (4), COLL_SIZES (1M,4M,16M).
+  # COLL_NP (4), COLL_SIZES (1M,4M,16M), COLL_MODES (mpi,xtq; with xtqgpu
+  # the line shows xtqgpu/hsa and xtqgpu/staged), COLL_ITERS (20), COLL_T.
   CE=$W/coll_env
   mkdir -p $CE
   AR=$B/apps/allreduce/xtq_allreduce
@@ -631,11 +632,21 @@ if want coll_env; then
       IFS=, read -ra kv <<<"${v#*:}"
       for x in "${kv[@]}"; do env+=(-x "$x"); done
       f=$CE/$name.r$r.txt
-      timeout 120 "${MPI[@]}" -np ${COLL_NP:-4} "${env[@]}" $AR --modes mpi,xtq \
-        --sizes ${COLL_SIZES:-1M,4M,16M} --iters 20 --commit "$COMMIT" --machine "$MACH" >$f 2>&1
-      echo "$name round $r rc=$? xtq us:$(awk '/^# mode xtq/ {x=1} x && /^ +[0-9]+ +[0-9]+ / \
-        {printf " %s", $5} /^# Avg/ {x=0}' $f) | xtq/mpi:$(grep -A8 '^# ratios' $f | \
-        awk '/^ +[0-9]/ {printf " %s", $2}')"
+      timeout ${COLL_T:-120} "${MPI[@]}" -np ${COLL_NP:-4} -x CUDA_MODULE_LOADING=EAGER "${env[@]}" \
+        $AR --modes ${COLL_MODES:-mpi,xtq} --sizes ${COLL_SIZES:-1M,4M,16M} --iters ${COLL_ITERS:-20} \
+        --commit "$COMMIT" --machine "$MACH" >$f 2>&1
+      rc=$?
+      if [[ ${COLL_MODES:-} == *xtqgpu* ]]; then
+        # GPU paths: xtqgpu's time, and xtqgpu/hsa, xtqgpu/staged per size.
+        echo "$name round $r rc=$rc xtqgpu us:$(awk '/^# mode xtqgpu/ {x=1} x && /^ +[0-9]+ +[0-9]+ / \
+          {printf " %s", $5} /^# Avg/ {x=0}' $f) | /hsa:$(grep -A30 '^# ratios' $f | \
+          awk '/^ +[0-9]/ {printf " %s", $3}') | /staged:$(grep -A30 '^# ratios' $f | \
+          awk '/^ +[0-9]/ {printf " %s", $4}')"
+      else
+        echo "$name round $r rc=$rc xtq us:$(awk '/^# mode xtq/ {x=1} x && /^ +[0-9]+ +[0-9]+ / \
+          {printf " %s", $5} /^# Avg/ {x=0}' $f) | xtq/mpi:$(grep -A30 '^# ratios' $f | \
+          awk '/^ +[0-9]/ {printf " %s", $2}')"
+      fi
     done
   done
   pack
