@@ -2067,11 +2067,13 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
     }
     t->id = team_hash(t->ranks, t->size, t->index);
     trig = param_value("XTQ_COLL_TRIGGERS");
-    /* auto: the task sends on host teams (on the 16-core host the engine's
-     * triggered puts took 2-2.7 x the time at 4-16 MiB on 4 ranks: each
-     * fired put waits for the progress thread's turn, and every send is
-     * armed, holding its window slot, from the post); the engine on CUDA
-     * teams, where it was measured and kept (docs/allreduce.md). */
+    /* auto: the task sends on host teams, the engine on CUDA teams. On the
+     * 16-core host engine mode took 2-2.7 x the time at 4-16 MiB on 4
+     * ranks because its host task is registered short: every piece,
+     * 256 KiB read from the sender included, was reduced inline on the
+     * progress thread, one at a time, while the agent's workers idled.
+     * With XTQ_CPU_INLINE_TASKS=0 it matched task mode there, and lost at
+     * 8-512 B, where inline wins (docs/allreduce.md, session 9). */
     if (trig && strcmp(trig, "engine") == 0)
         t->engine = 1;
     else if (trig && strcmp(trig, "task") == 0)
