@@ -44,10 +44,12 @@ enum xtq__wire_flags {
     XTQ__WIRE_RESEND = 1u << 1,            /* PUT: sent again after a MISSING answer */
     XTQ__WIRE_MISSING = 1u << 2,           /* ACK: the put never arrived (refused for good) */
     XTQ__WIRE_ASK_AGAIN = 1u << 3,         /* ASK: asked before; refuse it if not here */
+    XTQ__WIRE_LONG_TASK = 1u << 4,         /* PUT: never run inline (XTQ_PUT_LONG_TASK) */
 };
 /* The flag bits each message type may carry; any other bit is rejected
  * (a later version that adds one bumps XTQ_WIRE_VERSION or this mask). */
-#define XTQ__WIRE_PUT_FLAGS ((uint32_t)(XTQ__WIRE_REMOTE_COMPLETION | XTQ__WIRE_RESEND))
+#define XTQ__WIRE_PUT_FLAGS                                                                        \
+    ((uint32_t)(XTQ__WIRE_REMOTE_COMPLETION | XTQ__WIRE_RESEND | XTQ__WIRE_LONG_TASK))
 #define XTQ__WIRE_ACK_FLAGS ((uint32_t)XTQ__WIRE_MISSING)
 #define XTQ__WIRE_ASK_FLAGS ((uint32_t)XTQ__WIRE_ASK_AGAIN)
 #define XTQ__WIRE_FLAGS_OF(type)                                                                   \

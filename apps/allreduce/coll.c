@@ -257,6 +257,7 @@ struct xtq_coll_team {
     uint64_t cache_clock;
     struct coll_thresholds th;
     uint64_t piece_bytes, stash_cap;
+    uint64_t inline_max; /* bytes: larger pieces' tasks are put XTQ_PUT_LONG_TASK */
     enum xtq_coll_alg alg;
     int64_t timeout_ns;
     /* CUDA teams: device memory reduced by the CUDA agent (each slot's
@@ -597,6 +598,11 @@ static void issue(struct xtq_coll_req *req, uint32_t si)
 
     uint32_t flags = XTQ_PUT_NONBLOCKING;
 
+    /* A host team's task is registered short in engine mode: a large
+     * piece's reduction would hold the receiving (progress) thread, one
+     * piece at a time, while the workers idle. */
+    if (t->engine && !t->gpu && op->cnt * slot->exec.esize > t->inline_max)
+        flags |= XTQ_PUT_LONG_TASK;
     if (send_by_cma(t, op, slot->exec.esize)) {
         /* The header says where the piece is; the reader's task must
          * have run before this send counts as done. */
@@ -2044,6 +2050,7 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
     t->th.rd_max = param_size("XTQ_COLL_RD_MAX", 16384);
     t->th.ring_min = param_size("XTQ_COLL_RING_MIN", 64u << 20);
     t->piece_bytes = param_size("XTQ_COLL_PIECE", 256u << 10);
+    t->inline_max = param_size("XTQ_COLL_INLINE_MAX", 64u << 10);
     if (t->piece_bytes < 64)
         t->piece_bytes = 64;
     t->stash_cap = param_size("XTQ_COLL_STASH", 2u << 20);

@@ -37,6 +37,15 @@ enum xtq_put_flags {
     XTQ_PUT_REMOTE_COMPLETION = 1u << 0,
     /** Return -XTQ_EAGAIN instead of waiting when resources are exhausted. */
     XTQ_PUT_NONBLOCKING = 1u << 1,
+    /**
+     * This task will run long: the target queues it for its agent's
+     * workers even where its kernel or function is registered
+     * XTQ_REGISTER_SHORT (which lets a short task run in the thread that
+     * received it, blocking that thread's other work meanwhile). For
+     * tasks whose cost depends on the put, e.g. a reduction of a large
+     * piece (libxtq_coll sets it above XTQ_COLL_INLINE_MAX bytes).
+     */
+    XTQ_PUT_LONG_TASK = 1u << 2,
 };
 
 /** Completion state bits. */

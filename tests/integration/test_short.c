@@ -144,16 +144,17 @@ static int peer(void)
     return (S.rank + 1) % S.size;
 }
 
-/* A function put with remote completion (and a result when res_len > 0);
- * returns what its completion says. */
-static int put_fn(int fn, uint64_t tag, uint64_t check, uint8_t *res, size_t res_len)
+/* A function put with remote completion (and a result when res_len > 0)
+ * and `extra` put flags; returns what its completion says. */
+static int put_fn_flags(int fn, uint64_t tag, uint64_t check, uint8_t *res, size_t res_len,
+                        uint32_t extra)
 {
     uint8_t cmd[64];
     size_t cmd_len;
     xtq_completion_t comp;
     xtq_put_param_t p = {.field_mask = XTQ_PUT_PARAM_FIELD_COMPLETION | XTQ_PUT_PARAM_FIELD_FLAGS |
                                        (res_len ? XTQ_PUT_PARAM_FIELD_RESULT : 0),
-                         .flags = XTQ_PUT_REMOTE_COMPLETION,
+                         .flags = XTQ_PUT_REMOTE_COMPLETION | extra,
                          .comp = &comp,
                          .result = res,
                          .result_len = res_len};
@@ -163,6 +164,11 @@ static int put_fn(int fn, uint64_t tag, uint64_t check, uint8_t *res, size_t res
     if (rc == 0)
         CHECK(xtq_completion_state(&comp) & XTQ_COMPLETION_REMOTE);
     return rc;
+}
+
+static int put_fn(int fn, uint64_t tag, uint64_t check, uint8_t *res, size_t res_len)
+{
+    return put_fn_flags(fn, tag, check, res, res_len, 0);
 }
 
 /* Wait (progressing a manual engine) until `sig` reads `v`. */
@@ -184,7 +190,8 @@ static void wait_signal(xtq_signal_t *sig, int64_t v)
  * Short tasks on an idle queue run where they arrive: their results, a
  * failing one's status and a kernel's completion signal all arrive. With
  * XTQ_CPU_INLINE_TASKS=0 (argument or environment) they run on workers;
- * so does a function registered without the flag.
+ * so does a function registered without the flag, and a short one put
+ * with XTQ_PUT_LONG_TASK.
  */
 XTQ_TEST(runs_here)
 {
@@ -236,6 +243,17 @@ XTQ_TEST(runs_here)
     CHECK_OK(put_fn(FN_LONG, 1, 0, NULL, 0));
     CHECK_OK(xtq_barrier(S.ctx));
     CHECK_EQ(atomic_load(&S.on_worker), worker + 1);
+    /* Registered short, but its initiator says it runs long
+     * (XTQ_PUT_LONG_TASK): a worker runs it, and its result arrives.
+     * (After every rank has checked the count above.) */
+    CHECK_OK(xtq_barrier(S.ctx));
+    memset(res, 0xee, sizeof(res));
+    CHECK_OK(put_fn_flags(FN_SHORT, 3, 0, res, sizeof(res), XTQ_PUT_LONG_TASK));
+    for (size_t b = 0; b < sizeof(res); b++)
+        CHECK_EQ(res[b], (uint8_t)(3 + (int)b));
+    CHECK_OK(xtq_barrier(S.ctx));
+    CHECK_EQ(atomic_load(&S.on_worker), worker + 2);
+    CHECK_EQ(atomic_load(&S.here), here);
     teardown();
 }
 

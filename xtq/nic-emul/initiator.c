@@ -1009,7 +1009,7 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
 
     if (!cmd || cmd_len < XTQ_AQL_PACKET_SIZE || (iovcnt && !piov))
         return -XTQ_EINVAL;
-    if (flags & ~(uint32_t)(XTQ_PUT_REMOTE_COMPLETION | XTQ_PUT_NONBLOCKING))
+    if (flags & ~(uint32_t)(XTQ_PUT_REMOTE_COMPLETION | XTQ_PUT_NONBLOCKING | XTQ_PUT_LONG_TASK))
         return -XTQ_EINVAL;
     /* A fetching put is one with remote completion: the result comes
      * back with the finished task's ack. */
@@ -1088,7 +1088,8 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
     uint64_t seq = p->next_seq++;
     struct xtq__wire_hdr *hdr = (struct xtq__wire_hdr *)s->stage;
     xtq__wire_hdr_init(hdr, XTQ__MSG_PUT, ctx->job_key, (uint32_t)ctx->rank, seq);
-    hdr->flags = (flags & XTQ_PUT_REMOTE_COMPLETION) ? XTQ__WIRE_REMOTE_COMPLETION : 0;
+    hdr->flags = ((flags & XTQ_PUT_REMOTE_COMPLETION) ? XTQ__WIRE_REMOTE_COMPLETION : 0) |
+                 ((flags & XTQ_PUT_LONG_TASK) ? XTQ__WIRE_LONG_TASK : 0);
     hdr->cmd_len = (uint32_t)cmd_len;
     hdr->payload_len = l.payload_len;
     hdr->result_len = (uint32_t)req->result_len;

@@ -378,8 +378,9 @@ static int task_enqueue(struct xtq__engine *e, struct rx_task *t)
      * waits. */
     xtq__registry_task_begin(reg, &t->packet, &t->refs);
     /* A short task may run in this turn (the agent decides): retired, and
-     * t freed, by the time enqueue returns. */
-    d.run_here = (t->refs.flags & XTQ_REGISTER_SHORT) != 0;
+     * t freed, by the time enqueue returns; not one its initiator said
+     * runs long (XTQ_PUT_LONG_TASK). */
+    d.run_here = (t->refs.flags & XTQ_REGISTER_SHORT) != 0 && !(wflags & XTQ__WIRE_LONG_TASK);
     live_add(e, t);
     atomic_fetch_add_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
     rc = q->agent->ops->enqueue(q, &d);
