@@ -137,6 +137,19 @@ pack() { tar -C $W -czf "$OUT/results.tgz" .; }
 want() { [[ " $STAGES " == *" $1 "* ]]; }
 t0=$(date +%s)
 stage() { echo; echo "=== $* ($(($(date +%s) - t0))s)"; }
+# One line from an xtq_allreduce output: MODE's out-of-place times per size,
+# then the named columns of its "# ratios" block (ar_line FILE MODE COL...).
+ar_line() {
+  local f=$1 mode=$2 c
+  shift 2
+  printf " %s us:%s" "$mode" "$(awk -v m="# mode $mode:" 'index($0, m) == 1 {x=1}
+    x && /^ +[0-9]+ +[0-9]+ / {printf " %s", $5} /^# Avg/ {x=0}' "$f")"
+  for c in "$@"; do
+    printf " |%s" "$(grep -A30 '^# ratios' "$f" | awk -v c="$c" 'NR == 2 {printf " %s:", $(c + 1)}
+      /^ +[0-9]/ {printf " %s", $c}')"
+  done
+  echo
+}
 
 if [ -d "$ROOT/.carry/root" ]; then
   mkdir -p /tmp/pc
@@ -607,9 +620,7 @@ if want coll_ab; then
         timeout 120 "${MPI[@]}" -np ${AB_NP:-4} /tmp/build-ab-$side/apps/allreduce/xtq_allreduce \
           --modes mpi,xtq --sizes ${AB_SIZES:-1M-32M} --iters 20 --commit "$COMMIT($side)" \
           --machine "$MACH" >$f 2>&1
-        echo "$side round $r rc=$? xtq us:$(awk '/^# mode xtq/ {x=1} x && /^ +[0-9]+ +[0-9]+ / \
-          {printf " %s", $5} /^# Avg/ {x=0}' $f) | xtq/mpi:$(grep -A8 '^# ratios' $f | \
-          awk '/^ +[0-9]/ {printf " %s", $2}')"
+        echo "$side round $r rc=$?$(ar_line $f xtq 2)"
       done
     done
   fi
@@ -636,16 +647,11 @@ if want coll_env; then
         $AR --modes ${COLL_MODES:-mpi,xtq} --sizes ${COLL_SIZES:-1M,4M,16M} --iters ${COLL_ITERS:-20} \
         --commit "$COMMIT" --machine "$MACH" >$f 2>&1
       rc=$?
+      # GPU paths: xtqgpu's time, xtqgpu/hsa and xtqgpu/staged per size.
       if [[ ${COLL_MODES:-} == *xtqgpu* ]]; then
-        # GPU paths: xtqgpu's time, and xtqgpu/hsa, xtqgpu/staged per size.
-        echo "$name round $r rc=$rc xtqgpu us:$(awk '/^# mode xtqgpu/ {x=1} x && /^ +[0-9]+ +[0-9]+ / \
-          {printf " %s", $5} /^# Avg/ {x=0}' $f) | /hsa:$(grep -A30 '^# ratios' $f | \
-          awk '/^ +[0-9]/ {printf " %s", $3}') | /staged:$(grep -A30 '^# ratios' $f | \
-          awk '/^ +[0-9]/ {printf " %s", $4}')"
+        echo "$name round $r rc=$rc$(ar_line $f xtqgpu 3 4)"
       else
-        echo "$name round $r rc=$rc xtq us:$(awk '/^# mode xtq/ {x=1} x && /^ +[0-9]+ +[0-9]+ / \
-          {printf " %s", $5} /^# Avg/ {x=0}' $f) | xtq/mpi:$(grep -A30 '^# ratios' $f | \
-          awk '/^ +[0-9]/ {printf " %s", $2}')"
+        echo "$name round $r rc=$rc$(ar_line $f xtq 2)"
       fi
     done
   done
