@@ -2074,19 +2074,13 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
     }
     t->id = team_hash(t->ranks, t->size, t->index);
     trig = param_value("XTQ_COLL_TRIGGERS");
-    /* auto: the task sends on host teams, the engine on CUDA teams. On the
-     * 16-core host engine mode took 2-2.7 x the time at 4-16 MiB on 4
-     * ranks because its host task is registered short: every piece,
-     * 256 KiB read from the sender included, was reduced inline on the
-     * progress thread, one at a time, while the agent's workers idled.
-     * With XTQ_CPU_INLINE_TASKS=0 it matched task mode there, and lost at
-     * 8-512 B, where inline wins (docs/allreduce.md, session 9). */
-    if (trig && strcmp(trig, "engine") == 0)
-        t->engine = 1;
-    else if (trig && strcmp(trig, "task") == 0)
-        t->engine = 0;
-    else
-        t->engine = t->gpu != NULL;
+    /* auto: the engine where its probe passes (below). Its host task is
+     * short, and pieces over XTQ_COLL_INLINE_MAX are put long (issue()):
+     * without that, every 256 KiB piece was reduced on the progress thread
+     * and a 16 MiB call on 4 ranks took 2.5 x the task mode's time; with
+     * it the engine is 20-30 % faster at 8 B-4 KiB and level from 16 KiB
+     * (docs/allreduce.md, session 9). */
+    t->engine = !(trig && strcmp(trig, "task") == 0);
 
     rc = xtq_signal_create(0, &t->event);
     if (rc)

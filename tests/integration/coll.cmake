@@ -166,7 +166,7 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   # caller's thread, every algorithm in both trigger modes (large pieces read by the workers
   # from the senders: same-host single copy), a mismatch, a failed read.
   if(XTQ_SANITIZE STREQUAL "thread")
-    foreach(t coll.algorithms.shm.np3 coll.algorithms.engine.shm.np3
+    foreach(t coll.algorithms.shm.np3 coll.algorithms.task.shm.np3
               coll.mismatch_count.ring.shm.np3 coll.cma_forged_address.shm.np2)
       set_property(TEST ${t} APPEND PROPERTY LABELS tsan)
       set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
