@@ -100,11 +100,14 @@ static xtq_kernel_t *make_kernel(xtq_agent_t *agent, int which, uint32_t kernarg
 /* Retire bookkeeping: cookies are 1-based indices into `retired`. */
 static _Atomic uint32_t *retired;
 static _Atomic int last_status;
+/* The status first: a test that sees the count goes on to read it (the
+ * other order failed enqueue_op_short_and_long_kernargs under ctest -j4,
+ * the retire thread preempted between the two). */
 static void count_retire(void *cookie, int status)
 {
-    atomic_fetch_add(&retired[(uintptr_t)cookie - 1], 1);
     if (status)
         atomic_store(&last_status, status);
+    atomic_fetch_add(&retired[(uintptr_t)cookie - 1], 1);
 }
 
 XTQ_TEST(probe_reports_reason)
