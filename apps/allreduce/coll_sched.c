@@ -162,6 +162,18 @@ static void recv_reduce_to(struct gen *g, int peer, unsigned dst, uint64_t doff,
     } while (done < cnt);
 }
 
+/* Reduce what arrives into WORK[off..]: with WORK's own values (RMW), or,
+ * where WORK has not been written yet, with buffer `a`'s same range
+ * (RECV_REDUCE_TO; out of place, `a` is SEND). */
+static void recv_reduce_work(struct gen *g, int peer, unsigned a, uint64_t off, uint64_t cnt,
+                             unsigned phase, unsigned step)
+{
+    if (a == COLL_BUF_WORK)
+        recv_range(g, COLL_OP_RECV_REDUCE, peer, COLL_BUF_WORK, off, cnt, phase, step);
+    else
+        recv_reduce_to(g, peer, COLL_BUF_WORK, off, a, off, cnt, phase, step);
+}
+
 static void prologue_copy(struct coll_sched *s, unsigned src, unsigned dst, uint64_t dst_off)
 {
     struct coll_copy *c = &s->prologue[s->nprologue++];
@@ -279,12 +291,7 @@ static void gen_rabenseifner(struct gen *g)
             send_range(g, r + 1, src, 0, count, COLL_PHASE_FOLD, 0);
             newrank = -1;
         } else {
-            if (src == COLL_BUF_SEND)
-                recv_reduce_to(g, r - 1, COLL_BUF_WORK, 0, COLL_BUF_SEND, 0, count,
-                               COLL_PHASE_FOLD, 0);
-            else
-                recv_range(g, COLL_OP_RECV_REDUCE, r - 1, COLL_BUF_WORK, 0, count,
-                           COLL_PHASE_FOLD, 0);
+            recv_reduce_work(g, r - 1, src, 0, count, COLL_PHASE_FOLD, 0);
             src = COLL_BUF_WORK;
             newrank = r / 2;
         }
@@ -308,12 +315,7 @@ static void gen_rabenseifner(struct gen *g)
             range_of(count, pof2, st[nst].give_lo, st[nst].give_hi, &off, &cnt);
             send_range(g, dst, src, off, cnt, COLL_PHASE_RS, step);
             range_of(count, pof2, st[nst].keep_lo, st[nst].keep_hi, &off, &cnt);
-            if (src == COLL_BUF_SEND)
-                recv_reduce_to(g, dst, COLL_BUF_WORK, off, COLL_BUF_SEND, off, cnt, COLL_PHASE_RS,
-                               step);
-            else
-                recv_range(g, COLL_OP_RECV_REDUCE, dst, COLL_BUF_WORK, off, cnt, COLL_PHASE_RS,
-                           step);
+            recv_reduce_work(g, dst, src, off, cnt, COLL_PHASE_RS, step);
             src = COLL_BUF_WORK;
             lo = st[nst].keep_lo;
             hi = st[nst].keep_hi;
@@ -397,17 +399,13 @@ static void gen_ring(struct gen *g)
      * reduces a block this rank has not touched yet, so it writes WORK
      * from SEND and the input (RECV_REDUCE_TO), and the first send (the
      * only one of a block not received before) reads SEND. */
+    unsigned input = p->inplace ? COLL_BUF_WORK : COLL_BUF_SEND;
     for (int st = 0; st < n - 1; st++) {
         range_of(count, n, (r - st + n) % n, (r - st + n) % n + 1, &off, &cnt);
-        send_range(g, right, st == 0 && !p->inplace ? COLL_BUF_SEND : COLL_BUF_WORK, off, cnt,
-                   COLL_PHASE_RS, (unsigned)st + 1);
+        send_range(g, right, st == 0 ? input : COLL_BUF_WORK, off, cnt, COLL_PHASE_RS,
+                   (unsigned)st + 1);
         range_of(count, n, (r - st - 1 + 2 * n) % n, (r - st - 1 + 2 * n) % n + 1, &off, &cnt);
-        if (p->inplace)
-            recv_range(g, COLL_OP_RECV_REDUCE, left, COLL_BUF_WORK, off, cnt, COLL_PHASE_RS,
-                       (unsigned)st + 1);
-        else
-            recv_reduce_to(g, left, COLL_BUF_WORK, off, COLL_BUF_SEND, off, cnt, COLL_PHASE_RS,
-                           (unsigned)st + 1);
+        recv_reduce_work(g, left, input, off, cnt, COLL_PHASE_RS, (unsigned)st + 1);
     }
     /* Rank r now owns block r + 1. */
     if (reduce) {
