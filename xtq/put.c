@@ -101,5 +101,14 @@ int xtq_completion_wait(xtq_ctx_t *ctx, xtq_completion_t *comp, int64_t timeout_
 {
     if (!ctx || !comp)
         return -XTQ_EINVAL;
-    return xtq__engine_wait(ctx->engine, comp, timeout_ns);
+    return xtq__engine_wait(ctx->engine, comp, XTQ_COMPLETION_DONE, timeout_ns);
+}
+
+int xtq_completion_wait_state(xtq_ctx_t *ctx, xtq_completion_t *comp, uint32_t bits,
+                              int64_t timeout_ns)
+{
+    const uint32_t all = XTQ_COMPLETION_LOCAL | XTQ_COMPLETION_REMOTE | XTQ_COMPLETION_DONE;
+    if (!ctx || !comp || !bits || (bits & ~all))
+        return -XTQ_EINVAL;
+    return xtq__engine_wait(ctx->engine, comp, bits, timeout_ns);
 }

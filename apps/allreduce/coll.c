@@ -219,6 +219,16 @@ struct coll_deferred {
     uint32_t send;
 };
 
+/* A completed call's puts whose acknowledgements have not come yet: the
+ * completion objects must live until DONE (XTQ_COLL_ACK_LATER). */
+struct coll_linger {
+    struct coll_linger *next;
+    uint64_t instance;
+    uint32_t n;
+    xtq_completion_t *comp;
+    _Atomic uint8_t *issued;
+};
+
 struct xtq_coll_team {
     xtq_ctx_t *ctx;
     int rank, size;
@@ -258,6 +268,10 @@ struct xtq_coll_team {
     struct coll_thresholds th;
     uint64_t piece_bytes, stash_cap;
     uint64_t inline_max; /* bytes: larger pieces' tasks are put XTQ_PUT_LONG_TASK */
+    /* XTQ_COLL_ACK_LATER: a call completes once its eager sends are LOCAL;
+     * their completions wait here for their acknowledgements. */
+    int ack_later;
+    struct coll_linger *linger;
     enum xtq_coll_alg alg;
     int64_t timeout_ns;
     /* CUDA teams: device memory reduced by the CUDA agent (each slot's
@@ -1344,16 +1358,34 @@ static void drain_deferred(struct xtq_coll_team *t)
 }
 
 /* Sends of `req` all DONE? (Their status joins the instance's.) */
+/* Whether the call may complete before send `si`'s acknowledgement: its
+ * piece travelled in the put (LOCAL: the transport has it), rather than
+ * being left for the receiver to read from this rank's memory. */
+static int send_acked_later(const struct xtq_coll_req *req, uint32_t si)
+{
+    const struct xtq_coll_team *t = req->team;
+    const struct coll_sched *s = &req->sched->s;
+    return t->ack_later &&
+           !send_by_cma(t, &s->ops[s->send_op[si]], t->slots[req->slot].exec.esize);
+}
+
+/* Every send handed on and DONE, or LOCAL where its ack may come later. */
 static int sends_done(struct xtq_coll_req *req)
 {
     const struct coll_sched *s = &req->sched->s;
     while (req->send_cursor < s->nsends) {
         uint32_t si = req->send_cursor;
-        if (!atomic_load_explicit(&req->issued[si], memory_order_acquire) ||
-            !xtq_completion_test(&req->comp[si]))
+        if (!atomic_load_explicit(&req->issued[si], memory_order_acquire))
             return 0;
+        uint32_t st = xtq_completion_state(&req->comp[si]);
+        if (!(st & XTQ_COMPLETION_DONE)) {
+            if (!(st & XTQ_COMPLETION_LOCAL) || !send_acked_later(req, si))
+                return 0;
+            req->send_cursor++;
+            continue;
+        }
         if (req->comp[si].status) {
-            note(req->team, "put to rank %d: %s", req->comp[si].target < 0 ? -1 : (int)si,
+            note(req->team, "put to rank %d: %s", (int)req->comp[si].target,
                  xtq_strerror(req->comp[si].status));
             fail_inst(req, req->comp[si].status);
         }
@@ -1363,6 +1395,55 @@ static int sends_done(struct xtq_coll_req *req)
 }
 
 static int broadcast_abort(struct xtq_coll_req *req, int err);
+
+/* Keep a call's completion objects while a put it issued is not DONE. */
+static void linger_or_free(struct xtq_coll_team *t, struct xtq_coll_req *req)
+{
+    const struct coll_sched *s = &req->sched->s;
+    struct coll_linger *l = NULL;
+
+    for (uint32_t si = 0; req->issued && req->comp && si < s->nsends; si++)
+        if (atomic_load(&req->issued[si]) && !xtq_completion_test(&req->comp[si])) {
+            l = malloc(sizeof(*l));
+            break;
+        }
+    if (l) {
+        *l = (struct coll_linger){t->linger, req->instance, s->nsends, req->comp, req->issued};
+        t->linger = l;
+    } else {
+        free(req->comp);
+        free((void *)req->issued);
+    }
+    req->comp = NULL;
+    req->issued = NULL;
+}
+
+/* Free what has been acknowledged since. A put that failed after its call
+ * completed here (the peer rejected it, or went down) breaks the team from
+ * the next call on: the peer is no longer where this rank thinks it is. */
+static void linger_reap(struct xtq_coll_team *t)
+{
+    for (struct coll_linger **pp = &t->linger, *l; (l = *pp) != NULL;) {
+        uint32_t k = 0;
+        while (k < l->n && (!atomic_load(&l->issued[k]) || xtq_completion_test(&l->comp[k])))
+            k++;
+        if (k < l->n) {
+            pp = &l->next;
+            continue;
+        }
+        for (k = 0; k < l->n; k++)
+            if (atomic_load(&l->issued[k]) && l->comp[k].status) {
+                note(t, "put of completed call %llu: %s", (unsigned long long)l->instance,
+                     xtq_strerror(l->comp[k].status));
+                team_break(t, l->instance + 1, l->comp[k].status);
+                break;
+            }
+        *pp = l->next;
+        free(l->comp);
+        free((void *)l->issued);
+        free(l);
+    }
+}
 
 /* Give the slot to instance j + S. */
 static void reap(struct xtq_coll_req *req)
@@ -1379,10 +1460,9 @@ static void reap(struct xtq_coll_req *req)
     atomic_store_explicit(&slot->ctl, 0, memory_order_release);
     atomic_store_explicit(&slot->expect, req->instance + t->nslots, memory_order_release);
     req->sched->refs--;
-    free(req->comp);
+    linger_or_free(t, req);
     free(req->cmd);
     free((void *)req->send_left);
-    free((void *)req->issued);
     req->comp = NULL;
     req->cmd = NULL;
     req->send_left = NULL;
@@ -1449,6 +1529,7 @@ static void progress_team(struct xtq_coll_team *t)
     xtq_progress(t->ctx);
     drain_deferred(t);
     post_queued(t);
+    linger_reap(t);
     for (struct xtq_coll_req *r = t->head; r; r = r->next)
         if (r->state == REQ_ACTIVE)
             check(r);
@@ -1605,12 +1686,15 @@ int xtq_coll_wait(xtq_coll_req_t *req, int64_t timeout_ns)
         progress_team(t);
         if (req->state == REQ_DONE)
             break;
-        /* Receives done, sends not yet acknowledged: wait on the put itself
-         * (the engine wakes it), not on the team's event. */
+        /* Receives done, sends not yet LOCAL or acknowledged: wait on the
+         * put itself (the engine wakes it), not on the team's event. */
         if (req->state == REQ_ACTIVE && atomic_load(&req->recvs_left) == 0 &&
             req->send_cursor < req->sched->s.nsends &&
             atomic_load(&req->issued[req->send_cursor])) {
-            (void)xtq_completion_wait(t->ctx, &req->comp[req->send_cursor], 1000000);
+            uint32_t si = req->send_cursor;
+            (void)xtq_completion_wait_state(
+                t->ctx, &req->comp[si],
+                send_acked_later(req, si) ? XTQ_COMPLETION_LOCAL : XTQ_COMPLETION_DONE, 1000000);
             continue;
         }
         int64_t waited = now_ns() - start;
@@ -2051,6 +2135,7 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
     t->th.ring_min = param_size("XTQ_COLL_RING_MIN", 64u << 20);
     t->piece_bytes = param_size("XTQ_COLL_PIECE", 256u << 10);
     t->inline_max = param_size("XTQ_COLL_INLINE_MAX", 64u << 10);
+    t->ack_later = (int)param_size("XTQ_COLL_ACK_LATER", 1) != 0;
     if (t->piece_bytes < 64)
         t->piece_bytes = 64;
     t->stash_cap = param_size("XTQ_COLL_STASH", 2u << 20);
@@ -2185,12 +2270,18 @@ int xtq_coll_team_destroy(xtq_coll_team_t *t)
      * was enqueued before then still runs before the queue goes. */
     rc = team_barrier(t);
     int64_t deadline = now_ns() + 10000000000ll;
-    while ((atomic_load(&t->active_tasks) > 0 ||
+    while ((atomic_load(&t->active_tasks) > 0 || t->linger ||
             xtq_queue_load_read_index(t->queue) != xtq_queue_load_write_index(t->queue)) &&
            now_ns() < deadline) {
         struct timespec ts = {0, 50000};
         xtq_progress(t->ctx);
+        linger_reap(t);
         nanosleep(&ts, NULL);
+    }
+    if (t->linger) {
+        /* The engine may still write them: left allocated. */
+        coll_err("rank %d: team destroyed with puts not acknowledged after 10 s\n", t->rank);
+        t->linger = NULL;
     }
     while (t->head) {
         struct xtq_coll_req *r = t->head;

@@ -93,6 +93,19 @@ XTQ_API int xtq_completion_test(const xtq_completion_t *comp);
 XTQ_API int xtq_completion_wait(xtq_ctx_t *ctx, xtq_completion_t *comp, int64_t timeout_ns);
 
 /**
+ * Wait until the completion has one of the state bits `bits` (any of
+ * XTQ_COMPLETION_LOCAL, _REMOTE, _DONE), or is DONE (a put that fails may
+ * be DONE before it is LOCAL), progressing the engine in manual mode.
+ * A caller that only needs its buffers back waits for LOCAL and reaps
+ * DONE later (the completion object must stay valid until then).
+ * @return 0 when a bit of `bits` is set and the put has not failed; the
+ *         completion's status once it is DONE; -XTQ_ETIMEDOUT;
+ *         -XTQ_EINVAL (no bit of the three in `bits`, or a bit beyond them).
+ */
+XTQ_API int xtq_completion_wait_state(xtq_ctx_t *ctx, xtq_completion_t *comp, uint32_t bits,
+                                      int64_t timeout_ns);
+
+/**
  * Send a command and a payload to `target`. The command is copied at the
  * call (its buffer may be reused when xtq_put() returns); the payload is
  * gathered by the transport into the same message without a copy, except

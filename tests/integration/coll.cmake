@@ -83,6 +83,12 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   xtq_add_mpi_case(NAME coll.short_piece.shm.np2 NP 2 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> short_piece TIMEOUT 120)
   list(APPEND coll_cases coll.short_piece.shm.np2)
+  # A call completes on LOCAL sends; its acknowledgements come later.
+  foreach(prov shm tcp)
+    xtq_add_mpi_case(NAME coll.ack_later.${prov}.np2 NP 2 PROVIDER ${prov} LABEL coll
+                     COMMAND $<TARGET_FILE:test_coll> ack_later TIMEOUT 120)
+    list(APPEND coll_cases coll.ack_later.${prov}.np2)
+  endforeach()
   # Same-host single copy: peers read large pieces from the sender (shm),
   # nobody does on tcp; forged pieces pointing elsewhere are refused.
   foreach(np 2 3)

@@ -173,6 +173,61 @@ XTQ_TEST(queue_destroy_cancels_puts)
     CHECK_OK(xtq_finalize(ctx));
 }
 
+/* ---- waiting for LOCAL, reaping DONE later --------------------------- */
+
+/*
+ * xtq_completion_wait_state(LOCAL) returns once the put's buffers are free,
+ * while its task still runs (libxtq_coll completes a call on it and reaps
+ * the acknowledgement later); DONE is waited for on the same object after.
+ */
+XTQ_TEST(wait_state_local_before_done)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    xtq_agent_t *cpu;
+    xtq_queue_t *q;
+    xtq_function_t *fg;
+    struct gate g;
+    xtq_completion_t c = {0};
+
+    setenv("XTQ_CPU_WORKERS", "1", 1);
+    CHECK_OK(xtq_init(&attr, &ctx));
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_signal_create(1, &g.started));
+    CHECK_OK(xtq_signal_create(1, &g.gate));
+    CHECK_OK(xtq_queue_create(cpu, 16, &q));
+    CHECK_OK(xtq_function_create_cpu(cpu, gate_fn, &g, &fg));
+    CHECK_OK(xtq_register_queue(ctx, 1, q));
+    CHECK_OK(xtq_register_function(ctx, 1, fg, NULL));
+
+    CHECK_ERR(xtq_completion_wait_state(ctx, &c, 0, 0), -XTQ_EINVAL);
+    CHECK_ERR(xtq_completion_wait_state(ctx, &c, 1u << 7, 0), -XTQ_EINVAL);
+    CHECK_ERR(xtq_completion_wait_state(NULL, &c, XTQ_COMPLETION_LOCAL, 0), -XTQ_EINVAL);
+
+    put_fn(ctx, 1, 1, &c);
+    CHECK_OK(xtq_signal_wait(g.started, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE, NULL));
+    CHECK_OK(xtq_completion_wait_state(ctx, &c, XTQ_COMPLETION_LOCAL, 30ll * 1000000000));
+    CHECK(xtq_completion_state(&c) & XTQ_COMPLETION_LOCAL);
+    /* The task is held: not DONE, and waiting for DONE times out. */
+    CHECK_EQ(xtq_completion_test(&c), 0);
+    CHECK_ERR(xtq_completion_wait_state(ctx, &c, XTQ_COMPLETION_DONE, 20000000), -XTQ_ETIMEDOUT);
+    CHECK_EQ(xtq_completion_test(&c), 0);
+
+    xtq_signal_store(g.gate, 0);
+    CHECK_OK(xtq_completion_wait_state(ctx, &c, XTQ_COMPLETION_DONE, 30ll * 1000000000));
+    CHECK_EQ(xtq_completion_test(&c), 1);
+    /* Any bit once DONE: the final status at once. */
+    CHECK_OK(xtq_completion_wait_state(ctx, &c, XTQ_COMPLETION_REMOTE, 0));
+
+    CHECK_OK(xtq_unregister_function(ctx, 1));
+    CHECK_OK(xtq_unregister_queue(ctx, 1));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_function_destroy(fg));
+    xtq_signal_destroy(g.gate);
+    xtq_signal_destroy(g.started);
+    CHECK_OK(xtq_finalize(ctx));
+}
+
 /* ---- large puts land in recently used memory (issue 11) ---------------- */
 
 #define BIG_PAYLOAD (1u << 20)

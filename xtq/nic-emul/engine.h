@@ -131,7 +131,8 @@ size_t xtq__engine_put_cancel_trigger(struct xtq__engine *e, const struct xtq_si
 /* xtq_flush(): every put issued to `target` (or XTQ_TARGET_ALL) before
  * the call is DONE. 0, -XTQ_ETIMEDOUT, -XTQ_EHOSTDOWN, -XTQ_ESRCRANK. */
 int xtq__engine_flush(struct xtq__engine *e, int target, int64_t timeout_ns);
-int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t timeout_ns);
+int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, uint32_t bits,
+                     int64_t timeout_ns);
 /* For white-box tests: whether XTQ_LONE_WAITER is on, and whether a
  * waiting thread holds the progress turns now (initiator.c). */
 bool xtq__engine_lone_waiter_on(const struct xtq__engine *e);

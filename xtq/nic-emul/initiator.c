@@ -1317,9 +1317,10 @@ bool xtq__engine_lone_waiting(struct xtq__engine *e)
     return atomic_load_explicit(&e->lone_waiter, memory_order_acquire) != 0;
 }
 
-int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t timeout_ns)
+int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, uint32_t bits,
+                     int64_t timeout_ns)
 {
-    struct comp_wait c = {e, (_Atomic uint32_t *)&comp->state, XTQ_COMPLETION_DONE};
+    struct comp_wait c = {e, (_Atomic uint32_t *)&comp->state, bits | XTQ_COMPLETION_DONE};
     uint64_t deadline = xtq__deadline_ns(xtq__timeout_ns(timeout_ns));
     /* Naps of at most 100 ms on the completion word. */
     struct xtq__spin_wait sleep = {
@@ -1330,7 +1331,11 @@ int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, int64_t time
         .nap_ns = 100000000,
     };
     int rc = engine_wait_until(e, comp_ready, comp_ready_progress, &c, &sleep, deadline);
-    return rc < 0 ? rc : comp->status;
+    if (rc < 0)
+        return rc;
+    /* Woken by a wanted bit short of DONE: no status is final yet. */
+    return atomic_load_explicit(c.st, memory_order_acquire) & XTQ_COMPLETION_DONE ? comp->status
+                                                                                  : 0;
 }
 
 int xtq__engine_drain_puts(struct xtq__engine *e, uint64_t deadline)

@@ -541,6 +541,84 @@ XTQ_TEST(short_piece)
 }
 
 /*
+ * A call completes once its receives ran and its sends are LOCAL; the
+ * acknowledgements are reaped later (XTQ_COLL_ACK_LATER). Rank 1 runs a
+ * manual-progress engine and, after its post, does not progress until rank
+ * 0 says (through a file) that its call completed: rank 0 then has rank 1's
+ * piece but no acknowledgement of its own. Waiting for that ack (the old
+ * way, or XTQ_COLL_ACK_LATER=0) times rank 0 out here. Both results are
+ * checked, and the team is used again afterwards (the reaped completions).
+ */
+XTQ_TEST(ack_later)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    xtq_init_attr_t ia;
+    float in[8], out[8];
+    char path[128];
+
+    if (!r)
+        r = getenv("PMIX_RANK");
+    memset(&ia, 0, sizeof(ia));
+    if (r && atoi(r) == 1) {
+        ia.field_mask = XTQ_INIT_ATTR_FIELD_PROGRESS;
+        ia.progress = XTQ_PROGRESS_MANUAL;
+    }
+    CHECK_OK(xtq_init(&ia, &ctx));
+    rank = xtq_rank(ctx);
+    size = xtq_size(ctx);
+    if (size != 2 || !r || atoi(r) != rank)
+        XTQ_SKIP("needs 2 ranks started by mpirun (its rank from OMPI_COMM_WORLD_RANK or "
+                 "PMIX_RANK)");
+    /* Both ranks are children of the same launcher process. */
+    snprintf(path, sizeof(path), "/tmp/xtq_test_ack_later.%d", (int)getppid());
+    if (rank == 0)
+        unlink(path);
+    xtq_coll_team_t *t = team_with(XTQ_COLL_ALG_RD);
+    for (int i = 0; i < 8; i++)
+        in[i] = (float)(rank + 1);
+    xtq_coll_req_t *req;
+    CHECK_OK(xtq_coll_iallreduce(t, in, out, 8, XTQ_DT_FLOAT, XTQ_OP_SUM, &req));
+    if (rank == 0) {
+        int rc = xtq_coll_wait(req, 10ll * 1000000000);
+        FILE *f = fopen(path, "w");
+        CHECK(f != NULL);
+        fprintf(f, "%d\n", rc);
+        fclose(f);
+        if (rc == -XTQ_ETIMEDOUT) {
+            CHECK_OK(xtq_coll_wait(req, XTQ_TIMEOUT_INFINITE));
+            XTQ_FAIL("rank 0: the allreduce waited for rank 1 to acknowledge its piece");
+        }
+        CHECK_OK(rc);
+    } else {
+        /* No progress here: rank 0's piece stays unacknowledged. */
+        int seen = 0;
+        for (int k = 0; k < 30000 && !seen; k++) {
+            seen = access(path, F_OK) == 0;
+            if (!seen)
+                usleep(1000);
+        }
+        CHECK(seen);
+        CHECK_OK(xtq_coll_wait(req, XTQ_TIMEOUT_INFINITE));
+    }
+    for (int i = 0; i < 8; i++)
+        if (out[i] != 3.0f)
+            XTQ_FAIL("rank %d: element %d is %g, expected 3", rank, i, (double)out[i]);
+    /* Later calls on the same team, their acks reaped by the calls after. */
+    for (int k = 0; k < 50; k++) {
+        for (int i = 0; i < 8; i++)
+            in[i] = (float)(rank + k);
+        CHECK_OK(xtq_coll_allreduce(t, in, out, 8, XTQ_DT_FLOAT, XTQ_OP_SUM));
+        for (int i = 0; i < 8; i++)
+            if (out[i] != (float)(2 * k + 1))
+                XTQ_FAIL("rank %d, call %d: element %d is %g", rank, k, i, (double)out[i]);
+    }
+    CHECK_OK(xtq_coll_team_destroy(t));
+    if (rank == 0)
+        unlink(path);
+    teardown();
+}
+
+/*
  * Same-host single copy (XTQ_COLL_CMA): on the shm provider every peer
  * reads this rank's large pieces from its memory (the team's probe
  * passed); on tcp none does. Every algorithm, in place and not, vectors
