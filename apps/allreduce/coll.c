@@ -157,6 +157,7 @@ struct coll_slot {
     uint8_t *mirror[COLL_BUF_COUNT];
     size_t mirror_cap[COLL_BUF_COUNT];
     xtq_signal_t **trig; /* engine triggers, reused */
+    struct xtq_coll_cuda_args *chain_args; /* CUDA teams: the chained copies' (pinned) */
     uint32_t ntrig;
     struct coll_early early[COLL_EARLY_MAX];
 };
@@ -182,6 +183,9 @@ struct xtq_coll_req {
     size_t cmd_len;
     _Atomic uint32_t *send_left; /* task triggers: dependencies left */
     _Atomic uint8_t *issued;     /* per send: handed to xtq_put(v) */
+    uint8_t *gated;              /* per send: armed on its mirror copy's completion */
+    struct gpu_copy *copies;     /* CUDA teams: the copies the post chains */
+    unsigned ncopies;
     uint32_t send_cursor;        /* sends known DONE below this */
     _Atomic int64_t recvs_left;
     int aborted;
@@ -272,6 +276,7 @@ struct xtq_coll_team {
      * their completions wait here for their acknowledgements. */
     int ack_later;
     struct coll_linger *linger;
+    uint64_t chained; /* sends armed on a copy's completion (tests) */
     enum xtq_coll_alg alg;
     int64_t timeout_ns;
     /* CUDA teams: device memory reduced by the CUDA agent (each slot's
@@ -628,7 +633,7 @@ static void issue(struct xtq_coll_req *req, uint32_t si)
         payload = base + op->off * slot->exec.esize;
         len = op->cnt * slot->exec.esize;
     }
-    if (t->engine && op->ndeps && !req->aborted)
+    if (t->engine && (op->ndeps || req->gated[si]) && !req->aborted)
         trig = slot->trig[si];
     rc = put_now(t, op->peer, req->cmd + (size_t)si * req->cmd_len, req->cmd_len, payload, len,
                  flags, &req->comp[si], trig);
@@ -1039,6 +1044,7 @@ struct gpu_copy {
     void *dst, *mirror;
     const void *src;
     uint64_t cnt;
+    int64_t send; /* the send that reads what it writes to a mirror, or -1 */
 };
 
 #define GPU_COPIES_MAX 16
@@ -1086,6 +1092,43 @@ static int gpu_copies_run(struct xtq_coll_team *t, const struct coll_exec *e,
     return rc ? rc : w;
 }
 
+/* The copies gpu_prepare left to the post, each decrementing the trigger
+ * of the send that reads its mirror: the engine sends it once the GPU
+ * wrote it, with no host thread between (engine mode, CUDA teams). */
+static int gpu_copies_chain(struct xtq_coll_req *req)
+{
+    struct xtq_coll_team *t = req->team;
+    struct coll_slot *slot = &t->slots[req->slot];
+    const struct coll_exec *e = &slot->exec;
+
+    if (!slot->chain_args) {
+        slot->chain_args = coll_gpu_host_alloc(t->gpu, GPU_COPIES_MAX * sizeof(*slot->chain_args));
+        if (!slot->chain_args)
+            return -XTQ_ENOMEM;
+    }
+    for (unsigned k = 0; k < req->ncopies; k++) {
+        const struct gpu_copy *c = &req->copies[k];
+        struct xtq_coll_cuda_args a;
+        memset(&a, 0, sizeof(a));
+        a.dst = (uint64_t)(uintptr_t)c->dst;
+        a.in = (uint64_t)(uintptr_t)c->src;
+        a.mirror = (uint64_t)(uintptr_t)c->mirror;
+        a.count = c->cnt;
+        a.type = (uint32_t)e->type;
+        a.op = (uint32_t)e->op;
+        a.esize = (uint32_t)e->esize;
+        a.mode = XTQ_COLL_CUDA_COPY;
+        int rc = coll_gpu_start_signal(t->gpu, &a, &slot->chain_args[k],
+                                       slot->trig[(uint32_t)c->send], gpu_timeout(t));
+        if (rc) {
+            /* Those before it run; the sends after it wait for nothing. */
+            req->ncopies = k;
+            return rc;
+        }
+    }
+    return 0;
+}
+
 /* Before a CUDA team's post: the prologue's copies in device memory, and
  * the host mirror of every range a send reads before any receive wrote it.
  * Small ones (none over coll_gpu_copy_max) run as tasks on the processor,
@@ -1098,7 +1141,7 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
     struct coll_slot *slot = &t->slots[req->slot];
     struct coll_exec *e = &slot->exec;
     size_t es = e->esize, n = req->count * es;
-    struct gpu_copy c[GPU_COPIES_MAX];
+    struct gpu_copy *c = req->copies;
     unsigned nc = 0;
     int rc, stream = 0;
 
@@ -1110,7 +1153,7 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
         stream = nc == GPU_COPIES_MAX || p->cnt * es > coll_gpu_copy_max(t->gpu);
         if (!stream && p->cnt)
             c[nc++] = (struct gpu_copy){(uint8_t *)e->buf[p->dst] + p->dst_off * es, NULL,
-                                        (uint8_t *)e->buf[p->src] + p->src_off * es, p->cnt};
+                                        (uint8_t *)e->buf[p->src] + p->src_off * es, p->cnt, -1};
     }
     for (uint32_t si = 0; si < s->nsends && !stream; si++) {
         const struct coll_op *op = &s->ops[s->send_op[si]];
@@ -1123,11 +1166,25 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
                !(c[k].cnt == op->cnt && !c[k].mirror && (c[k].src == from || c[k].dst == from)))
             k++;
         if (k < nc)
-            c[k].mirror = to;
+            c[k].mirror = to, c[k].send = si;
         else if (nc < GPU_COPIES_MAX && op->cnt * es <= coll_gpu_copy_max(t->gpu))
-            c[nc++] = (struct gpu_copy){to, NULL, from, op->cnt};
+            c[nc++] = (struct gpu_copy){to, NULL, from, op->cnt, si};
         else
             stream = 1;
+    }
+    if (!stream && t->engine && coll_gpu_can_chain(t->gpu)) {
+        /* Every copy fills what a send reads: the post arms those sends
+         * on their copy's completion instead of waiting here. */
+        unsigned k = 0;
+        while (k < nc && c[k].send >= 0)
+            k++;
+        if (k == nc && nc > 0) {
+            req->ncopies = nc;
+            for (k = 0; k < nc; k++)
+                req->gated[c[k].send] = 1;
+            t->chained += nc;
+            return 0;
+        }
     }
     if (!stream)
         return gpu_copies_run(t, e, c, nc);
@@ -1167,7 +1224,11 @@ static int post(struct xtq_coll_req *req)
     req->cmd = malloc((ns + 1) * req->cmd_len);
     req->send_left = calloc(ns + 1, sizeof(*req->send_left));
     req->issued = calloc(ns + 1, 1);
-    if (!req->comp || !req->cmd || !req->send_left || !req->issued)
+    req->gated = calloc(ns + 1, 1);
+    req->copies = t->gpu ? calloc(GPU_COPIES_MAX, sizeof(*req->copies)) : NULL;
+    req->ncopies = 0;
+    if (!req->comp || !req->cmd || !req->send_left || !req->issued || !req->gated ||
+        (t->gpu && !req->copies))
         return -XTQ_ENOMEM;
     /* Buffers. A reduce's non-root ranks work in the team's vector. */
     e->s = s;
@@ -1241,7 +1302,13 @@ static int post(struct xtq_coll_req *req)
             return rc;
         atomic_store_explicit(&req->send_left[si], op->ndeps, memory_order_relaxed);
         if (t->engine)
-            xtq_signal_store(slot->trig[si], op->ndeps);
+            xtq_signal_store(slot->trig[si], op->ndeps + req->gated[si]);
+    }
+    /* The triggers hold their counts: the copies may decrement them now. */
+    if (req->ncopies && (rc = gpu_copies_chain(req)) != 0) {
+        (void)coll_gpu_fence(t->gpu, gpu_timeout(t));
+        req->ncopies = 0;
+        return rc;
     }
 
     int kept_err = atomic_load(&e->error);
@@ -1461,8 +1528,17 @@ static void reap(struct xtq_coll_req *req)
     atomic_store_explicit(&slot->expect, req->instance + t->nslots, memory_order_release);
     req->sched->refs--;
     linger_or_free(t, req);
+    /* A failed instance's chained copies may not have run: they decrement
+     * this slot's triggers, which the next instance sets again. */
+    if (req->ncopies && req->status)
+        (void)coll_gpu_fence(t->gpu, gpu_timeout(t));
     free(req->cmd);
     free((void *)req->send_left);
+    free(req->gated);
+    free(req->copies);
+    req->gated = NULL;
+    req->copies = NULL;
+    req->ncopies = 0;
     req->comp = NULL;
     req->cmd = NULL;
     req->send_left = NULL;
@@ -1574,7 +1650,7 @@ static void fire_rest(struct xtq_coll_req *req)
              * receiver ignores it); -XTQ_EALREADY says so. A send the
              * window had deferred goes out untriggered (issue() after
              * `aborted`), as before the engine could cancel. */
-            if (s->ops[s->send_op[si]].ndeps && atomic_load(&req->issued[si]))
+            if ((s->ops[s->send_op[si]].ndeps || req->gated[si]) && atomic_load(&req->issued[si]))
                 (void)xtq_put_cancel(t->ctx, &req->comp[si]);
             continue;
         }
@@ -1834,6 +1910,13 @@ enum xtq_coll_triggers xtq_coll_team_triggers(const xtq_coll_team_t *t)
     return t && t->engine ? XTQ_COLL_TRIGGERS_ENGINE : XTQ_COLL_TRIGGERS_TASK;
 }
 
+XTQ_COLL_API int64_t coll_team_chained_sends(const struct xtq_coll_team *t)
+{
+    if (!t->gpu || !t->engine || !coll_gpu_can_chain(t->gpu) || !coll_gpu_copy_max(t->gpu))
+        return -1;
+    return (int64_t)t->chained;
+}
+
 int xtq_coll_team_rank(const xtq_coll_team_t *t)
 {
     return t ? t->rank : -1;
@@ -2035,6 +2118,7 @@ static void team_free(struct xtq_coll_team *t)
             s->rwork = NULL;
             for (unsigned b = 0; b < COLL_BUF_COUNT; b++)
                 coll_gpu_host_free(t->gpu, s->mirror[b]);
+            coll_gpu_host_free(t->gpu, s->chain_args);
         }
         free(s->exec.stash);
         free(s->scratch);
@@ -2107,7 +2191,8 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
         uint64_t task = (mask & XTQ_COLL_TEAM_ATTR_FIELD_CUDA_TASK) ? attr->cuda_task : 0;
         int dev = (mask & XTQ_COLL_TEAM_ATTR_FIELD_CUDA_DEVICE) ? attr->cuda_device : -1;
         struct coll_gpu_opts o = {param_on("XTQ_COLL_GPU_INLINE"),
-                                  param_size("XTQ_COLL_GPU_COPY_MAX", 4096)};
+                                  param_size("XTQ_COLL_GPU_COPY_MAX", 4096),
+                                  param_on("XTQ_COLL_GPU_CHAIN")};
         rc = coll_gpu_open(ctx, task, dev, &o, &t->gpu, why, sizeof(why));
         if (rc) {
             coll_err("rank %d: no CUDA team: %s\n", me, why);

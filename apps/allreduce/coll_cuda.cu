@@ -68,6 +68,7 @@ struct coll_gpu {
     cudaMemPool_t pool;  /* device memory, never trimmed */
     uint32_t groups_max; /* work-groups that run at once: the processor's blocks */
     int attached;
+    int host_atomics; /* the GPU decrements completion signals itself */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int free_head;
@@ -242,6 +243,15 @@ static int open_on_device(xtq_ctx_t *ctx, uint64_t task, int dev, const struct c
             goto fail;
         }
     }
+    {
+        int native = 0;
+        if (cudaDeviceGetAttribute(&native, cudaDevAttrHostNativeAtomicSupported, dev) !=
+            cudaSuccess) {
+            cudaGetLastError();
+            native = 1; /* unknown: never chain */
+        }
+        g->host_atomics = native != 0;
+    }
     rc = xtq_kernel_create_cuda(g->agent, fn, sizeof(struct xtq_coll_cuda_args), &g->kernel);
     if (rc == 0)
         rc = xtq_queue_create(g->agent, 256, &g->queue);
@@ -374,19 +384,16 @@ static void slot_give(struct coll_gpu *g, int idx, int keep)
     pthread_mutex_unlock(&g->lock);
 }
 
-extern "C" int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_args *a,
-                              uint64_t payload, int64_t timeout_ns)
+/* The packet of one task: arguments at `args` (pinned), completion `sig`;
+ * submitted with the arguments (and a payload of `payload` bytes) in the
+ * queue slot where the team does so. */
+static int submit(struct coll_gpu *g, const struct xtq_coll_cuda_args *a,
+                  struct xtq_coll_cuda_args *args, xtq_signal_t *sig, uint64_t payload,
+                  int64_t timeout_ns)
 {
-    struct coll_gpu_slot *s;
     xtq_aql_packet_t pkt;
-    int idx, rc;
 
-    if (a->count > UINT32_MAX)
-        return -XTQ_EMSGSIZE;
-    idx = slot_take(g);
-    s = &g->slot[idx];
-    *s->args = *a;
-    xtq_signal_store(s->sig, 1);
+    *args = *a;
     memset(&pkt, 0, sizeof(pkt));
     /* Packets run in queue order (cuda_processor.cuh): a copy started
      * after another reads what the first wrote. */
@@ -408,21 +415,60 @@ extern "C" int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_arg
     pkt.kernel.grid_size_y = 1;
     pkt.kernel.grid_size_z = 1;
     pkt.kernel.kernel_object = xtq_kernel_object(g->kernel);
-    pkt.kernel.kernarg_address = s->args;
-    pkt.kernel.completion_signal = xtq_signal_handle(s->sig);
+    pkt.kernel.kernarg_address = args;
+    pkt.kernel.completion_signal = xtq_signal_handle(sig);
     /* The arguments (and a small piece from host memory) travel in the
      * queue slot: the processor reads the task in one PCIe round trip
      * instead of the header, the body and the arguments one after
      * another (docs/allreduce.md, "What a GPU step costs"). */
     if (g->opts.inline_args)
-        rc = xtq_queue_submit_args(g->queue, &pkt, sizeof(*a), payload, timeout_ns);
-    else
-        rc = xtq_queue_submit(g->queue, &pkt, timeout_ns, NULL);
+        return xtq_queue_submit_args(g->queue, &pkt, sizeof(*a), payload, timeout_ns);
+    return xtq_queue_submit(g->queue, &pkt, timeout_ns, NULL);
+}
+
+extern "C" int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_args *a,
+                              uint64_t payload, int64_t timeout_ns)
+{
+    struct coll_gpu_slot *s;
+    int idx, rc;
+
+    if (a->count > UINT32_MAX)
+        return -XTQ_EMSGSIZE;
+    idx = slot_take(g);
+    s = &g->slot[idx];
+    xtq_signal_store(s->sig, 1);
+    rc = submit(g, a, s->args, s->sig, payload, timeout_ns);
     if (rc) {
         slot_give(g, idx, 0);
         return rc;
     }
     return idx;
+}
+
+extern "C" int coll_gpu_can_chain(const struct coll_gpu *g)
+{
+    return g->opts.chain && g->opts.inline_args && !g->host_atomics;
+}
+
+extern "C" int coll_gpu_start_signal(struct coll_gpu *g, const struct xtq_coll_cuda_args *a,
+                                     struct xtq_coll_cuda_args *args, xtq_signal_t *sig,
+                                     int64_t timeout_ns)
+{
+    if (!coll_gpu_can_chain(g))
+        return -XTQ_ENOSYS;
+    if (a->count > UINT32_MAX)
+        return -XTQ_EMSGSIZE;
+    return submit(g, a, args, sig, 0, timeout_ns);
+}
+
+extern "C" int coll_gpu_fence(struct coll_gpu *g, int64_t timeout_ns)
+{
+    struct xtq_coll_cuda_args a;
+    memset(&a, 0, sizeof(a));
+    a.mode = XTQ_COLL_CUDA_COPY; /* of nothing: done once the ones before it are */
+    a.esize = 1;
+    int ticket = coll_gpu_start(g, &a, 0, timeout_ns);
+    return ticket < 0 ? ticket : coll_gpu_finish(g, ticket, timeout_ns);
 }
 
 extern "C" int coll_gpu_finish(struct coll_gpu *g, int ticket, int64_t timeout_ns)

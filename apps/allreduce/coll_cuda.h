@@ -26,6 +26,7 @@ struct coll_gpu;
 struct coll_gpu_opts {
     int inline_args; /* arguments and small host pieces in the queue slot */
     size_t copy_max; /* copies up to this many bytes run on the processor */
+    int chain;       /* XTQ_COLL_GPU_CHAIN: coll_gpu_start_signal may be used */
 };
 
 /* Get ready on the context's CUDA agent. `task`: the address of
@@ -56,6 +57,17 @@ int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint6
                    int64_t timeout_ns);
 /* Wait for a started task and give its ticket back. */
 int coll_gpu_finish(struct coll_gpu *g, int ticket, int64_t timeout_ns);
+/* Whether a task's completion may decrement any host signal (the agent's
+ * retire thread does it: a GPU without native host atomics) with the
+ * arguments carried in the queue slot, and XTQ_COLL_GPU_CHAIN is on. */
+int coll_gpu_can_chain(const struct coll_gpu *g);
+/* Start one task whose completion decrements `sig` by one and nothing
+ * else: nobody waits for it (an engine trigger on `sig` may). `args`:
+ * pinned memory of the caller's that stays valid until the task ran. */
+int coll_gpu_start_signal(struct coll_gpu *g, const struct xtq_coll_cuda_args *a,
+                          struct xtq_coll_cuda_args *args, xtq_signal_t *sig, int64_t timeout_ns);
+/* Wait until every task started before this call ran. */
+int coll_gpu_fence(struct coll_gpu *g, int64_t timeout_ns);
 /* Start and finish one piece's reduction (an agent worker). */
 int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint64_t payload,
                    int64_t timeout_ns);

@@ -73,3 +73,22 @@ int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint6
     (void)g, (void)a, (void)payload, (void)timeout_ns;
     return -XTQ_ENOAGENT;
 }
+
+int coll_gpu_can_chain(const struct coll_gpu *g)
+{
+    (void)g;
+    return 0;
+}
+
+int coll_gpu_start_signal(struct coll_gpu *g, const struct xtq_coll_cuda_args *a,
+                          struct xtq_coll_cuda_args *args, xtq_signal_t *sig, int64_t timeout_ns)
+{
+    (void)g, (void)a, (void)args, (void)sig, (void)timeout_ns;
+    return -XTQ_ENOAGENT;
+}
+
+int coll_gpu_fence(struct coll_gpu *g, int64_t timeout_ns)
+{
+    (void)g, (void)timeout_ns;
+    return -XTQ_ENOAGENT;
+}

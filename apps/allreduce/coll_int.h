@@ -68,6 +68,13 @@ struct coll_kargs {
     struct coll_hdr h;
 };
 
+struct xtq_coll_team;
+
+/* For tests: sends a CUDA team armed on their mirror copy's completion
+ * (XTQ_COLL_GPU_CHAIN), or -1 where the team does not chain (host team,
+ * task mode, copies on the stream, or a GPU with native host atomics). */
+int64_t coll_team_chained_sends(const struct xtq_coll_team *t); /* exported for tests only */
+
 #ifdef __cplusplus
 }
 #endif

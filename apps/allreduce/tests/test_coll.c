@@ -788,6 +788,12 @@ XTQ_TEST(gpu_team)
                 free(h);
                 /* Device memory stays until the end (frees may wait for an
                  * idle device while the agent's processor runs). */
+                /* Small calls' first sends leave on their copy's
+                 * completion where the team chains (XTQ_COLL_GPU_CHAIN). */
+                int64_t chained = coll_team_chained_sends(t);
+                if (k == 0 && chained == 0)
+                    XTQ_FAIL("rank %d: a %llu-element call chained no send to its copy", rank,
+                             (unsigned long long)count);
             }
         CHECK_OK(xtq_coll_team_destroy(t));
     }
