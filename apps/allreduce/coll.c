@@ -2388,6 +2388,9 @@ int xtq_coll_team_destroy(xtq_coll_team_t *t)
                               prof_names[k], (double)atomic_load(&t->prof_ns[k]) / cnt / 1e3,
                               (unsigned long long)cnt);
         }
+        if (t->gpu && n > 0 && (size_t)n < sizeof(line))
+            snprintf(line + n, sizeof(line) - (size_t)n, " sends chained to a copy %llu;",
+                     (unsigned long long)t->chained);
         fprintf(stderr, "%s\n", line);
     }
     team_free(t);
