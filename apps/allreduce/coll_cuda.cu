@@ -67,6 +67,7 @@ struct coll_gpu {
     cudaStream_t stream;
     cudaMemPool_t pool;  /* device memory, never trimmed */
     uint32_t groups_max; /* work-groups that run at once: the processor's blocks */
+    uint32_t grid_max;   /* a launched grid's groups: 8 per SM (0: none) */
     int attached;
     int host_atomics; /* the GPU decrements completion signals itself */
     pthread_mutex_t lock;
@@ -251,6 +252,12 @@ static int open_on_device(xtq_ctx_t *ctx, uint64_t task, int dev, const struct c
             native = 1; /* unknown: never chain */
         }
         g->host_atomics = native != 0;
+        int sms = 0;
+        if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+            cudaGetLastError();
+            sms = 0;
+        }
+        g->grid_max = sms > 0 ? 8u * (uint32_t)sms : 0;
     }
     rc = xtq_kernel_create_cuda(g->agent, fn, sizeof(struct xtq_coll_cuda_args), &g->kernel);
     if (rc == 0)
@@ -405,9 +412,16 @@ static int submit(struct coll_gpu *g, const struct xtq_coll_cuda_args *a,
      * elements ran the groups of a 1 MiB piece one after another in two
      * blocks, each a round trip to the piece (20 ms per aggregation of
      * xtq_train on the H100; docs/cuda.md, "Grid-stride tasks"). */
-    uint32_t grid = 1, wg = 1;
-    xtq_cuda_stride_geometry(a->count, XTQ_CUDA_MAX_WORKGROUP, COLL_GPU_PER_ITEM, g->groups_max,
-                             &grid, &wg);
+    uint32_t grid = 1, wg = 1, cap = g->groups_max;
+    /* A piece of enough groups to reach XTQ_CUDA_GRID_MIN goes to a grid
+     * the processor launches over the whole GPU (this module is built
+     * with -rdc): every SM reads the piece where it landed at once,
+     * rather than the processor's few blocks in turn. */
+    if (g->opts.grid_min && g->grid_max > cap &&
+        xtq_cuda_stride_groups(a->count, XTQ_CUDA_MAX_WORKGROUP, COLL_GPU_PER_ITEM, g->grid_max) >=
+            g->opts.grid_min)
+        cap = g->grid_max;
+    xtq_cuda_stride_geometry(a->count, XTQ_CUDA_MAX_WORKGROUP, COLL_GPU_PER_ITEM, cap, &grid, &wg);
     pkt.kernel.workgroup_size_x = (uint16_t)wg;
     pkt.kernel.workgroup_size_y = 1;
     pkt.kernel.workgroup_size_z = 1;
