@@ -156,6 +156,11 @@ struct coll_slot {
      * (SCRATCH's is mscratch) that the reductions also write. */
     uint8_t *mirror[COLL_BUF_COUNT];
     size_t mirror_cap[COLL_BUF_COUNT];
+    /* CUDA teams with peer reads: one device buffer in place of the three
+     * mirrors (at poff[buf]), which peers map (generation pgen). */
+    uint8_t *pmirror;
+    uint64_t pmirror_cap, poff[COLL_BUF_COUNT];
+    uint32_t pgen;
     xtq_signal_t **trig; /* engine triggers, reused */
     struct xtq_coll_cuda_args *chain_args; /* CUDA teams: the chained copies' (pinned) */
     uint32_t ntrig;
@@ -223,6 +228,13 @@ struct coll_deferred {
     uint32_t send;
 };
 
+/* A peer's slot buffer, mapped here (generation 0: none yet). */
+struct coll_peer_map {
+    _Atomic uint32_t gen;
+    uint64_t size;
+    uint8_t *base;
+};
+
 /* A completed call's puts whose acknowledgements have not come yet: the
  * completion objects must live until DONE (XTQ_COLL_ACK_LATER). */
 struct coll_linger {
@@ -277,6 +289,11 @@ struct xtq_coll_team {
     int ack_later;
     struct coll_linger *linger;
     uint64_t chained; /* sends armed on a copy's completion (tests) */
+    /* Peer reads (XTQ_COLL_GPU_PEER): this rank's pieces stay in its GPU
+     * and every peer maps them (`peer`); what this rank has mapped of each
+     * peer's slots (pmap[sender * nslots + slot]). */
+    int peer;
+    struct coll_peer_map *pmap;
     enum xtq_coll_alg alg;
     int64_t timeout_ns;
     /* CUDA teams: device memory reduced by the CUDA agent (each slot's
@@ -297,6 +314,8 @@ static unsigned teams_created;
 /* CUDA teams: the pinned host copy of a slot's buffer that sends read. */
 static uint8_t *gpu_mirror(struct coll_slot *slot, unsigned buf)
 {
+    if (slot->pmirror)
+        return slot->pmirror + slot->poff[buf];
     return buf == COLL_BUF_SCRATCH ? slot->mscratch : slot->mirror[buf];
 }
 
@@ -527,6 +546,13 @@ static int send_by_cma(const struct xtq_coll_team *t, const struct coll_op *op, 
            op->cnt * esize > t->cma_min;
 }
 
+/* Whether send `op` leaves its piece in this rank's GPU for the peer's GPU
+ * to read (peer reads: every data send of such a team). */
+static int send_by_peer(const struct xtq_coll_team *t, const struct coll_op *op)
+{
+    return t->peer && op->type == COLL_OP_SEND && op->cnt;
+}
+
 /* Read `bytes` at `addr` in process `pid` into `dst` (CMA). */
 static int cma_read(pid_t pid, uint64_t addr, void *dst, size_t bytes)
 {
@@ -622,7 +648,7 @@ static void issue(struct xtq_coll_req *req, uint32_t si)
      * piece at a time, while the workers idle. */
     if (t->engine && !t->gpu && op->cnt * slot->exec.esize > t->inline_max)
         flags |= XTQ_PUT_LONG_TASK;
-    if (send_by_cma(t, op, slot->exec.esize)) {
+    if (send_by_cma(t, op, slot->exec.esize) || send_by_peer(t, op)) {
         /* The header says where the piece is; the reader's task must
          * have run before this send counts as done. */
         flags |= XTQ_PUT_REMOTE_COMPLETION;
@@ -752,7 +778,9 @@ static int keep_early(struct xtq_coll_team *t, struct coll_slot *slot, const str
     rec->h = *h;
     rec->data = NULL;
     bytes = h->cnt * xtq_datatype_size((enum xtq_datatype)h->type);
-    if ((h->kind == COLL_MSG_DATA || h->kind == COLL_MSG_DATA_CMA) && bytes) {
+    if ((h->kind == COLL_MSG_DATA || h->kind == COLL_MSG_DATA_CMA ||
+         h->kind == COLL_MSG_DATA_GPU) &&
+        bytes) {
         if (h->type >= XTQ_DT_COUNT || bytes / h->cnt != xtq_datatype_size(h->type)) {
             atomic_store_explicit(&rec->ready, 2, memory_order_release);
             return -XTQ_EPROTO;
@@ -799,12 +827,129 @@ static int payload_fits(const struct coll_hdr *h, size_t len)
 
     if (h->kind == COLL_MSG_CREDIT)
         return len == 0;
-    if (h->kind == COLL_MSG_DATA_CMA) /* the elements stay with the sender */
+    if (h->kind == COLL_MSG_DATA_CMA || h->kind == COLL_MSG_DATA_GPU) /* left with the sender */
         return len == 0 && (unsigned)h->type < XTQ_DT_COUNT && h->cnt <= h->count &&
                h->cnt <= (UINT64_MAX >> 8);
     if ((unsigned)h->type >= XTQ_DT_COUNT || !(es = xtq_datatype_size((enum xtq_datatype)h->type)))
         return 0;
     return h->cnt <= len / es && h->cnt * es == len;
+}
+
+/* ---- peer reads (CUDA teams on one host) ---------------------------------------- */
+
+static int put_sync_data(struct xtq_coll_team *t, int peer, const struct coll_hdr *h,
+                         const void *payload, size_t len, int64_t deadline);
+
+/* Peer reads: the slot's device buffer holds WORK's, SEND's and SCRATCH's
+ * ranges that sends read. A larger one replaces it: every peer maps the
+ * new one (its handle, synchronously) before anything of this call is
+ * sent, then the old one goes. A slot is reused only after its previous
+ * call's sends were read (they complete remotely), so no peer still reads
+ * the old buffer. */
+static int peer_fit(struct xtq_coll_req *req, const struct coll_sched *s)
+{
+    struct xtq_coll_team *t = req->team;
+    struct coll_slot *slot = &t->slots[req->slot];
+    uint64_t es = slot->exec.esize, n = (req->count * es + 255) & ~(uint64_t)255;
+    uint64_t sb = (s->scratch_elems * s->p.elem_size + 255) & ~(uint64_t)255;
+    uint64_t need = 2 * n + sb;
+
+    slot->poff[COLL_BUF_WORK] = 0;
+    slot->poff[COLL_BUF_SEND] = n;
+    slot->poff[COLL_BUF_SCRATCH] = 2 * n;
+    if (slot->pmirror && slot->pmirror_cap >= need)
+        return 0;
+    uint8_t handle[COLL_GPU_IPC_HANDLE];
+    void *p = NULL;
+    /* Grow by half again: a vector that creeps up maps once, not per call. */
+    uint64_t cap = need + need / 2 > 4096 ? need + need / 2 : 4096;
+    int rc = coll_gpu_ipc_alloc(t->gpu, cap, &p, handle);
+    if (rc)
+        return rc;
+    int64_t deadline = now_ns() + (t->timeout_ns ? t->timeout_ns : INT64_MAX / 4);
+    uint32_t gen = slot->pgen + 1 ? slot->pgen + 1 : 1;
+    for (int q = 0; q < t->size && rc == 0; q++) {
+        struct coll_hdr h;
+        if (q == t->rank)
+            continue;
+        hdr_init(t, &h, COLL_MSG_GPU_HANDLE);
+        h.slot = (uint16_t)req->slot;
+        h.count = cap;
+        h.status = (int32_t)gen;
+        rc = put_sync_data(t, q, &h, handle, sizeof(handle), deadline);
+        if (rc)
+            note(t, "rank %d could not map this rank's GPU buffer: %s", q, xtq_strerror(rc));
+    }
+    if (rc) {
+        /* Peers that mapped it keep a mapping of freed memory they never
+         * read: a later handle for the slot replaces it. */
+        coll_gpu_ipc_free(t->gpu, p);
+        return rc;
+    }
+    coll_gpu_ipc_free(t->gpu, slot->pmirror);
+    slot->pmirror = p;
+    slot->pmirror_cap = cap;
+    slot->pgen = gen;
+    return 0;
+}
+
+/* The receiving side of a peer's handle: map it for (sender, slot). The
+ * sender waits for this task, and its earlier buffer of the slot is no
+ * longer read by anyone (above): unmapped here. */
+static int gpu_handle_task(struct xtq_coll_team *t, const struct coll_hdr *h, const void *payload,
+                           size_t len)
+{
+    if (!t->pmap || !t->gpu || len != COLL_GPU_IPC_HANDLE || h->status <= 0 || h->count == 0)
+        return -XTQ_EBADMSG;
+    struct coll_peer_map *m = &t->pmap[(size_t)h->sender * t->nslots + h->slot];
+    void *p = NULL;
+    int rc = coll_gpu_ipc_open(t->gpu, payload, &p);
+    if (rc)
+        return rc;
+    atomic_store_explicit(&m->gen, 0, memory_order_release);
+    coll_gpu_ipc_close(t->gpu, m->base);
+    m->base = p;
+    m->size = h->count;
+    atomic_store_explicit(&m->gen, (uint32_t)h->status, memory_order_release);
+    return 0;
+}
+
+/* Team creation: map the sender's probe buffer, read its first word. */
+static int gpu_probe_task(struct xtq_coll_team *t, const struct coll_hdr *h, const void *payload,
+                          size_t len)
+{
+    uint64_t word = 0;
+    void *p = NULL;
+
+    if (!t->gpu || len != COLL_GPU_IPC_HANDLE)
+        return -XTQ_ENOSYS;
+    int rc = coll_gpu_ipc_open(t->gpu, payload, &p);
+    if (rc)
+        return rc;
+    rc = coll_gpu_read(t->gpu, &word, p, sizeof(word));
+    coll_gpu_ipc_close(t->gpu, p);
+    return rc ? rc : word == h->count ? 0 : -XTQ_EPROTO;
+}
+
+/* A DATA_GPU piece: where it is mapped here, or NULL when it names a buffer
+ * this rank has not mapped (or not that generation) or reaches past it. */
+static const uint8_t *gpu_src_at(struct xtq_coll_team *t, const struct coll_hdr *h)
+{
+    if (!t->pmap)
+        return NULL;
+    const struct coll_peer_map *m = &t->pmap[(size_t)h->sender * t->nslots + h->slot];
+    uint32_t gen = atomic_load_explicit(&m->gen, memory_order_acquire);
+    uint64_t bytes = h->cnt * xtq_datatype_size((enum xtq_datatype)h->type);
+    if (gen == 0 || gen != (uint32_t)h->src_pid || h->src_addr > m->size ||
+        bytes > m->size - h->src_addr)
+        return NULL;
+    return m->base + h->src_addr;
+}
+
+static int gpu_src_read(const struct coll_src *src, uint64_t off, void *dst, size_t bytes)
+{
+    struct xtq_coll_team *t = src->ctx;
+    return coll_gpu_read(t->gpu, dst, (const uint8_t *)src->local + off, bytes);
 }
 
 static void coll_task(const xtq_dispatch_t *d, void *kernarg)
@@ -844,8 +989,17 @@ static void coll_task(const xtq_dispatch_t *d, void *kernarg)
     case COLL_MSG_CMA_PROBE:
         rc = cma_probe_task(t, h);
         goto out;
+    case COLL_MSG_GPU_PROBE:
+    case COLL_MSG_GPU_HANDLE: {
+        size_t plen = 0;
+        (void)xtq_task_payload(&plen);
+        rc = h->kind == COLL_MSG_GPU_PROBE ? gpu_probe_task(t, h, payload, plen)
+                                           : gpu_handle_task(t, h, payload, plen);
+        goto out;
+    }
     case COLL_MSG_DATA:
     case COLL_MSG_DATA_CMA:
+    case COLL_MSG_DATA_GPU:
     case COLL_MSG_CREDIT:
         break;
     default:
@@ -876,12 +1030,23 @@ static void coll_task(const xtq_dispatch_t *d, void *kernarg)
         rc = -XTQ_EBADMSG;
         note(t, "message %u from rank %u points into process %d, which this rank may not read",
              h->seq, h->sender, (int)h->src_pid);
+    } else if (h->kind == COLL_MSG_DATA_GPU && !gpu_src_at(t, h)) {
+        rc = -XTQ_EBADMSG;
+        note(t,
+             "message %u from rank %u points at byte %llu of its GPU buffer %d of slot %u, "
+             "which this rank has not mapped that far",
+             h->seq, h->sender, (unsigned long long)h->src_addr, (int)h->src_pid, h->slot);
     } else {
         struct coll_src src = {.local = payload};
         if (h->kind == COLL_MSG_DATA_CMA) {
             src.read = cma_src_read;
             src.ctx = (void *)h;
             src.addr = h->src_addr;
+        } else if (h->kind == COLL_MSG_DATA_GPU) {
+            src.local = gpu_src_at(t, h);
+            src.read = gpu_src_read;
+            src.ctx = t;
+            src.device = 1;
         }
         rc = keep_early(t, slot, h, &src);
         if (rc == 1)
@@ -979,7 +1144,7 @@ static int64_t gpu_timeout(const struct xtq_coll_team *t)
 }
 
 /* The receive's data operation on the CUDA agent, from an agent worker. */
-static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *in)
+static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *in, int in_device)
 {
     struct xtq_coll_req *req = e->user;
     struct xtq_coll_team *t = req->team;
@@ -1009,8 +1174,9 @@ static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *
     }
     int64_t t0 = t->prof ? now_ns() : 0;
     /* The piece is in host memory (where it landed, the stash or a
-     * bounce buffer): small ones may travel with the packet. */
-    int rc = coll_gpu_apply(t->gpu, &a, op->cnt * e->esize, gpu_timeout(t));
+     * bounce buffer): small ones may travel with the packet. Or it is
+     * still in the sender's GPU (peer reads), read there in place. */
+    int rc = coll_gpu_apply(t->gpu, &a, in_device ? 0 : op->cnt * e->esize, gpu_timeout(t));
     if (t0)
         prof_add(t, PROF_GPU, t0, now_ns());
     return rc;
@@ -1145,8 +1311,11 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
     unsigned nc = 0;
     int rc, stream = 0;
 
-    if ((rc = grow_mirror(t, slot, COLL_BUF_WORK, n)) != 0 ||
-        (rc = grow_mirror(t, slot, COLL_BUF_SEND, n)) != 0)
+    if (t->peer)
+        rc = peer_fit(req, s);
+    else if ((rc = grow_mirror(t, slot, COLL_BUF_WORK, n)) == 0)
+        rc = grow_mirror(t, slot, COLL_BUF_SEND, n);
+    if (rc)
         return rc;
     for (unsigned k = 0; k < s->nprologue && !stream; k++) {
         const struct coll_copy *p = &s->prologue[k];
@@ -1296,6 +1465,10 @@ static int post(struct xtq_coll_req *req)
             h.kind = COLL_MSG_DATA_CMA;
             h.src_pid = (int32_t)getpid();
             h.src_addr = (uint64_t)(uintptr_t)((uint8_t *)e->buf[op->buf] + op->off * e->esize);
+        } else if (send_by_peer(t, op)) {
+            h.kind = COLL_MSG_DATA_GPU;
+            h.src_pid = (int32_t)slot->pgen;
+            h.src_addr = (uint64_t)(gpu_mirror(slot, op->buf) - slot->pmirror) + op->off * e->esize;
         }
         rc = build_cmd(t, &h, req->cmd + (size_t)si * req->cmd_len, req->cmd_len, &len);
         if (rc)
@@ -1432,8 +1605,9 @@ static int send_acked_later(const struct xtq_coll_req *req, uint32_t si)
 {
     const struct xtq_coll_team *t = req->team;
     const struct coll_sched *s = &req->sched->s;
-    return t->ack_later &&
-           !send_by_cma(t, &s->ops[s->send_op[si]], t->slots[req->slot].exec.esize);
+    const struct coll_op *op = &s->ops[s->send_op[si]];
+    return t->ack_later && !send_by_cma(t, op, t->slots[req->slot].exec.esize) &&
+           !send_by_peer(t, op);
 }
 
 /* Every send handed on and DONE, or LOCAL where its ack may come later. */
@@ -1616,6 +1790,13 @@ static void progress_team(struct xtq_coll_team *t)
 
 static int put_sync(struct xtq_coll_team *t, int peer, const struct coll_hdr *h, int64_t deadline)
 {
+    return put_sync_data(t, peer, h, NULL, 0, deadline);
+}
+
+/* The same with a payload, its task run on a worker (it may map memory). */
+static int put_sync_data(struct xtq_coll_team *t, int peer, const struct coll_hdr *h,
+                         const void *payload, size_t plen, int64_t deadline)
+{
     uint8_t cmd[XTQ_AQL_PACKET_SIZE + sizeof(struct coll_kargs)];
     xtq_completion_t comp;
     size_t len;
@@ -1624,7 +1805,8 @@ static int put_sync(struct xtq_coll_team *t, int peer, const struct coll_hdr *h,
     if (rc)
         return rc;
     memset(&comp, 0, sizeof(comp));
-    rc = xtq_put(t->ctx, t->ranks[peer], cmd, len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &comp);
+    rc = xtq_put(t->ctx, t->ranks[peer], cmd, len, payload, plen,
+                 XTQ_PUT_REMOTE_COMPLETION | (plen ? XTQ_PUT_LONG_TASK : 0), &comp);
     if (rc)
         return rc;
     int64_t left = deadline - now_ns();
@@ -2078,6 +2260,64 @@ static int cma_setup(struct xtq_coll_team *t)
     return 0;
 }
 
+/*
+ * CUDA teams on one host's shm provider (XTQ_COLL_GPU_PEER auto or on):
+ * this rank's pieces stay in its GPU where every peer can map its buffers
+ * (CUDA IPC). The probe: each peer maps a small buffer of this rank's and
+ * reads a word back; any that cannot leaves the team sending from pinned
+ * host mirrors (auto) or fails its creation (on). Receivers take both.
+ */
+static int peer_setup(struct xtq_coll_team *t)
+{
+    const char *mode = param_value("XTQ_COLL_GPU_PEER");
+    const char *prov = xtq_provider_name(t->ctx);
+    int forced = mode && strcmp(mode, "on") == 0;
+    int64_t deadline = now_ns() + (t->timeout_ns ? t->timeout_ns : INT64_MAX / 4);
+    uint8_t handle[COLL_GPU_IPC_HANDLE];
+    uint64_t word = ((uint64_t)t->id << 32) ^ (uint64_t)getpid() ^ 0x47505550ull;
+    void *p = NULL;
+    int rc, ok = 0;
+
+    if (!t->gpu || t->size < 2 || (mode && strcmp(mode, "off") == 0))
+        return 0;
+    if (!prov || strcmp(prov, "shm") != 0) {
+        if (!forced)
+            return 0;
+        coll_err("XTQ_COLL_GPU_PEER=on, but this team's ranks are not all on one host's shm "
+                 "provider (provider %s)\n",
+                 prov ? prov : "?");
+        return -XTQ_ENOSYS;
+    }
+    rc = coll_gpu_ipc_alloc(t->gpu, 256, &p, handle);
+    if (rc == 0)
+        rc = coll_gpu_read(t->gpu, p, &word, sizeof(word));
+    for (int q = 0; q < t->size && rc == 0; q++) {
+        struct coll_hdr h;
+        if (q == t->rank)
+            continue;
+        hdr_init(t, &h, COLL_MSG_GPU_PROBE);
+        h.count = word;
+        rc = put_sync_data(t, q, &h, handle, sizeof(handle), deadline);
+        if (rc)
+            note(t, "rank %d cannot map this rank's GPU memory: %s", q, xtq_strerror(rc));
+        else
+            ok++;
+    }
+    coll_gpu_ipc_free(t->gpu, p);
+    if (rc && forced) {
+        coll_err("XTQ_COLL_GPU_PEER=on, but a peer cannot map this rank's GPU memory: %s\n",
+                 xtq_strerror(rc));
+        return -XTQ_ENOSYS;
+    }
+    t->peer = rc == 0 && ok == t->size - 1;
+    return 0;
+}
+
+int xtq_coll_team_gpu_peer(const xtq_coll_team_t *t)
+{
+    return t ? t->peer : -1;
+}
+
 int xtq_coll_team_cma_peers(const xtq_coll_team_t *t)
 {
     return t ? t->cma_peers : -1;
@@ -2092,6 +2332,8 @@ static uint32_t team_hash(const int *ranks, int n, uint32_t index)
     }
     return h;
 }
+
+static void pmap_close(struct xtq_coll_team *t);
 
 static void team_free(struct xtq_coll_team *t)
 {
@@ -2119,6 +2361,7 @@ static void team_free(struct xtq_coll_team *t)
             for (unsigned b = 0; b < COLL_BUF_COUNT; b++)
                 coll_gpu_host_free(t->gpu, s->mirror[b]);
             coll_gpu_host_free(t->gpu, s->chain_args);
+            coll_gpu_ipc_free(t->gpu, s->pmirror);
         }
         free(s->exec.stash);
         free(s->scratch);
@@ -2134,12 +2377,25 @@ static void team_free(struct xtq_coll_team *t)
         xtq_signal_destroy(t->event);
     pthread_mutex_destroy(&t->defer_lock);
     free(t->deferred);
-    if (t->gpu)
+    if (t->gpu) {
+        pmap_close(t);
         coll_gpu_close(t->gpu);
+    }
+    free(t->pmap);
     free(t->cma_peer);
     free((void *)t->peer_pid);
     free(t->ranks);
     free(t);
+}
+
+/* Peers' buffers mapped here, unmapped before the agent goes. */
+static void pmap_close(struct xtq_coll_team *t)
+{
+    for (size_t i = 0; t->pmap && t->gpu && i < (size_t)t->size * t->nslots; i++)
+        if (t->pmap[i].base)
+            coll_gpu_ipc_close(t->gpu, t->pmap[i].base);
+    free(t->pmap);
+    t->pmap = NULL;
 }
 
 int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_coll_team_t **out)
@@ -2260,7 +2516,11 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
     if (rc)
         goto fail;
     t->slots = calloc(t->nslots, sizeof(*t->slots));
-    if (!t->slots) {
+    /* Before the task is registered: a peer's handle may come as soon as
+     * the peer's creation is done, before this rank's is. */
+    if (t->gpu)
+        t->pmap = calloc((size_t)t->size * t->nslots, sizeof(*t->pmap));
+    if (!t->slots || (t->gpu && !t->pmap)) {
         rc = -XTQ_ENOMEM;
         goto fail;
     }
@@ -2334,6 +2594,8 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
     /* After the barrier: every member's task is registered. Each rank
      * decides only for its own sends, so the members need not agree. */
     rc = cma_setup(t);
+    if (rc == 0)
+        rc = peer_setup(t);
     if (rc)
         goto fail;
     *out = t;

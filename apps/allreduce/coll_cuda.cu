@@ -344,6 +344,117 @@ extern "C" void coll_gpu_host_free(struct coll_gpu *g, void *p)
         quiesced(g, free_host, p);
 }
 
+/* ---- peer reads (CUDA IPC): device memory other ranks map and read ---- */
+
+struct ipc_call {
+    struct coll_gpu *g;
+    size_t bytes;
+    void *ptr;
+    const void *handle;
+    int rc;
+};
+
+static void ipc_alloc_run(void *arg)
+{
+    struct ipc_call *c = (struct ipc_call *)arg;
+    on_device d(c->g->dev);
+    if (cudaMalloc(&c->ptr, c->bytes ? c->bytes : 1) != cudaSuccess) {
+        cudaGetLastError();
+        c->ptr = NULL;
+        c->rc = -XTQ_ENOMEM;
+    }
+}
+
+static void ipc_free_run(void *arg)
+{
+    struct ipc_call *c = (struct ipc_call *)arg;
+    on_device d(c->g->dev);
+    cudaFree(c->ptr);
+}
+
+static void ipc_open_run(void *arg)
+{
+    struct ipc_call *c = (struct ipc_call *)arg;
+    cudaIpcMemHandle_t h;
+    on_device d(c->g->dev);
+    memcpy(&h, c->handle, sizeof(h));
+    if (cudaIpcOpenMemHandle(&c->ptr, h, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
+        cudaGetLastError();
+        c->ptr = NULL;
+        c->rc = -XTQ_ENOSYS;
+    }
+}
+
+static void ipc_close_run(void *arg)
+{
+    struct ipc_call *c = (struct ipc_call *)arg;
+    on_device d(c->g->dev);
+    cudaIpcCloseMemHandle(c->ptr);
+}
+
+/* Every call here runs with the processor paused (xtq_cuda_quiesce):
+ * mapping and unmapping device memory are not calls to make under a
+ * running persistent kernel (the top of this file). */
+static int ipc_quiesced(struct coll_gpu *g, void (*fn)(void *), struct ipc_call *c)
+{
+    struct quiesce_call q = {fn, c, 0};
+    int rc = xtq_cuda_quiesce(g->agent, quiesce_run, &q);
+    return q.ran ? 0 : rc ? rc : -XTQ_EIO;
+}
+
+extern "C" int coll_gpu_ipc_alloc(struct coll_gpu *g, size_t bytes, void **ptr, void *handle)
+{
+    struct ipc_call c = {g, bytes, NULL, NULL, 0};
+    int rc = ipc_quiesced(g, ipc_alloc_run, &c);
+    if (rc || c.rc)
+        return rc ? rc : c.rc;
+    on_device d(g->dev);
+    cudaIpcMemHandle_t h;
+    if (cudaIpcGetMemHandle(&h, c.ptr) != cudaSuccess) {
+        cudaGetLastError();
+        (void)ipc_quiesced(g, ipc_free_run, &c);
+        return -XTQ_ENOSYS;
+    }
+    memcpy(handle, &h, sizeof(h));
+    *ptr = c.ptr;
+    return 0;
+}
+
+extern "C" void coll_gpu_ipc_free(struct coll_gpu *g, void *ptr)
+{
+    struct ipc_call c = {g, 0, ptr, NULL, 0};
+    if (ptr && ipc_quiesced(g, ipc_free_run, &c) != 0)
+        fprintf(stderr, "xtq_coll: cannot pause the CUDA processor: device memory not freed\n");
+}
+
+extern "C" int coll_gpu_ipc_open(struct coll_gpu *g, const void *handle, void **ptr)
+{
+    struct ipc_call c = {g, 0, NULL, handle, 0};
+    int rc = ipc_quiesced(g, ipc_open_run, &c);
+    if (rc || c.rc)
+        return rc ? rc : c.rc;
+    *ptr = c.ptr;
+    return 0;
+}
+
+extern "C" void coll_gpu_ipc_close(struct coll_gpu *g, void *ptr)
+{
+    struct ipc_call c = {g, 0, ptr, NULL, 0};
+    if (ptr && ipc_quiesced(g, ipc_close_run, &c) != 0)
+        fprintf(stderr, "xtq_coll: cannot pause the CUDA processor: a peer's memory not unmapped\n");
+}
+
+extern "C" int coll_gpu_read(struct coll_gpu *g, void *dst, const void *src, size_t bytes)
+{
+    on_device d(g->dev);
+    if (bytes && (cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g->stream) != cudaSuccess ||
+                  cudaStreamSynchronize(g->stream) != cudaSuccess)) {
+        cudaGetLastError();
+        return -XTQ_EIO;
+    }
+    return 0;
+}
+
 extern "C" int coll_gpu_register(struct coll_gpu *g, void *p, size_t bytes)
 {
     return xtq_cuda_mem_register(g->agent, p, bytes);

@@ -70,6 +70,18 @@ int coll_gpu_start_signal(struct coll_gpu *g, const struct xtq_coll_cuda_args *a
                           struct xtq_coll_cuda_args *args, xtq_signal_t *sig, int64_t timeout_ns);
 /* Wait until every task started before this call ran. */
 int coll_gpu_fence(struct coll_gpu *g, int64_t timeout_ns);
+/* Peer reads (CUDA IPC, XTQ_COLL_GPU_PEER): device memory that other ranks
+ * of the host map (its 64-byte handle), mapped here from a peer's handle,
+ * and unmapped; all with the processor paused. -XTQ_ENOSYS: the device or
+ * driver cannot (the team then sends from pinned host mirrors). */
+#define COLL_GPU_IPC_HANDLE 64
+int coll_gpu_ipc_alloc(struct coll_gpu *g, size_t bytes, void **ptr, void *handle);
+void coll_gpu_ipc_free(struct coll_gpu *g, void *ptr);
+int coll_gpu_ipc_open(struct coll_gpu *g, const void *handle, void **ptr);
+void coll_gpu_ipc_close(struct coll_gpu *g, void *ptr);
+/* Copy between any two of host, device and a peer's mapped memory, waited
+ * for (a piece kept for later: the stash). */
+int coll_gpu_read(struct coll_gpu *g, void *dst, const void *src, size_t bytes);
 /* Start and finish one piece's reduction (an agent worker). */
 int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint64_t payload,
                    int64_t timeout_ns);

@@ -92,3 +92,31 @@ int coll_gpu_fence(struct coll_gpu *g, int64_t timeout_ns)
     (void)g, (void)timeout_ns;
     return -XTQ_ENOAGENT;
 }
+
+int coll_gpu_ipc_alloc(struct coll_gpu *g, size_t bytes, void **ptr, void *handle)
+{
+    (void)g, (void)bytes, (void)ptr, (void)handle;
+    return -XTQ_ENOSYS;
+}
+
+void coll_gpu_ipc_free(struct coll_gpu *g, void *ptr)
+{
+    (void)g, (void)ptr;
+}
+
+int coll_gpu_ipc_open(struct coll_gpu *g, const void *handle, void **ptr)
+{
+    (void)g, (void)handle, (void)ptr;
+    return -XTQ_ENOSYS;
+}
+
+void coll_gpu_ipc_close(struct coll_gpu *g, void *ptr)
+{
+    (void)g, (void)ptr;
+}
+
+int coll_gpu_read(struct coll_gpu *g, void *dst, const void *src, size_t bytes)
+{
+    (void)g, (void)dst, (void)src, (void)bytes;
+    return -XTQ_ENOAGENT;
+}

@@ -67,8 +67,9 @@ static void *at(const struct coll_exec *e, unsigned buf, uint64_t off)
     return (uint8_t *)e->buf[buf] + off * e->esize;
 }
 
-/* The data operation of one receive. */
-static void apply(struct coll_exec *e, const struct coll_op *op, const void *in)
+/* The data operation of one receive (`in_device`: `in` is device memory,
+ * for the apply hook only). */
+static void apply_in(struct coll_exec *e, const struct coll_op *op, const void *in, int in_device)
 {
     void *dst = at(e, op->buf, op->off);
     size_t bytes = op->cnt * e->esize;
@@ -77,7 +78,7 @@ static void apply(struct coll_exec *e, const struct coll_op *op, const void *in)
     if (op->cnt == 0)
         return;
     if (e->apply_hook) {
-        rc = e->apply_hook(e, op, in);
+        rc = e->apply_hook(e, op, in, in_device);
         if (rc)
             coll_exec_fail(e, rc);
         return;
@@ -101,6 +102,11 @@ static void apply(struct coll_exec *e, const struct coll_op *op, const void *in)
     }
     if (rc)
         coll_exec_fail(e, rc);
+}
+
+static void apply(struct coll_exec *e, const struct coll_op *op, const void *in)
+{
+    apply_in(e, op, in, 0);
 }
 
 int coll_src_copy(const struct coll_src *src, uint64_t off, void *dst, size_t bytes)
@@ -157,6 +163,14 @@ static void apply_src(struct coll_exec *e, const struct coll_op *op, const struc
 
     if (!src->read) {
         apply(e, op, src->local);
+        return;
+    }
+    if (src->device && e->apply_hook) {
+        apply_in(e, op, src->local, 1);
+        return;
+    }
+    if (src->device) {
+        coll_exec_fail(e, -XTQ_EINVAL); /* device memory without a hook to take it */
         return;
     }
     if (op->cnt == 0)

@@ -40,6 +40,9 @@ struct coll_src {
     int (*read)(const struct coll_src *src, uint64_t off, void *dst, size_t bytes);
     void *ctx;
     uint64_t addr;
+    /* `local` is device memory (a peer GPU's, mapped): the apply hook
+     * takes it in place; `read` copies it out when it must be kept. */
+    int device;
 };
 
 /* What a receive's completion does outside the receive side. */
@@ -60,7 +63,8 @@ struct coll_exec {
     void *buf[COLL_BUF_COUNT];
     /* A device team's data path: runs the receive's data operation
      * instead of the host code (NULL: host memory, xtq_reduce_local). */
-    int (*apply_hook)(struct coll_exec *e, const struct coll_op *op, const void *in);
+    int (*apply_hook)(struct coll_exec *e, const struct coll_op *op, const void *in,
+                      int in_device);
     _Atomic uint32_t *rstate; /* per receive: preds left | ARRIVED | DONE */
     const void **rstash;      /* per receive: where its stashed message is */
     uint8_t *stash;

@@ -27,6 +27,18 @@ enum coll_msg_kind {
     /* Team creation: can the receiver read the sender's memory? It reads
      * 8 bytes at src_addr and compares them with `count`. */
     COLL_MSG_CMA_PROBE = 6,
+    /* CUDA teams on one host (peer reads, XTQ_COLL_GPU_PEER). Team
+     * creation: can the receiver map the sender's device memory? The
+     * payload is a CUDA IPC handle; the receiver maps it and compares its
+     * first 8 bytes with `count`. */
+    COLL_MSG_GPU_PROBE = 7,
+    /* The sender's buffer for slot `slot` from now on: the payload is its
+     * IPC handle, `count` its bytes, `status` its generation (> 0). */
+    COLL_MSG_GPU_HANDLE = 8,
+    /* A step's piece left in the sender's GPU, in that buffer at byte
+     * `src_addr`, generation `src_pid`: the receiving GPU reads it there
+     * (NVLink or PCIe peer access), like DATA else. */
+    COLL_MSG_DATA_GPU = 9,
 };
 
 /*

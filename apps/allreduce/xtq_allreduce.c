@@ -789,6 +789,10 @@ int main(int argc, char **argv)
             if (rc) {
                 A.gteam = NULL;
                 snprintf(A.gteam_why, sizeof(A.gteam_why), "no CUDA team: %s", xtq_strerror(rc));
+            } else if (A.rank == 0) {
+                printf("# xtqgpu: %s\n", xtq_coll_team_gpu_peer(A.gteam) == 1
+                                              ? "pieces read from the sender's GPU (peer reads)"
+                                              : "pieces through pinned host memory");
             }
         }
         run_mode(m);

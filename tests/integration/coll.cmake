@@ -131,7 +131,15 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   # memory (the default puts both on the processor, in the queue slot).
   xtq_add_mpi_case(NAME coll.gpu_team.stream.shm.np2 NP 2 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> gpu_team TIMEOUT 300
-                   ENV XTQ_COLL_GPU_COPY_MAX=0 XTQ_COLL_GPU_INLINE=0)
+                   ENV XTQ_COLL_GPU_COPY_MAX=0 XTQ_COLL_GPU_INLINE=0 XTQ_COLL_GPU_PEER=off)
+  # Pieces through pinned host mirrors (XTQ_COLL_GPU_PEER=off), and peer
+  # reads forced (skips where a peer cannot map the other's GPU memory).
+  xtq_add_mpi_case(NAME coll.gpu_team.host.shm.np2 NP 2 PROVIDER shm LABEL coll
+                   COMMAND $<TARGET_FILE:test_coll> gpu_team TIMEOUT 300
+                   ENV XTQ_COLL_GPU_PEER=off)
+  xtq_add_mpi_case(NAME coll.gpu_team.peer.shm.np2 NP 2 PROVIDER shm LABEL coll
+                   COMMAND $<TARGET_FILE:test_coll> gpu_team TIMEOUT 300
+                   ENV XTQ_COLL_GPU_PEER=on)
   if(TARGET xtq_allreduce)
     # Every GPU path of the application, each checked (skips without a GPU).
     xtq_add_mpi_case(NAME coll.gpu_paths.shm.np2 NP 2 PROVIDER shm LABEL coll
@@ -149,7 +157,8 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   foreach(t IN LISTS coll_cases)
     set_property(TEST ${t} APPEND PROPERTY LABELS integration)
   endforeach()
-  foreach(t coll.gpu_team.shm.np2 coll.gpu_team.stream.shm.np2 coll.gpu_paths.shm.np2)
+  foreach(t coll.gpu_team.shm.np2 coll.gpu_team.stream.shm.np2 coll.gpu_team.host.shm.np2
+            coll.gpu_team.peer.shm.np2 coll.gpu_paths.shm.np2)
     if(TEST ${t})
       set_property(TEST ${t} APPEND PROPERTY LABELS gpu)
     endif()
@@ -158,7 +167,8 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
     # PMIx's exit-time leaks are suppressed (lsan.supp); Open MPI's (the
     # application's MPI_Init) sit in components it has unloaded by then,
     # which no suppression can name: leak checking is off for those two.
-    foreach(t IN LISTS coll_cases ITEMS coll.gpu_team.shm.np2 coll.gpu_team.stream.shm.np2)
+    foreach(t IN LISTS coll_cases ITEMS coll.gpu_team.shm.np2 coll.gpu_team.stream.shm.np2
+              coll.gpu_team.host.shm.np2 coll.gpu_team.peer.shm.np2)
       set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
                    "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
     endforeach()

@@ -570,10 +570,31 @@ XTQ_TEST(ack_later)
         XTQ_SKIP("needs 2 ranks started by mpirun (its rank from OMPI_COMM_WORLD_RANK or "
                  "PMIX_RANK)");
     /* Both ranks are children of the same launcher process. */
+    char made[160];
     snprintf(path, sizeof(path), "/tmp/xtq_test_ack_later.%d", (int)getppid());
-    if (rank == 0)
+    snprintf(made, sizeof(made), "%s.made", path);
+    if (rank == 0) {
         unlink(path);
+        unlink(made);
+    }
     xtq_coll_team_t *t = team_with(XTQ_COLL_ALG_RD);
+    /* Rank 1 progresses until rank 0 has its team too (rank 0's last
+     * creation message waits for rank 1's acknowledgement). */
+    if (rank == 0) {
+        FILE *f = fopen(made, "w");
+        CHECK(f != NULL);
+        fclose(f);
+    } else {
+        int seen = 0;
+        for (int k = 0; k < 300000 && !seen; k++) {
+            seen = access(made, F_OK) == 0;
+            if (!seen) {
+                xtq_progress(ctx);
+                usleep(100);
+            }
+        }
+        CHECK(seen);
+    }
     for (int i = 0; i < 8; i++)
         in[i] = (float)(rank + 1);
     xtq_coll_req_t *req;
@@ -613,8 +634,10 @@ XTQ_TEST(ack_later)
                 XTQ_FAIL("rank %d, call %d: element %d is %g", rank, k, i, (double)out[i]);
     }
     CHECK_OK(xtq_coll_team_destroy(t));
-    if (rank == 0)
+    if (rank == 0) {
         unlink(path);
+        unlink(made);
+    }
     teardown();
 }
 
@@ -771,6 +794,15 @@ XTQ_TEST(gpu_team)
             XTQ_SKIP("no CUDA team: %s", xtq_strerror(rc));
         }
         CHECK_OK(rc);
+        /* Peer reads as XTQ_COLL_GPU_PEER asks (auto: where peers map). */
+        const char *pm = getenv("XTQ_COLL_GPU_PEER");
+        int peer = xtq_coll_team_gpu_peer(t);
+        if (pm && strcmp(pm, "on") == 0 && peer != 1)
+            XTQ_FAIL("rank %d: XTQ_COLL_GPU_PEER=on, but the team sends through host memory", rank);
+        if (pm && strcmp(pm, "off") == 0 && peer != 0)
+            XTQ_FAIL("rank %d: XTQ_COLL_GPU_PEER=off, but the team uses peer reads", rank);
+        if (rank == 0 && a == 0)
+            printf("CUDA team: %s\n", peer == 1 ? "peer reads" : "pinned host mirrors");
         uint64_t counts[] = {1, 1000, 300000};
         for (unsigned k = 0; k < 3; k++)
             for (int inplace = 0; inplace <= 1; inplace++) {

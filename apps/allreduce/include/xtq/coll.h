@@ -207,6 +207,15 @@ XTQ_COLL_API enum xtq_coll_triggers xtq_coll_team_triggers(const xtq_coll_team_t
  */
 XTQ_COLL_API int xtq_coll_team_cma_peers(const xtq_coll_team_t *team);
 
+/**
+ * Whether a CUDA team's pieces stay in this rank's GPU for its peers' GPUs
+ * to read (peer reads over NVLink or PCIe, CUDA IPC; XTQ_COLL_GPU_PEER):
+ * 1, or 0 when its sends leave from pinned host memory (a host team,
+ * another provider than shm, a peer that could not map this rank's
+ * memory, or XTQ_COLL_GPU_PEER=off); -1 for a NULL team.
+ */
+XTQ_COLL_API int xtq_coll_team_gpu_peer(const xtq_coll_team_t *team);
+
 XTQ_EXTERN_C_END
 
 #endif /* XTQ_COLL_H */
