@@ -294,6 +294,7 @@ struct xtq_coll_team {
      * peer's slots (pmap[sender * nslots + slot]). */
     int peer;
     struct coll_peer_map *pmap;
+    _Atomic int32_t peer_votes, peer_yes; /* team creation: peers' verdicts */
     enum xtq_coll_alg alg;
     int64_t timeout_ns;
     /* CUDA teams: device memory reduced by the CUDA agent (each slot's
@@ -988,6 +989,11 @@ static void coll_task(const xtq_dispatch_t *d, void *kernarg)
         goto out;
     case COLL_MSG_CMA_PROBE:
         rc = cma_probe_task(t, h);
+        goto out;
+    case COLL_MSG_GPU_VOTE:
+        atomic_fetch_add_explicit(&t->peer_yes, h->status == 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&t->peer_votes, 1, memory_order_acq_rel);
+        wake(t);
         goto out;
     case COLL_MSG_GPU_PROBE:
     case COLL_MSG_GPU_HANDLE: {
@@ -2278,17 +2284,20 @@ static int peer_setup(struct xtq_coll_team *t)
     void *p = NULL;
     int rc, ok = 0;
 
-    if (!t->gpu || t->size < 2 || (mode && strcmp(mode, "off") == 0))
+    if (!t->gpu || t->size < 2)
         return 0;
-    if (!prov || strcmp(prov, "shm") != 0) {
-        if (!forced)
-            return 0;
+    if (forced && (!prov || strcmp(prov, "shm") != 0)) {
         coll_err("XTQ_COLL_GPU_PEER=on, but this team's ranks are not all on one host's shm "
                  "provider (provider %s)\n",
                  prov ? prov : "?");
         return -XTQ_ENOSYS;
     }
-    rc = coll_gpu_ipc_alloc(t->gpu, 256, &p, handle);
+    /* Off, or another provider: no probe, but a vote all the same (every
+     * rank waits for every verdict, whatever its own settings). */
+    if ((mode && strcmp(mode, "off") == 0) || !prov || strcmp(prov, "shm") != 0)
+        rc = -XTQ_ENOSYS;
+    else
+        rc = coll_gpu_ipc_alloc(t->gpu, 256, &p, handle);
     if (rc == 0)
         rc = coll_gpu_read(t->gpu, p, &word, sizeof(word));
     for (int q = 0; q < t->size && rc == 0; q++) {
@@ -2303,13 +2312,38 @@ static int peer_setup(struct xtq_coll_team *t)
         else
             ok++;
     }
-    coll_gpu_ipc_free(t->gpu, p);
-    if (rc && forced) {
-        coll_err("XTQ_COLL_GPU_PEER=on, but a peer cannot map this rank's GPU memory: %s\n",
-                 xtq_strerror(rc));
+    if (p)
+        coll_gpu_ipc_free(t->gpu, p);
+    /* Every rank the same way (the piece size is part of each call's
+     * signature): peer reads only where every rank's peers mapped it. */
+    int mine = rc == 0 && ok == t->size - 1, vrc = 0;
+    int64_t seen = xtq_signal_load(t->event);
+    for (int q = 0; q < t->size && vrc == 0; q++) {
+        struct coll_hdr h;
+        if (q == t->rank)
+            continue;
+        hdr_init(t, &h, COLL_MSG_GPU_VOTE);
+        h.status = mine;
+        vrc = put_sync(t, q, &h, deadline);
+    }
+    while (vrc == 0 && atomic_load_explicit(&t->peer_votes, memory_order_acquire) < t->size - 1) {
+        if (now_ns() > deadline)
+            vrc = -XTQ_ETIMEDOUT;
+        xtq_progress(t->ctx);
+        wait_event(t, &seen, 1000000);
+    }
+    if (vrc)
+        return vrc;
+    t->peer = mine && atomic_load(&t->peer_yes) == t->size - 1;
+    if (!t->peer && forced) {
+        coll_err("XTQ_COLL_GPU_PEER=on, but a rank cannot map a peer's GPU memory%s%s\n",
+                 rc ? ": " : "", rc ? xtq_strerror(rc) : "");
         return -XTQ_ENOSYS;
     }
-    t->peer = rc == 0 && ok == t->size - 1;
+    /* Nothing travels in the message: pieces need only bound the
+     * pipeline, not the stash or the transport's copies. */
+    if (t->peer)
+        t->piece_bytes = param_size("XTQ_COLL_GPU_PEER_PIECE", 1u << 20);
     return 0;
 }
 

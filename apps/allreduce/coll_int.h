@@ -39,6 +39,9 @@ enum coll_msg_kind {
      * `src_addr`, generation `src_pid`: the receiving GPU reads it there
      * (NVLink or PCIe peer access), like DATA else. */
     COLL_MSG_DATA_GPU = 9,
+    /* Team creation: whether every peer could map the sender's memory
+     * (`status` 1) or not (0); a team reads peers only where all did. */
+    COLL_MSG_GPU_VOTE = 10,
 };
 
 /*
