@@ -257,7 +257,10 @@ static int open_on_device(xtq_ctx_t *ctx, uint64_t task, int dev, const struct c
             cudaGetLastError();
             sms = 0;
         }
-        g->grid_max = sms > 0 ? 8u * (uint32_t)sms : 0;
+        /* Only this library's module is known to be built with -rdc (a
+         * caller's module, given as `task`, may not launch grids: its
+         * processor would run every group in its own blocks in turn). */
+        g->grid_max = sms > 0 && !task ? 8u * (uint32_t)sms : 0;
     }
     rc = xtq_kernel_create_cuda(g->agent, fn, sizeof(struct xtq_coll_cuda_args), &g->kernel);
     if (rc == 0)
