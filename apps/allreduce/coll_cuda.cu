@@ -602,6 +602,14 @@ extern "C" int coll_gpu_fence(struct coll_gpu *g, int64_t timeout_ns)
 extern "C" int coll_gpu_finish(struct coll_gpu *g, int ticket, int64_t timeout_ns)
 {
     int rc = xtq_signal_wait(g->slot[ticket].sig, XTQ_SIGNAL_EQ, 0, timeout_ns, NULL);
+    if (rc == -XTQ_ETIMEDOUT) {
+        /* A task that never finishes: say whether the device is gone. */
+        on_device d(g->dev);
+        cudaError_t e = cudaStreamQuery(g->stream);
+        if (e != cudaSuccess && e != cudaErrorNotReady)
+            fprintf(stderr, "xtq_coll: CUDA task not done, and the device reports: %s\n",
+                    cudaGetErrorString(e));
+    }
     /* On a timeout the packet may still run: its slot is not reused. */
     slot_give(g, ticket, rc != 0);
     return rc;
