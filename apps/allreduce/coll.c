@@ -2483,7 +2483,9 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
         struct coll_gpu_opts o = {param_on("XTQ_COLL_GPU_INLINE"),
                                   param_size("XTQ_COLL_GPU_COPY_MAX", 4096),
                                   param_on("XTQ_COLL_GPU_CHAIN"),
-                                  (uint32_t)param_size("XTQ_CUDA_GRID_MIN", 16)};
+                                  param_on("XTQ_COLL_GPU_GRID")
+                                      ? (uint32_t)param_size("XTQ_CUDA_GRID_MIN", 16)
+                                      : 0};
         rc = coll_gpu_open(ctx, task, dev, &o, &t->gpu, why, sizeof(why));
         if (rc) {
             coll_err("rank %d: no CUDA team: %s\n", me, why);

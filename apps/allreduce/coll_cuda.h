@@ -27,8 +27,9 @@ struct coll_gpu_opts {
     int inline_args; /* arguments and small host pieces in the queue slot */
     size_t copy_max; /* copies up to this many bytes run on the processor */
     int chain;       /* XTQ_COLL_GPU_CHAIN: coll_gpu_start_signal may be used */
-    uint32_t grid_min; /* XTQ_CUDA_GRID_MIN: groups from which the processor
-                        * launches a grid over the whole GPU (0: never) */
+    uint32_t grid_min; /* XTQ_CUDA_GRID_MIN where XTQ_COLL_GPU_GRID is on:
+                        * groups from which the processor launches a grid
+                        * over the whole GPU (0: never) */
 };
 
 /* Get ready on the context's CUDA agent. `task`: the address of
