@@ -915,7 +915,13 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
     }
     uint64_t gen = ld_acquire_gpu_u64((const void *)&dev->gen);
 #if defined(__CUDACC_RDC__)
-    uint32_t grid_seq = 0;
+    /* Grid tags go on from the last processor's (they persist in dev, as
+     * dev->completed does): restarting at 0 after a relaunch (idle exit,
+     * quiesce) gave the first grid the tag the last one before the exit
+     * may have completed with, and block 0 then went on without waiting
+     * for it (libxtq_coll on 4 H100s hung: session 10). Every attempt
+     * counts one of the two. */
+    uint32_t grid_seq = (uint32_t)(dev->grid_launches + dev->grid_failures);
 #endif
 
     if (blockIdx.x == 0) {

@@ -1727,6 +1727,80 @@ XTQ_TEST(grid_launch_matches_processor)
     unsetenv("XTQ_CUDA_COPY_MIN");
 }
 
+static void nothing_run(void *arg)
+{
+    (void)arg;
+}
+
+/*
+ * A launched grid's tag is new after the processor was relaunched: each
+ * round runs a grid dispatch, pauses the processor (xtq_cuda_quiesce: it
+ * exits and starts again), then a grid dispatch with a small one queued
+ * right behind it. With tags restarting at the relaunch, the second grid
+ * took the first one's completed tag, block 0 went on to the small packet
+ * without waiting, and one of the two never completed or ran the other's
+ * arguments (libxtq_coll on 4 H100s hung this way; session 10).
+ */
+XTQ_TEST(grid_tags_survive_relaunch)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig, *sig2;
+    const uint32_t grid[3] = {37, 5, 3};
+    const uint16_t wg[3] = {8, 4, 2}; /* 20 groups */
+    const uint32_t one[3] = {1, 1, 1};
+    const uint16_t wg1[3] = {1, 1, 1};
+    const size_t cells = 37 * 5 * 3;
+    uint32_t *out = host_alloc(agent, cells * 4);
+    uint32_t *payload = host_alloc(agent, 4096);
+    uint32_t *seen = host_alloc(agent, 4096);
+    struct geom_args *ka = host_alloc(agent, sizeof(*ka));
+    struct count_args *kc = host_alloc(agent, 8 * sizeof(*kc));
+    xtq_kernel_t *k = make_kernel(agent, TASK_GEOM, sizeof(*ka));
+    xtq_kernel_t *kn = make_kernel(agent, TASK_COUNT, sizeof(*kc));
+    CHECK_OK(xtq_queue_create(agent, 8, &q));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig2));
+    CHECK_OK(xtq__cuda_tune(agent, XTQ__CUDA_KNOB_GRID_MIN, 16));
+    payload[0] = 5;
+    ka->out = out;
+    ka->payload = payload;
+    memset(seen, 0, 4096);
+    for (uint32_t round = 0; round < 8; round++) {
+        xtq_aql_packet_t p, p2;
+        /* A grid, then a relaunch. */
+        memset(out, 0, cells * 4);
+        ka->tag = 0x100 + round;
+        xtq_signal_store(sig, 1);
+        kernel_packet(&p, k, ka, 3, grid, wg, sig);
+        submit(q, &p, NULL);
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+        CHECK_OK(xtq_cuda_quiesce(agent, nothing_run, NULL));
+        /* A grid with a small packet right behind it. */
+        memset(out, 0, cells * 4);
+        ka->tag = 0x200 + round;
+        xtq_signal_store(sig, 1);
+        xtq_signal_store(sig2, 1);
+        kernel_packet(&p, k, ka, 3, grid, wg, sig);
+        kc[round].seen = seen;
+        kc[round].seq = round;
+        kernel_packet(&p2, kn, &kc[round], 1, one, wg1, sig2);
+        submit(q, &p, NULL);
+        submit(q, &p2, NULL);
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+        CHECK_OK(xtq_signal_wait(sig2, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+        for (uint32_t z = 0; z < 3; z++)
+            for (uint32_t y = 0; y < 5; y++)
+                for (uint32_t x = 0; x < 37; x++)
+                    CHECK_EQ(out[x + y * 37 + z * 37 * 5], geom_value(x, y, z, 0x200 + round) + 5);
+        CHECK_EQ(seen[round], 1);
+    }
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_kernel_destroy(kn));
+    agent->ops->close(agent);
+}
+
 /* A task module's processor runs its tasks; one module at a time; a
  * kernel of a detached module completes with -XTQ_ENOKERNEL (never a call
  * into a module whose processor is not running) and works again once the
