@@ -105,6 +105,17 @@ static void gate_fn(const uint64_t arg[4], void *ret, void *user)
 
 static void nop_fn(const uint64_t arg[4], void *ret, void *user) {}
 
+/* One worker, so that a gated task holds it; the gate's two signals. */
+static void gate_init(const xtq_init_attr_t *attr, xtq_ctx_t **ctx, xtq_agent_t **cpu,
+                      struct gate *g)
+{
+    setenv("XTQ_CPU_WORKERS", "1", 1);
+    CHECK_OK(xtq_init(attr, ctx));
+    CHECK_OK(xtq_agent_find(*ctx, XTQ_AGENT_CPU, cpu));
+    CHECK_OK(xtq_signal_create(1, &g->started));
+    CHECK_OK(xtq_signal_create(1, &g->gate));
+}
+
 static void put_fn(xtq_ctx_t *ctx, uint32_t fn, uint32_t queue, xtq_completion_t *c)
 {
     uint8_t cmd[64];
@@ -129,11 +140,7 @@ XTQ_TEST(queue_destroy_cancels_puts)
     xtq_completion_t first = {0}, c[4];
     xtq_stats_t st;
 
-    setenv("XTQ_CPU_WORKERS", "1", 1);
-    CHECK_OK(xtq_init(&attr, &ctx));
-    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
-    CHECK_OK(xtq_signal_create(1, &g.started));
-    CHECK_OK(xtq_signal_create(1, &g.gate));
+    gate_init(&attr, &ctx, &cpu, &g);
     CHECK_OK(xtq_queue_create(cpu, 16, &held));
     CHECK_OK(xtq_queue_create(cpu, 16, &q));
     CHECK_OK(xtq_function_create_cpu(cpu, gate_fn, &g, &fg));
@@ -190,11 +197,7 @@ XTQ_TEST(wait_state_local_before_done)
     struct gate g;
     xtq_completion_t c = {0};
 
-    setenv("XTQ_CPU_WORKERS", "1", 1);
-    CHECK_OK(xtq_init(&attr, &ctx));
-    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
-    CHECK_OK(xtq_signal_create(1, &g.started));
-    CHECK_OK(xtq_signal_create(1, &g.gate));
+    gate_init(&attr, &ctx, &cpu, &g);
     CHECK_OK(xtq_queue_create(cpu, 16, &q));
     CHECK_OK(xtq_function_create_cpu(cpu, gate_fn, &g, &fg));
     CHECK_OK(xtq_register_queue(ctx, 1, q));
