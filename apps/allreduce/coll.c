@@ -927,7 +927,7 @@ static int gpu_probe_task(struct xtq_coll_team *t, const struct coll_hdr *h, con
     int rc = coll_gpu_ipc_open(t->gpu, payload, &p);
     if (rc)
         return rc;
-    rc = coll_gpu_read(t->gpu, &word, p, sizeof(word));
+    rc = coll_gpu_copy(t->gpu, &word, p, sizeof(word), 1);
     coll_gpu_ipc_close(t->gpu, p);
     return rc ? rc : word == h->count ? 0 : -XTQ_EPROTO;
 }
@@ -950,7 +950,7 @@ static const uint8_t *gpu_src_at(struct xtq_coll_team *t, const struct coll_hdr 
 static int gpu_src_read(const struct coll_src *src, uint64_t off, void *dst, size_t bytes)
 {
     struct xtq_coll_team *t = src->ctx;
-    return coll_gpu_read(t->gpu, dst, (const uint8_t *)src->local + off, bytes);
+    return coll_gpu_copy(t->gpu, dst, (const uint8_t *)src->local + off, bytes, 1);
 }
 
 static void coll_task(const xtq_dispatch_t *d, void *kernarg)
@@ -1027,6 +1027,7 @@ static void coll_task(const xtq_dispatch_t *d, void *kernarg)
     /* The piece is read for h->cnt elements: it must be that long (the
      * engine says how much came; a peer's header alone is not trusted). */
     size_t plen = 0;
+    const uint8_t *peer_at = NULL; /* DATA_GPU: the piece, mapped here */
     (void)xtq_task_payload(&plen);
     if (!payload_fits(h, plen)) {
         rc = -XTQ_EBADMSG;
@@ -1036,7 +1037,7 @@ static void coll_task(const xtq_dispatch_t *d, void *kernarg)
         rc = -XTQ_EBADMSG;
         note(t, "message %u from rank %u points into process %d, which this rank may not read",
              h->seq, h->sender, (int)h->src_pid);
-    } else if (h->kind == COLL_MSG_DATA_GPU && !gpu_src_at(t, h)) {
+    } else if (h->kind == COLL_MSG_DATA_GPU && !(peer_at = gpu_src_at(t, h))) {
         rc = -XTQ_EBADMSG;
         note(t,
              "message %u from rank %u points at byte %llu of its GPU buffer %d of slot %u, "
@@ -1049,7 +1050,7 @@ static void coll_task(const xtq_dispatch_t *d, void *kernarg)
             src.ctx = (void *)h;
             src.addr = h->src_addr;
         } else if (h->kind == COLL_MSG_DATA_GPU) {
-            src.local = gpu_src_at(t, h);
+            src.local = peer_at;
             src.read = gpu_src_read;
             src.ctx = t;
             src.device = 1;
@@ -2299,7 +2300,7 @@ static int peer_setup(struct xtq_coll_team *t)
     else
         rc = coll_gpu_ipc_alloc(t->gpu, 256, &p, handle);
     if (rc == 0)
-        rc = coll_gpu_read(t->gpu, p, &word, sizeof(word));
+        rc = coll_gpu_copy(t->gpu, p, &word, sizeof(word), 1);
     for (int q = 0; q < t->size && rc == 0; q++) {
         struct coll_hdr h;
         if (q == t->rank)

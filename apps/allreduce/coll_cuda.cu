@@ -447,17 +447,6 @@ extern "C" void coll_gpu_ipc_close(struct coll_gpu *g, void *ptr)
         fprintf(stderr, "xtq_coll: cannot pause the CUDA processor: a peer's memory not unmapped\n");
 }
 
-extern "C" int coll_gpu_read(struct coll_gpu *g, void *dst, const void *src, size_t bytes)
-{
-    on_device d(g->dev);
-    if (bytes && (cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g->stream) != cudaSuccess ||
-                  cudaStreamSynchronize(g->stream) != cudaSuccess)) {
-        cudaGetLastError();
-        return -XTQ_EIO;
-    }
-    return 0;
-}
-
 extern "C" int coll_gpu_register(struct coll_gpu *g, void *p, size_t bytes)
 {
     return xtq_cuda_mem_register(g->agent, p, bytes);

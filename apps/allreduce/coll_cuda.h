@@ -46,8 +46,9 @@ void *coll_gpu_host_alloc(struct coll_gpu *g, size_t bytes); /* pinned, mapped *
 void coll_gpu_host_free(struct coll_gpu *g, void *p);
 int coll_gpu_register(struct coll_gpu *g, void *p, size_t bytes); /* host memory the GPU reads */
 void coll_gpu_deregister(struct coll_gpu *g, void *p, size_t bytes);
-/* A copy in any direction on the team's stream (the caller's thread); with
- * `wait`, waited for together with every copy queued before it. */
+/* A copy in any direction (host, device, a peer's mapped memory) on the
+ * team's stream; with `wait`, waited for together with every copy queued
+ * before it. */
 int coll_gpu_copy(struct coll_gpu *g, void *dst, const void *src, size_t bytes, int wait);
 /* Copies of at most this many bytes between device and mapped memory run
  * on the processor (a COPY task) instead (0: none). */
@@ -80,9 +81,6 @@ int coll_gpu_ipc_alloc(struct coll_gpu *g, size_t bytes, void **ptr, void *handl
 void coll_gpu_ipc_free(struct coll_gpu *g, void *ptr);
 int coll_gpu_ipc_open(struct coll_gpu *g, const void *handle, void **ptr);
 void coll_gpu_ipc_close(struct coll_gpu *g, void *ptr);
-/* Copy between any two of host, device and a peer's mapped memory, waited
- * for (a piece kept for later: the stash). */
-int coll_gpu_read(struct coll_gpu *g, void *dst, const void *src, size_t bytes);
 /* Start and finish one piece's reduction (an agent worker). */
 int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint64_t payload,
                    int64_t timeout_ns);

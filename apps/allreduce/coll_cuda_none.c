@@ -114,9 +114,3 @@ void coll_gpu_ipc_close(struct coll_gpu *g, void *ptr)
 {
     (void)g, (void)ptr;
 }
-
-int coll_gpu_read(struct coll_gpu *g, void *dst, const void *src, size_t bytes)
-{
-    (void)g, (void)dst, (void)src, (void)bytes;
-    return -XTQ_ENOAGENT;
-}
