@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Launched grids for CUDA teams (XTQ_COLL_GPU_GRID=1) on a machine of 2-4
+# GPUs, after the processor's grid-tag fix (549c5d7): the tag test, the
+# collectives' GPU cases with grids, the 4-rank run that hung in session 10,
+# xtq_allreduce on 2 ranks with and without grids, and Fig. 9c with grids.
+# Usage (after STAGES=build bash bench/gpu_device_run.sh):
+#   COMMIT=<hash> bash bench/diag/grid_check.sh   -> $OUT/results.tgz
+set -uo pipefail
+B=${B:-/tmp/build-gpu}; R=${R:-/tmp/res}; OUT=${OUT:-/tmp/out}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
+mkdir -p "$R/grid" "$OUT"
+NG=$(nvidia-smi -L | wc -l)
+pack() { tar -C "$R" -czf "$OUT/results.tgz" .; }
+hdr() { echo "# machine: ${NG}x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores; commit ${COMMIT:-?}; $*"; }
+MPI="mpirun --bind-to none -x CUDA_MODULE_LOADING=EAGER -x NCCL_NVLS_ENABLE=0"
+{ hdr "ctest -R grid_tags; coll.gpu/shim.device with XTQ_COLL_GPU_GRID=1"
+  (cd "$B" && timeout 120 ctest -R 'grid_tags' --output-on-failure)
+  (cd "$B" && XTQ_COLL_GPU_GRID=1 timeout 200 ctest -R 'coll.gpu|shim.device' --output-on-failure)
+} > "$R/grid/ctest.txt" 2>&1; pack
+for rep in 1 2; do
+  { hdr "$MPI -np 4 -x XTQ_COLL_GPU_GRID=1 xtq_allreduce --modes xtqgpu --sizes 1M,2M,4M --iters 30 (rep $rep)"
+    timeout 120 $MPI -np 4 -x XTQ_COLL_GPU_GRID=1 -x XTQ_COLL_TIMEOUT_MS=15000 \
+      "$B/apps/allreduce/xtq_allreduce" --modes xtqgpu --sizes 1M,2M,4M --iters 30; echo "rc=$?"
+  } > "$R/grid/np4_rep$rep.txt" 2>&1; pack
+done
+for g in 1 0; do
+  { hdr "$MPI -np 2 -x XTQ_COLL_GPU_GRID=$g xtq_allreduce --modes staged,hsa,xtqgpu,nccl --sizes 8-64M --iters 10"
+    timeout 150 $MPI -np 2 -x XTQ_COLL_GPU_GRID=$g "$B/apps/allreduce/xtq_allreduce" \
+      --modes staged,hsa,xtqgpu,nccl --sizes 8-64M --iters 10; echo "rc=$?"
+  } > "$R/grid/ar2_grid$g.txt" 2>&1; pack
+done
+if [ "$NG" -ge 3 ] && [ "${STRONG:-1}" = 1 ]; then
+  BUILD=$B OUT=$R/grid/strong RANKS="2 3 $NG" SWEEP_NP=$NG SWEEP_SIZES=64K-4M \
+    MODES=mpi,xtq,staged,hsa,xtqgpu,nccl ITERS=10 COMMIT=${COMMIT:-} \
+    MPIRUN_ARGS="-x CUDA_MODULE_LOADING=EAGER -x NCCL_NVLS_ENABLE=0 -x XTQ_COLL_GPU_GRID=1" \
+    timeout 280 bash "$ROOT/apps/allreduce/strong_scaling.sh" > "$R/grid/strong.txt" 2>&1
+  echo "rc=$?" >> "$R/grid/strong.txt"; pack
+fi
