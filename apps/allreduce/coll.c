@@ -163,6 +163,9 @@ struct coll_slot {
     uint32_t pgen;
     xtq_signal_t **trig; /* engine triggers, reused */
     struct xtq_coll_cuda_args *chain_args; /* CUDA teams: the chained copies' (pinned) */
+    /* Peer reads: what the ready word's copies decrement (nobody waits:
+     * peers wait for the word itself). */
+    xtq_signal_t *ready_sig;
     uint32_t ntrig;
     struct coll_early early[COLL_EARLY_MAX];
 };
@@ -189,6 +192,8 @@ struct xtq_coll_req {
     _Atomic uint32_t *send_left; /* task triggers: dependencies left */
     _Atomic uint8_t *issued;     /* per send: handed to xtq_put(v) */
     uint8_t *gated;              /* per send: armed on its mirror copy's completion */
+    uint8_t *ready;              /* per send: goes at once, the peer waits for the ready word */
+    int ready_path;              /* the post stores the ready word after its copies */
     struct gpu_copy *copies;     /* CUDA teams: the copies the post chains */
     unsigned ncopies;
     uint32_t send_cursor;        /* sends known DONE below this */
@@ -289,10 +294,13 @@ struct xtq_coll_team {
     int ack_later;
     struct coll_linger *linger;
     uint64_t chained; /* sends armed on a copy's completion (tests) */
+    uint64_t readied; /* sends that went before their copy, with the ready word (tests) */
     /* Peer reads (XTQ_COLL_GPU_PEER): this rank's pieces stay in its GPU
      * and every peer maps them (`peer`); what this rank has mapped of each
      * peer's slots (pmap[sender * nslots + slot]). */
     int peer;
+    int ready;      /* XTQ_COLL_GPU_READY */
+    int drop_ready; /* tests: the ready word is never stored */
     struct coll_peer_map *pmap;
     _Atomic int32_t peer_votes, peer_yes; /* team creation: peers' verdicts */
     enum xtq_coll_alg alg;
@@ -838,10 +846,17 @@ static int payload_fits(const struct coll_hdr *h, size_t len)
 
 /* ---- peer reads (CUDA teams on one host) ---------------------------------------- */
 
+/* The start of a peer-read buffer: the ready word (COLL_HDR_READY). */
+#define COLL_READY_BYTES 256
+
+static int64_t gpu_timeout(const struct xtq_coll_team *t);
+
 static int put_sync_data(struct xtq_coll_team *t, int peer, const struct coll_hdr *h,
                          const void *payload, size_t len, int64_t deadline);
 
-/* Peer reads: the slot's device buffer holds WORK's, SEND's and SCRATCH's
+/* Peer reads: the slot's device buffer starts with its ready word (the
+ * instance + 1 of the last call whose first sends' ranges are written, in
+ * the first COLL_READY_BYTES), then holds WORK's, SEND's and SCRATCH's
  * ranges that sends read. A larger one replaces it: every peer maps the
  * new one (its handle, synchronously) before anything of this call is
  * sent, then the old one goes. A slot is reused only after its previous
@@ -853,11 +868,12 @@ static int peer_fit(struct xtq_coll_req *req, const struct coll_sched *s)
     struct coll_slot *slot = &t->slots[req->slot];
     uint64_t es = slot->exec.esize, n = (req->count * es + 255) & ~(uint64_t)255;
     uint64_t sb = (s->scratch_elems * s->p.elem_size + 255) & ~(uint64_t)255;
-    uint64_t need = 2 * n + sb;
+    uint64_t need = COLL_READY_BYTES + 2 * n + sb;
+    static const uint64_t zero[COLL_READY_BYTES / 8];
 
-    slot->poff[COLL_BUF_WORK] = 0;
-    slot->poff[COLL_BUF_SEND] = n;
-    slot->poff[COLL_BUF_SCRATCH] = 2 * n;
+    slot->poff[COLL_BUF_WORK] = COLL_READY_BYTES;
+    slot->poff[COLL_BUF_SEND] = COLL_READY_BYTES + n;
+    slot->poff[COLL_BUF_SCRATCH] = COLL_READY_BYTES + 2 * n;
     if (slot->pmirror && slot->pmirror_cap >= need)
         return 0;
     uint8_t handle[COLL_GPU_IPC_HANDLE];
@@ -865,8 +881,12 @@ static int peer_fit(struct xtq_coll_req *req, const struct coll_sched *s)
     /* Grow by half again: a vector that creeps up maps once, not per call. */
     uint64_t cap = need + need / 2 > 4096 ? need + need / 2 : 4096;
     int rc = coll_gpu_ipc_alloc(t->gpu, cap, &p, handle);
-    if (rc)
+    if (rc == 0) /* no call's word yet (a call's value is its instance + 1) */
+        rc = coll_gpu_copy(t->gpu, p, zero, sizeof(zero), 1);
+    if (rc) {
+        coll_gpu_ipc_free(t->gpu, p);
         return rc;
+    }
     int64_t deadline = now_ns() + (t->timeout_ns ? t->timeout_ns : INT64_MAX / 4);
     uint32_t gen = slot->pgen + 1 ? slot->pgen + 1 : 1;
     for (int q = 0; q < t->size && rc == 0; q++) {
@@ -947,9 +967,30 @@ static const uint8_t *gpu_src_at(struct xtq_coll_team *t, const struct coll_hdr 
     return m->base + h->src_addr;
 }
 
+/* A DATA_GPU piece sent before the sender's GPU wrote it (COLL_HDR_READY):
+ * the sender's ready word, where it is mapped here (the buffer's first
+ * bytes; gpu_src_at checked the mapping's generation). */
+static const void *gpu_ready_at(struct xtq_coll_team *t, const struct coll_hdr *h)
+{
+    return t->pmap[(size_t)h->sender * t->nslots + h->slot].base;
+}
+
+/* How long a GPU task waits for a peer's ready word. */
+static int64_t gpu_ready_ns(const struct xtq_coll_team *t)
+{
+    return t->timeout_ns ? t->timeout_ns : INT64_MAX;
+}
+
+/* A piece kept before the post: copied out once the sender's GPU wrote it. */
 static int gpu_src_read(const struct coll_src *src, uint64_t off, void *dst, size_t bytes)
 {
     struct xtq_coll_team *t = src->ctx;
+    if (src->ready) {
+        int rc = coll_gpu_wait_ready(t->gpu, src->ready, src->ready_val, gpu_ready_ns(t),
+                                     gpu_timeout(t));
+        if (rc)
+            return rc;
+    }
     return coll_gpu_copy(t->gpu, dst, (const uint8_t *)src->local + off, bytes, 1);
 }
 
@@ -1037,6 +1078,10 @@ static void coll_task(const xtq_dispatch_t *d, void *kernarg)
         rc = -XTQ_EBADMSG;
         note(t, "message %u from rank %u points into process %d, which this rank may not read",
              h->seq, h->sender, (int)h->src_pid);
+    } else if ((h->flags & ~(uint32_t)COLL_HDR_READY) ||
+               ((h->flags & COLL_HDR_READY) && h->kind != COLL_MSG_DATA_GPU)) {
+        rc = -XTQ_EBADMSG;
+        note(t, "message %u from rank %u: flags 0x%x", h->seq, h->sender, h->flags);
     } else if (h->kind == COLL_MSG_DATA_GPU && !(peer_at = gpu_src_at(t, h))) {
         rc = -XTQ_EBADMSG;
         note(t,
@@ -1054,6 +1099,10 @@ static void coll_task(const xtq_dispatch_t *d, void *kernarg)
             src.read = gpu_src_read;
             src.ctx = t;
             src.device = 1;
+            if (h->flags & COLL_HDR_READY) {
+                src.ready = gpu_ready_at(t, h);
+                src.ready_val = h->instance + 1;
+            }
         }
         rc = keep_early(t, slot, h, &src);
         if (rc == 1)
@@ -1151,7 +1200,8 @@ static int64_t gpu_timeout(const struct xtq_coll_team *t)
 }
 
 /* The receive's data operation on the CUDA agent, from an agent worker. */
-static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *in, int in_device)
+static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *in,
+                     const struct coll_src *dsrc)
 {
     struct xtq_coll_req *req = e->user;
     struct xtq_coll_team *t = req->team;
@@ -1183,7 +1233,12 @@ static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *
     /* The piece is in host memory (where it landed, the stash or a
      * bounce buffer): small ones may travel with the packet. Or it is
      * still in the sender's GPU (peer reads), read there in place. */
-    int rc = coll_gpu_apply(t->gpu, &a, in_device ? 0 : op->cnt * e->esize, gpu_timeout(t));
+    if (dsrc && dsrc->ready) { /* sent before the sender's GPU wrote it */
+        a.ready = (uint64_t)(uintptr_t)dsrc->ready;
+        a.ready_val = dsrc->ready_val;
+        a.ready_ns = (uint64_t)gpu_ready_ns(t);
+    }
+    int rc = coll_gpu_apply(t->gpu, &a, dsrc ? 0 : op->cnt * e->esize, gpu_timeout(t));
     if (t0)
         prof_add(t, PROF_GPU, t0, now_ns());
     return rc;
@@ -1275,7 +1330,8 @@ static int gpu_copies_chain(struct xtq_coll_req *req)
     const struct coll_exec *e = &slot->exec;
 
     if (!slot->chain_args) {
-        slot->chain_args = coll_gpu_host_alloc(t->gpu, GPU_COPIES_MAX * sizeof(*slot->chain_args));
+        slot->chain_args =
+            coll_gpu_host_alloc(t->gpu, (GPU_COPIES_MAX + 1) * sizeof(*slot->chain_args));
         if (!slot->chain_args)
             return -XTQ_ENOMEM;
     }
@@ -1300,6 +1356,52 @@ static int gpu_copies_chain(struct xtq_coll_req *req)
         }
     }
     return 0;
+}
+
+/* Peer reads: the copies gpu_prepare left to the post, then the slot's
+ * ready word (instance + 1) stored after them, all on the processor in
+ * queue order; nobody here waits for them. Submitted before any of the
+ * call's sends goes out, so a peer's task that waits for the word never
+ * waits for a task queued behind one of this GPU's own waits. */
+static int gpu_copies_ready(struct xtq_coll_req *req)
+{
+    struct xtq_coll_team *t = req->team;
+    struct coll_slot *slot = &t->slots[req->slot];
+    const struct coll_exec *e = &slot->exec;
+    int rc = 0;
+
+    if (!slot->chain_args)
+        slot->chain_args =
+            coll_gpu_host_alloc(t->gpu, (GPU_COPIES_MAX + 1) * sizeof(*slot->chain_args));
+    if (!slot->ready_sig && xtq_signal_create(0, &slot->ready_sig) != 0)
+        slot->ready_sig = NULL;
+    if (!slot->chain_args || !slot->ready_sig)
+        return -XTQ_ENOMEM;
+    for (unsigned k = 0; k <= req->ncopies && rc == 0; k++) {
+        struct xtq_coll_cuda_args a;
+        memset(&a, 0, sizeof(a));
+        a.type = (uint32_t)e->type;
+        a.op = (uint32_t)e->op;
+        a.esize = (uint32_t)e->esize;
+        if (k < req->ncopies) {
+            const struct gpu_copy *c = &req->copies[k];
+            a.dst = (uint64_t)(uintptr_t)c->dst;
+            a.in = (uint64_t)(uintptr_t)c->src;
+            a.mirror = (uint64_t)(uintptr_t)c->mirror;
+            a.count = c->cnt;
+            a.mode = XTQ_COLL_CUDA_COPY;
+        } else if (t->drop_ready) {
+            break;
+        } else {
+            a.mode = XTQ_COLL_CUDA_READY;
+            a.count = 1;
+            a.ready = (uint64_t)(uintptr_t)slot->pmirror;
+            a.ready_val = req->instance + 1;
+        }
+        rc = coll_gpu_start_signal(t->gpu, &a, &slot->chain_args[k], slot->ready_sig,
+                                   gpu_timeout(t));
+    }
+    return rc;
 }
 
 /* Before a CUDA team's post: the prologue's copies in device memory, and
@@ -1347,6 +1449,19 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
             c[nc++] = (struct gpu_copy){to, NULL, from, op->cnt, si};
         else
             stream = 1;
+    }
+    if (!stream && nc > 0 && t->peer && t->ready && coll_gpu_can_chain(t->gpu)) {
+        /* Peer reads: the sends that read a copy go with the call; their
+         * receivers' GPUs wait for this slot's ready word, which the post
+         * has the GPU store after the copies (gpu_copies_ready). */
+        req->ncopies = nc;
+        req->ready_path = 1;
+        for (unsigned k = 0; k < nc; k++)
+            if (c[k].send >= 0) {
+                req->ready[c[k].send] = 1;
+                t->readied++;
+            }
+        return 0;
     }
     if (!stream && t->engine && coll_gpu_can_chain(t->gpu)) {
         /* Every copy fills what a send reads: the post arms those sends
@@ -1401,9 +1516,11 @@ static int post(struct xtq_coll_req *req)
     req->send_left = calloc(ns + 1, sizeof(*req->send_left));
     req->issued = calloc(ns + 1, 1);
     req->gated = calloc(ns + 1, 1);
+    req->ready = calloc(ns + 1, 1);
+    req->ready_path = 0;
     req->copies = t->gpu ? calloc(GPU_COPIES_MAX, sizeof(*req->copies)) : NULL;
     req->ncopies = 0;
-    if (!req->comp || !req->cmd || !req->send_left || !req->issued || !req->gated ||
+    if (!req->comp || !req->cmd || !req->send_left || !req->issued || !req->gated || !req->ready ||
         (t->gpu && !req->copies))
         return -XTQ_ENOMEM;
     /* Buffers. A reduce's non-root ranks work in the team's vector. */
@@ -1476,6 +1593,8 @@ static int post(struct xtq_coll_req *req)
             h.kind = COLL_MSG_DATA_GPU;
             h.src_pid = (int32_t)slot->pgen;
             h.src_addr = (uint64_t)(gpu_mirror(slot, op->buf) - slot->pmirror) + op->off * e->esize;
+            if (req->ready[si])
+                h.flags |= COLL_HDR_READY;
         }
         rc = build_cmd(t, &h, req->cmd + (size_t)si * req->cmd_len, req->cmd_len, &len);
         if (rc)
@@ -1485,7 +1604,7 @@ static int post(struct xtq_coll_req *req)
             xtq_signal_store(slot->trig[si], op->ndeps + req->gated[si]);
     }
     /* The triggers hold their counts: the copies may decrement them now. */
-    if (req->ncopies && (rc = gpu_copies_chain(req)) != 0) {
+    if (req->ncopies && (rc = req->ready_path ? gpu_copies_ready(req) : gpu_copies_chain(req)) != 0) {
         (void)coll_gpu_fence(t->gpu, gpu_timeout(t));
         req->ncopies = 0;
         return rc;
@@ -1716,8 +1835,11 @@ static void reap(struct xtq_coll_req *req)
     free(req->cmd);
     free((void *)req->send_left);
     free(req->gated);
+    free(req->ready);
     free(req->copies);
     req->gated = NULL;
+    req->ready = NULL;
+    req->ready_path = 0;
     req->copies = NULL;
     req->ncopies = 0;
     req->comp = NULL;
@@ -2099,6 +2221,19 @@ enum xtq_coll_triggers xtq_coll_team_triggers(const xtq_coll_team_t *t)
     return t && t->engine ? XTQ_COLL_TRIGGERS_ENGINE : XTQ_COLL_TRIGGERS_TASK;
 }
 
+XTQ_COLL_API int64_t coll_team_ready_sends(const struct xtq_coll_team *t)
+{
+    if (!t->gpu || !t->peer || !t->ready || !coll_gpu_can_chain(t->gpu) ||
+        !coll_gpu_copy_max(t->gpu))
+        return -1;
+    return (int64_t)t->readied;
+}
+
+XTQ_COLL_API void coll_team_drop_ready(struct xtq_coll_team *t)
+{
+    t->drop_ready = 1;
+}
+
 XTQ_COLL_API int64_t coll_team_chained_sends(const struct xtq_coll_team *t)
 {
     if (!t->gpu || !t->engine || !coll_gpu_can_chain(t->gpu) || !coll_gpu_copy_max(t->gpu))
@@ -2336,6 +2471,7 @@ static int peer_setup(struct xtq_coll_team *t)
     if (vrc)
         return vrc;
     t->peer = mine && atomic_load(&t->peer_yes) == t->size - 1;
+    t->ready = t->peer && param_on("XTQ_COLL_GPU_READY");
     if (!t->peer && forced) {
         coll_err("XTQ_COLL_GPU_PEER=on, but a rank cannot map a peer's GPU memory%s%s\n",
                  rc ? ": " : "", rc ? xtq_strerror(rc) : "");
@@ -2398,6 +2534,8 @@ static void team_free(struct xtq_coll_team *t)
             coll_gpu_host_free(t->gpu, s->chain_args);
             coll_gpu_ipc_free(t->gpu, s->pmirror);
         }
+        if (s->ready_sig)
+            xtq_signal_destroy(s->ready_sig);
         free(s->exec.stash);
         free(s->scratch);
         free(s->rwork);
@@ -2689,8 +2827,9 @@ int xtq_coll_team_destroy(xtq_coll_team_t *t)
                               (unsigned long long)cnt);
         }
         if (t->gpu && n > 0 && (size_t)n < sizeof(line))
-            snprintf(line + n, sizeof(line) - (size_t)n, " sends chained to a copy %llu;",
-                     (unsigned long long)t->chained);
+            snprintf(line + n, sizeof(line) - (size_t)n,
+                     " sends chained to a copy %llu; sent before their copy (ready word) %llu;",
+                     (unsigned long long)t->chained, (unsigned long long)t->readied);
         fprintf(stderr, "%s\n", line);
     }
     team_free(t);

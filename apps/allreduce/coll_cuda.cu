@@ -74,6 +74,9 @@ struct coll_gpu {
     pthread_cond_t cond;
     int free_head;
     struct coll_gpu_slot slot[COLL_GPU_SLOTS];
+    /* Pinned, per slot: a waiting task's error (xtq_coll_cuda_args.fail),
+     * which a local packet's completion does not carry. */
+    int32_t *fail;
 };
 
 /* The team's device current for the calls of a scope, the caller's put
@@ -111,6 +114,10 @@ static void free_args(void *arg)
             cudaFreeHost(g->slot[i].args);
             g->slot[i].args = NULL;
         }
+    if (g->fail) {
+        cudaFreeHost(g->fail);
+        g->fail = NULL;
+    }
 }
 
 static void free_host(void *p)
@@ -277,6 +284,18 @@ static int open_on_device(xtq_ctx_t *ctx, uint64_t task, int dev, const struct c
         goto fail;
     }
     g->free_head = 0;
+    {
+        void *p = NULL;
+        if (cudaHostAlloc(&p, COLL_GPU_SLOTS * sizeof(int32_t),
+                          cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+            cudaGetLastError();
+            snprintf(why, len, "CUDA task status words: out of pinned memory");
+            rc = -XTQ_ENOMEM;
+            goto fail;
+        }
+        g->fail = (int32_t *)p;
+        memset(g->fail, 0, COLL_GPU_SLOTS * sizeof(int32_t));
+    }
     for (int i = 0; i < COLL_GPU_SLOTS; i++) {
         void *p = NULL;
         rc = xtq_cuda_signal_create(g->agent, 1, &g->slot[i].sig);
@@ -554,7 +573,13 @@ extern "C" int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_arg
     idx = slot_take(g);
     s = &g->slot[idx];
     xtq_signal_store(s->sig, 1);
-    rc = submit(g, a, s->args, s->sig, payload, timeout_ns);
+    struct xtq_coll_cuda_args with = *a;
+    if (a->ready && a->mode != XTQ_COLL_CUDA_READY) {
+        /* A task that waits: its failure comes back through g->fail. */
+        __atomic_store_n(&g->fail[idx], 0, __ATOMIC_RELAXED);
+        with.fail = (uint64_t)(uintptr_t)&g->fail[idx];
+    }
+    rc = submit(g, &with, s->args, s->sig, payload, timeout_ns);
     if (rc) {
         slot_give(g, idx, 0);
         return rc;
@@ -600,7 +625,10 @@ extern "C" int coll_gpu_finish(struct coll_gpu *g, int ticket, int64_t timeout_n
                     cudaGetErrorString(e));
     }
     /* On a timeout the packet may still run: its slot is not reused. */
-    slot_give(g, ticket, rc != 0);
+    const int keep = rc != 0;
+    if (rc == 0) /* it ran: a wait in it may have failed */
+        rc = __atomic_exchange_n(&g->fail[ticket], 0, __ATOMIC_ACQUIRE);
+    slot_give(g, ticket, keep);
     return rc;
 }
 
@@ -610,6 +638,21 @@ extern "C" int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_arg
     if (a->count == 0)
         return 0;
     int ticket = coll_gpu_start(g, a, payload, timeout_ns);
+    return ticket < 0 ? ticket : coll_gpu_finish(g, ticket, timeout_ns);
+}
+
+extern "C" int coll_gpu_wait_ready(struct coll_gpu *g, const void *word, uint64_t val,
+                                   int64_t wait_ns, int64_t timeout_ns)
+{
+    struct xtq_coll_cuda_args a;
+    memset(&a, 0, sizeof(a));
+    a.mode = XTQ_COLL_CUDA_WAIT;
+    a.count = 1;
+    a.esize = 1;
+    a.ready = (uint64_t)(uintptr_t)word;
+    a.ready_val = val;
+    a.ready_ns = (uint64_t)wait_ns;
+    int ticket = coll_gpu_start(g, &a, 0, timeout_ns);
     return ticket < 0 ? ticket : coll_gpu_finish(g, ticket, timeout_ns);
 }
 

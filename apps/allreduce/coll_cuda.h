@@ -81,6 +81,12 @@ int coll_gpu_ipc_alloc(struct coll_gpu *g, size_t bytes, void **ptr, void *handl
 void coll_gpu_ipc_free(struct coll_gpu *g, void *ptr);
 int coll_gpu_ipc_open(struct coll_gpu *g, const void *handle, void **ptr);
 void coll_gpu_ipc_close(struct coll_gpu *g, void *ptr);
+/* Run a task that waits until the 64-bit device word `word` (a peer's,
+ * mapped) holds `val`, for at most `wait_ns`: 0, -XTQ_ETIMEDOUT, or the
+ * submission's error. A task with xtq_coll_cuda_args.ready set waits the
+ * same way before it reads; its failure is coll_gpu_finish's result. */
+int coll_gpu_wait_ready(struct coll_gpu *g, const void *word, uint64_t val, int64_t wait_ns,
+                        int64_t timeout_ns);
 /* Start and finish one piece's reduction (an agent worker). */
 int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint64_t payload,
                    int64_t timeout_ns);

@@ -74,6 +74,13 @@ int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint6
     return -XTQ_ENOAGENT;
 }
 
+int coll_gpu_wait_ready(struct coll_gpu *g, const void *word, uint64_t val, int64_t wait_ns,
+                        int64_t timeout_ns)
+{
+    (void)g, (void)word, (void)val, (void)wait_ns, (void)timeout_ns;
+    return -XTQ_ENOAGENT;
+}
+
 int coll_gpu_can_chain(const struct coll_gpu *g)
 {
     (void)g;

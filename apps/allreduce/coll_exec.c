@@ -67,9 +67,10 @@ static void *at(const struct coll_exec *e, unsigned buf, uint64_t off)
     return (uint8_t *)e->buf[buf] + off * e->esize;
 }
 
-/* The data operation of one receive (`in_device`: `in` is device memory,
+/* The data operation of one receive (`dsrc`: `in` is its device memory,
  * for the apply hook only). */
-static void apply_in(struct coll_exec *e, const struct coll_op *op, const void *in, int in_device)
+static void apply_in(struct coll_exec *e, const struct coll_op *op, const void *in,
+                     const struct coll_src *dsrc)
 {
     void *dst = at(e, op->buf, op->off);
     size_t bytes = op->cnt * e->esize;
@@ -78,7 +79,7 @@ static void apply_in(struct coll_exec *e, const struct coll_op *op, const void *
     if (op->cnt == 0)
         return;
     if (e->apply_hook) {
-        rc = e->apply_hook(e, op, in, in_device);
+        rc = e->apply_hook(e, op, in, dsrc);
         if (rc)
             coll_exec_fail(e, rc);
         return;
@@ -106,7 +107,7 @@ static void apply_in(struct coll_exec *e, const struct coll_op *op, const void *
 
 static void apply(struct coll_exec *e, const struct coll_op *op, const void *in)
 {
-    apply_in(e, op, in, 0);
+    apply_in(e, op, in, NULL);
 }
 
 int coll_src_copy(const struct coll_src *src, uint64_t off, void *dst, size_t bytes)
@@ -166,7 +167,7 @@ static void apply_src(struct coll_exec *e, const struct coll_op *op, const struc
         return;
     }
     if (src->device && e->apply_hook) {
-        apply_in(e, op, src->local, 1);
+        apply_in(e, op, src->local, src);
         return;
     }
     if (src->device) {

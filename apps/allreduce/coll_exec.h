@@ -43,6 +43,10 @@ struct coll_src {
     /* `local` is device memory (a peer GPU's, mapped): the apply hook
      * takes it in place; `read` copies it out when it must be kept. */
     int device;
+    /* Device memory written only once this device word (the sender's, mapped)
+     * holds ready_val (NULL: written already). */
+    const void *ready;
+    uint64_t ready_val;
 };
 
 /* What a receive's completion does outside the receive side. */
@@ -62,9 +66,10 @@ struct coll_exec {
     size_t esize;
     void *buf[COLL_BUF_COUNT];
     /* A device team's data path: runs the receive's data operation
-     * instead of the host code (NULL: host memory, xtq_reduce_local). */
+     * instead of the host code (NULL: host memory, xtq_reduce_local);
+     * `device_src`: `in` is that source's device memory (NULL: host). */
     int (*apply_hook)(struct coll_exec *e, const struct coll_op *op, const void *in,
-                      int in_device);
+                      const struct coll_src *device_src);
     _Atomic uint32_t *rstate; /* per receive: preds left | ARRIVED | DONE */
     const void **rstash;      /* per receive: where its stashed message is */
     uint8_t *stash;

@@ -70,8 +70,13 @@ struct coll_hdr {
     uint64_t off, cnt;
     uint64_t src_addr; /* DATA_CMA, CMA_PROBE: where the elements are */
     int32_t src_pid;   /* ... in this process (the sender) */
-    uint32_t reserved;
+    uint32_t flags;    /* COLL_HDR_*; 0 */
 };
+
+/* DATA_GPU: sent with the call, before the sender's GPU wrote the piece;
+ * the receiver's GPU waits until the ready word at the start of the
+ * sender's buffer holds instance + 1, then reads. */
+#define COLL_HDR_READY 1u
 
 /* Kernel arguments of every step (CPU and CUDA agents alike). Arguments 0
  * and 1 are rewritten by the engine; with a bounded registration argument
@@ -89,6 +94,13 @@ struct xtq_coll_team;
  * (XTQ_COLL_GPU_CHAIN), or -1 where the team does not chain (host team,
  * task mode, copies on the stream, or a GPU with native host atomics). */
 int64_t coll_team_chained_sends(const struct xtq_coll_team *t); /* exported for tests only */
+/* For tests: sends of a team with peer reads that went with the call, their
+ * receivers waiting for the ready word (XTQ_COLL_GPU_READY), or -1 where the
+ * team does not do so. */
+int64_t coll_team_ready_sends(const struct xtq_coll_team *t); /* exported for tests only */
+/* For tests: the team's later calls never store their ready word (a peer
+ * whose GPU is wedged after its messages left). */
+void coll_team_drop_ready(struct xtq_coll_team *t); /* exported for tests only */
 
 #ifdef __cplusplus
 }

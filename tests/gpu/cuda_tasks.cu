@@ -144,6 +144,10 @@ extern "C" int cuda_tasks_attach_other(xtq_agent_t *agent)
     return xtq_cuda_module_attach(agent, xtq_test_other);
 }
 
+/* libxtq_coll's task, exported as a task module must (its address is taken
+ * in device code: the host-and-device definition must allow it). */
+XTQ_CUDA_TASK_EXPORT(xtq_coll_cuda_task);
+
 extern "C" uint64_t cuda_task_address(int which)
 {
     uint64_t p = 0;
@@ -157,6 +161,7 @@ extern "C" uint64_t cuda_task_address(int which)
     case TASK_FAIL: rc = xtq_cuda_task_address(task_fail_xtq_task, &p); break;
     case TASK_RESULT: rc = xtq_cuda_task_address(task_result_xtq_task, &p); break;
     case TASK_KARG: rc = xtq_cuda_task_address(task_karg_xtq_task, &p); break;
+    case TASK_COLL: rc = xtq_cuda_task_address(xtq_coll_cuda_task_xtq_task, &p); break;
     }
     return rc == 0 ? p : 0;
 }
@@ -176,11 +181,8 @@ extern "C" void heavy_reference(const float *in, uint32_t lid, float *out)
     *out = s;
 }
 
-/* libxtq_coll's task, exported as a task module must (its address is taken
- * in device code: the host-and-device definition must allow it), and run
- * on the host: every work-item of a 1-D grid of `grid` work-items in
- * groups of `wg`, one after another. */
-XTQ_CUDA_TASK_EXPORT(xtq_coll_cuda_task);
+/* libxtq_coll's task, run on the host below: every work-item of a 1-D
+ * grid of `grid` work-items in groups of `wg`, one after another. */
 
 extern "C" void coll_task_run_host(const struct xtq_coll_cuda_args *a, uint32_t grid, uint32_t wg)
 {

@@ -16,7 +16,8 @@ enum {
     TASK_HEAVY,
     TASK_FAIL,
     TASK_RESULT,
-    TASK_KARG
+    TASK_KARG,
+    TASK_COLL /* libxtq_coll's task (<xtq/coll_cuda.cuh>) */
 };
 #define HEAVY_N 96
 

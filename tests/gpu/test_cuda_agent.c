@@ -383,6 +383,153 @@ XTQ_TEST(coll_task_matches_reduce_local)
     free(d0);
 }
 
+/* The ready word of peer reads, on the CPU: READY stores the value, a
+ * reduction whose word holds it runs, one whose word never does fails its
+ * wait (-XTQ_ETIMEDOUT at `fail`) and leaves dst alone. */
+XTQ_TEST(coll_task_ready_word_host)
+{
+    float dst[4] = {1, 2, 3, 4}, in[4] = {10, 20, 30, 40};
+    uint64_t word = 0;
+    int32_t fail = 0;
+    struct xtq_coll_cuda_args a = {.count = 1,
+                                   .mode = XTQ_COLL_CUDA_READY,
+                                   .type = XTQ_DT_FLOAT,
+                                   .op = XTQ_OP_SUM,
+                                   .esize = 4,
+                                   .ready = (uint64_t)(uintptr_t)&word,
+                                   .ready_val = 7};
+    coll_task_run_host(&a, 1, 1);
+    CHECK_EQ(word, 7);
+    a = (struct xtq_coll_cuda_args){.dst = (uint64_t)(uintptr_t)dst,
+                                    .in = (uint64_t)(uintptr_t)in,
+                                    .count = 4,
+                                    .mode = XTQ_COLL_CUDA_REDUCE,
+                                    .type = XTQ_DT_FLOAT,
+                                    .op = XTQ_OP_SUM,
+                                    .esize = 4,
+                                    .ready = (uint64_t)(uintptr_t)&word,
+                                    .ready_val = 7,
+                                    .ready_ns = 1000000,
+                                    .fail = (uint64_t)(uintptr_t)&fail};
+    coll_task_run_host(&a, 4, 4);
+    CHECK(dst[0] == 11 && dst[3] == 44);
+    CHECK_EQ(fail, 0);
+    a.ready_val = 8; /* never stored */
+    coll_task_run_host(&a, 4, 4);
+    CHECK(dst[0] == 11 && dst[3] == 44);
+    CHECK_EQ(fail, -XTQ_ETIMEDOUT);
+}
+
+struct ready_later {
+    uint64_t *word;
+    uint64_t val;
+};
+
+static void *ready_later_run(void *arg)
+{
+    struct ready_later *r = arg;
+    usleep(20000);
+    __atomic_store_n(r->word, r->val, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* The ready word on the GPU (libxtq_coll's task through the processor): a
+ * reduction waits for a word stored later and then reads what was written
+ * before it; READY stores it; a wait that is never satisfied fails its
+ * dispatch with -XTQ_ETIMEDOUT after ready_ns, at `fail` and in the
+ * packet's status, and the processor runs the next packet. */
+XTQ_TEST(coll_task_ready_word)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t n = 64;
+    struct xtq_coll_cuda_args *ka = host_alloc(agent, sizeof(*ka));
+    float *dst = host_alloc(agent, n * sizeof(float)), *in = host_alloc(agent, n * sizeof(float));
+    uint64_t *word = host_alloc(agent, 64);
+    int32_t *fail = host_alloc(agent, 64);
+    retired = calloc(8, sizeof(*retired));
+    xtq_kernel_t *k = make_kernel(agent, TASK_COLL, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    q->retire = count_retire;
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    struct {
+        uint32_t mode;
+        uint64_t val, later; /* later: stored by a thread 20 ms after the submit */
+        int32_t status;
+    } cases[] = {{XTQ_COLL_CUDA_REDUCE, 5, 5, 0},
+                 {XTQ_COLL_CUDA_READY, 6, 0, 0},
+                 {XTQ_COLL_CUDA_WAIT, 9, 0, -XTQ_ETIMEDOUT},
+                 {XTQ_COLL_CUDA_REDUCE, 9, 0, -XTQ_ETIMEDOUT},
+                 {XTQ_COLL_CUDA_WAIT, 6, 0, 0}};
+    for (uint32_t c = 0; c < ARRAY_SIZE(cases); c++) {
+        for (uint32_t i = 0; i < n; i++)
+            dst[i] = (float)i, in[i] = -1.0f;
+        *fail = 0;
+        memset(ka, 0, sizeof(*ka));
+        ka->dst = (uint64_t)(uintptr_t)dst;
+        ka->in = (uint64_t)(uintptr_t)in;
+        ka->count = cases[c].mode == XTQ_COLL_CUDA_REDUCE ? n : 1;
+        ka->mode = cases[c].mode;
+        ka->type = XTQ_DT_FLOAT;
+        ka->op = XTQ_OP_SUM;
+        ka->esize = 4;
+        ka->ready = (uint64_t)(uintptr_t)word;
+        ka->ready_val = cases[c].val;
+        ka->ready_ns = cases[c].status ? 5000000ull : 10000000000ull;
+        ka->fail = (uint64_t)(uintptr_t)fail;
+        atomic_store(&last_status, 0);
+        xtq_signal_store(sig, 1);
+        const uint32_t grid[3] = {ka->count, 1, 1};
+        const uint16_t wg[3] = {(uint16_t)ka->count, 1, 1};
+        xtq_aql_packet_t p;
+        kernel_packet(&p, k, ka, 1, grid, wg, sig);
+        struct xtq__enqueue d = {.packet = &p,
+                                 .kernarg = ka,
+                                 .kernarg_len = sizeof(*ka),
+                                 .retire = count_retire,
+                                 .cookie = (void *)(uintptr_t)(c + 1)};
+        pthread_t th;
+        struct ready_later later = {word, cases[c].later};
+        if (cases[c].later) {
+            /* The piece is written, then the word: the task must read the
+             * new piece after it saw the word. */
+            for (uint32_t i = 0; i < n; i++)
+                in[i] = 100.0f;
+        }
+        CHECK_OK(xtq__cuda_enqueue(q, &d, NULL));
+        if (cases[c].later)
+            CHECK(pthread_create(&th, NULL, ready_later_run, &later) == 0);
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+        if (cases[c].later)
+            CHECK(pthread_join(th, NULL) == 0);
+        for (int t = 0; atomic_load(&retired[c]) == 0 && t < 20000; t++)
+            usleep(1000);
+        CHECK_EQ(atomic_load(&retired[c]), 1);
+        CHECK_EQ(atomic_load(&last_status), cases[c].status);
+        CHECK_EQ(*fail, cases[c].status);
+        for (uint32_t i = 0; i < n; i++) {
+            float want = cases[c].mode == XTQ_COLL_CUDA_REDUCE && cases[c].status == 0
+                             ? (float)i + 100.0f
+                             : (float)i;
+            if (dst[i] != want)
+                XTQ_FAIL("case %u: dst[%u] = %g, want %g", c, i, (double)dst[i], (double)want);
+        }
+        if (cases[c].mode == XTQ_COLL_CUDA_READY)
+            CHECK_EQ(__atomic_load_n(word, __ATOMIC_ACQUIRE), cases[c].val);
+    }
+    CHECK_OK(xtq_cuda_signal_destroy(agent, sig));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    host_free(agent, ka, sizeof(*ka));
+    host_free(agent, dst, n * sizeof(float));
+    host_free(agent, in, n * sizeof(float));
+    host_free(agent, word, 64);
+    host_free(agent, fail, 64);
+    free((void *)retired);
+    agent->ops->close(agent);
+}
+
 /* Inside xtq_cuda_quiesce the device idles: calls that wait for an idle
  * device return (each would wait for ever beside a running processor:
  * coll.gpu_team hung in cudaFreeHost on the H100), and the processor runs

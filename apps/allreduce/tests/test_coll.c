@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <xtq/coll.h>
@@ -821,16 +822,98 @@ XTQ_TEST(gpu_team)
                 /* Device memory stays until the end (frees may wait for an
                  * idle device while the agent's processor runs). */
                 /* Recursive doubling's first send reads the whole input:
-                 * a small call's leaves on its copy's completion where
-                 * the team chains (XTQ_COLL_GPU_CHAIN). (The others may
-                 * send nothing first at one element.) */
-                int64_t chained = coll_team_chained_sends(t);
-                if (algs[a] == XTQ_COLL_ALG_RD && k == 0 && chained == 0)
+                 * with peer reads a small call's goes with the call, its
+                 * receiver waiting for the ready word (XTQ_COLL_GPU_READY);
+                 * otherwise it leaves on its copy's completion where the
+                 * team chains (XTQ_COLL_GPU_CHAIN). (The others may send
+                 * nothing first at one element.) */
+                int64_t chained = coll_team_chained_sends(t), readied = coll_team_ready_sends(t);
+                const char *rv = getenv("XTQ_COLL_GPU_READY");
+                int ready_off = rv && strcmp(rv, "0") == 0;
+                if ((ready_off || peer != 1) && readied != -1)
+                    XTQ_FAIL("rank %d: the team sends before its copies (ready word), but %s",
+                             rank, ready_off ? "XTQ_COLL_GPU_READY=0" : "without peer reads");
+                if (!ready_off && peer == 1 && chained >= 0 && readied < 0)
+                    XTQ_FAIL("rank %d: peer reads and a chaining GPU, but no ready word", rank);
+                if (algs[a] == XTQ_COLL_ALG_RD && k == 0 && readied == 0)
+                    XTQ_FAIL("rank %d: a %llu-element call sent nothing before its copy", rank,
+                             (unsigned long long)count);
+                if (algs[a] == XTQ_COLL_ALG_RD && k == 0 && readied < 0 && chained == 0)
                     XTQ_FAIL("rank %d: a %llu-element call chained no send to its copy", rank,
                              (unsigned long long)count);
             }
         CHECK_OK(xtq_coll_team_destroy(t));
     }
+    CHECK_OK(xtq_coll_team_destroy(host_team));
+    teardown();
+}
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Peer reads, a sender whose GPU never stores its ready word (a wedged or
+ * dead peer after its message left): the receiver's GPU task gives up
+ * after the team's timeout, and both ranks' calls fail with an error
+ * instead of hanging; the team stays broken. Skips without two GPUs that
+ * map each other's memory. */
+XTQ_TEST(gpu_ready_lost)
+{
+    char why[256];
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int gpu = ar_gpu_open(lr ? atoi(lr) : 0, why, sizeof(why)) == 0;
+    setup();
+    CHECK_OK(xtq_coll_team_create(ctx, NULL, &host_team));
+    int64_t g = gpu, gall = 0;
+    CHECK_OK(xtq_coll_allreduce(host_team, &g, &gall, 1, XTQ_DT_INT64, XTQ_OP_MIN));
+    if (!gall) {
+        CHECK_OK(xtq_coll_team_destroy(host_team));
+        teardown();
+        XTQ_SKIP("%s", gpu ? "a rank has no GPU" : why);
+    }
+    xtq_coll_team_attr_t at;
+    xtq_coll_team_t *t;
+    memset(&at, 0, sizeof(at));
+    at.field_mask = XTQ_COLL_TEAM_ATTR_FIELD_MEM | XTQ_COLL_TEAM_ATTR_FIELD_ALG;
+    at.mem = XTQ_COLL_MEM_CUDA;
+    at.alg = XTQ_COLL_ALG_RD;
+    int rc = xtq_coll_team_create(ctx, &at, &t);
+    if (rc == -XTQ_ENOAGENT || rc == -XTQ_ENOSYS) {
+        CHECK_OK(xtq_coll_team_destroy(host_team));
+        teardown();
+        XTQ_SKIP("no CUDA team: %s", xtq_strerror(rc));
+    }
+    CHECK_OK(rc);
+    int64_t ok = coll_team_ready_sends(t) >= 0, all_ok = 0;
+    CHECK_OK(xtq_coll_allreduce(host_team, &ok, &all_ok, 1, XTQ_DT_INT64, XTQ_OP_MIN));
+    if (!all_ok) {
+        CHECK_OK(xtq_coll_team_destroy(t));
+        CHECK_OK(xtq_coll_team_destroy(host_team));
+        teardown();
+        XTQ_SKIP("the CUDA team does not send before its copies (no peer reads here)");
+    }
+    const uint64_t count = 16;
+    float h[16], *din = ar_gpu_malloc(sizeof(h)), *dout = ar_gpu_malloc(sizeof(h));
+    for (unsigned i = 0; i < count; i++)
+        h[i] = (float)(rank + 1);
+    CHECK(ar_gpu_h2d(din, h, sizeof(h)) == 0);
+    /* One good call first: the buffers are mapped, the word works. */
+    CHECK_OK(xtq_coll_allreduce(t, din, dout, count, XTQ_DT_FLOAT, XTQ_OP_SUM));
+    CHECK(ar_gpu_d2h(h, dout, sizeof(h)) == 0);
+    CHECK(h[0] == (float)(size * (size + 1) / 2));
+    if (rank == 1)
+        coll_team_drop_ready(t); /* its next call's word is never stored */
+    int64_t t0 = now_us();
+    rc = xtq_coll_allreduce(t, din, dout, count, XTQ_DT_FLOAT, XTQ_OP_SUM);
+    printf("rank %d: allreduce without rank 1's ready word: %s after %.1f s\n", rank,
+           xtq_strerror(rc), (double)(now_us() - t0) / 1e6);
+    if (rc == 0)
+        XTQ_FAIL("rank %d: the call completed without rank 1's ready word", rank);
+    CHECK(xtq_coll_allreduce(t, din, dout, count, XTQ_DT_FLOAT, XTQ_OP_SUM) != 0);
+    xtq_coll_team_destroy(t);
     CHECK_OK(xtq_coll_team_destroy(host_team));
     teardown();
 }

@@ -25,6 +25,7 @@
 
 #include <xtq/coll_cuda_task.h>
 #include <xtq/cuda.h>
+#include <xtq/error.h>
 #include <xtq/reduce.h>
 
 /** 1 when the GPU reduces `op` on `type` (host or device code). */
@@ -327,6 +328,69 @@ __host__ __device__ __forceinline__ void bytes(const struct xtq_coll_cuda_args *
         }
 }
 
+/* The ready word (peer reads): a system-scope acquire load and release
+ * store on the device (the word may be in a peer GPU's memory, read over
+ * NVLink); the host build (tests) uses the compiler's atomics. */
+__host__ __device__ __forceinline__ uint64_t ready_load(const uint64_t *w)
+{
+#if defined(__CUDA_ARCH__)
+    uint64_t v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(w) : "memory");
+    return v;
+#else
+    return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+#endif
+}
+
+__host__ __device__ __forceinline__ void ready_store(uint64_t *w, uint64_t v)
+{
+#if defined(__CUDA_ARCH__)
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(w), "l"(v) : "memory");
+#else
+    __atomic_store_n(w, v, __ATOMIC_RELEASE);
+#endif
+}
+
+__host__ __device__ __forceinline__ uint64_t ready_clock(void)
+{
+#if defined(__CUDA_ARCH__)
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+#else
+    return 0; /* the host build never waits (tests store the word first) */
+#endif
+}
+
+/* Wait until a->ready holds a->ready_val: 1, or 0 once a->ready_ns passed
+ * (the dispatch then fails with -XTQ_ETIMEDOUT, also left at a->fail for
+ * the host, which does not see a local packet's status). */
+__host__ __device__ __forceinline__ int ready_wait(const xtq_cuda_dispatch_t *d,
+                                                   const struct xtq_coll_cuda_args *a)
+{
+    const uint64_t *w = (const uint64_t *)(uintptr_t)a->ready;
+    uint64_t start = 0;
+    for (unsigned spin = 0;; spin++) {
+        if (ready_load(w) == a->ready_val)
+            return 1;
+        const uint64_t now = ready_clock();
+        if (spin == 0)
+            start = now;
+        else if (now - start > a->ready_ns || (now == 0 && spin > (1u << 20)))
+            break;
+    }
+#if defined(__CUDA_ARCH__)
+    xtq_cuda_task_fail(d, -XTQ_ETIMEDOUT);
+    if (a->fail)
+        atomicCAS_system((int *)(uintptr_t)a->fail, 0, -XTQ_ETIMEDOUT);
+#else
+    (void)d;
+    if (a->fail)
+        __atomic_store_n((int32_t *)(uintptr_t)a->fail, -XTQ_ETIMEDOUT, __ATOMIC_RELEASE);
+#endif
+    return 0;
+}
+
 } // namespace xtq_coll_cuda_detail
 
 /**
@@ -349,7 +413,22 @@ static __host__ __device__ void xtq_coll_cuda_task(const xtq_cuda_dispatch_t *d,
     const uint64_t first = (uint64_t)d->workgroup_id[0] * d->workgroup_size[0] + d->local_id[0];
     const uint64_t stride = d->grid_size[0] ? d->grid_size[0] : 1;
 
+    /* The ready word of peer reads: the sender's GPU stores it after the
+     * copies that fill what its sends read; a receiving task waits for it
+     * before it reads the piece (then the message went out with the call,
+     * not after the sender's copy: docs/allreduce.md, "Ready words"). */
+    if (a->mode == XTQ_COLL_CUDA_READY || a->mode == XTQ_COLL_CUDA_WAIT) {
+        if (first == 0 && a->ready) {
+            if (a->mode == XTQ_COLL_CUDA_READY)
+                ready_store((uint64_t *)(uintptr_t)a->ready, a->ready_val);
+            else
+                (void)ready_wait(d, a);
+        }
+        return;
+    }
     if (first >= a->count)
+        return;
+    if (a->ready && !ready_wait(d, a))
         return;
     switch (a->type) {
     case XTQ_DT_INT8:
