@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The ready word of peer reads (XTQ_COLL_GPU_READY) on a machine of 2-4
+# GPUs: its tests, then xtq_allreduce on 2 ranks with it on and off
+# (alternating, ROUNDS rounds), with the copies on the processor up to
+# 4 KiB (the default) and 64 KiB; then 3 and 4 ranks checked, and Fig. 9c
+# with the defaults. After STAGES=build bash bench/gpu_device_run.sh:
+#   COMMIT=<hash> bash bench/diag/ready_check.sh   -> $OUT/results.tgz
+set -uo pipefail
+B=${B:-/tmp/build-gpu}; R=${R:-/tmp/res}; OUT=${OUT:-/tmp/out}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
+mkdir -p "$R/ready" "$OUT"
+NG=$(nvidia-smi -L | wc -l)
+pack() { tar -C "$R" -czf "$OUT/results.tgz" .; }
+hdr() { echo "# machine: ${NG}x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores; commit ${COMMIT:-?}; $*"; }
+MPI="mpirun --bind-to none -x CUDA_MODULE_LOADING=EAGER -x NCCL_NVLS_ENABLE=0"
+AR="$B/apps/allreduce/xtq_allreduce"
+{ hdr "ctest -R 'ready_word|grid_tags|coll.gpu|shim.device'"
+  (cd "$B" && timeout 300 ctest -R 'ready_word|grid_tags|coll.gpu|shim.device' --output-on-failure)
+} > "$R/ready/ctest.txt" 2>&1; pack
+for r in $(seq 1 "${ROUNDS:-2}"); do
+  for v in "1 4096" "0 4096" "1 65536" "0 65536"; do
+    set -- $v
+    f="$R/ready/ar2_ready$1_copy$2.r$r.txt"
+    { hdr "$MPI -np 2 -x XTQ_COLL_GPU_READY=$1 -x XTQ_COLL_GPU_COPY_MAX=$2 xtq_allreduce --modes staged,hsa,xtqgpu,nccl --sizes 8-64K --iters 20"
+      timeout 100 $MPI -np 2 -x XTQ_COLL_GPU_READY=$1 -x XTQ_COLL_GPU_COPY_MAX=$2 -x XTQ_COLL_PROFILE=1 \
+        "$AR" --modes staged,hsa,xtqgpu,nccl --sizes 8-64K --iters 20; echo "rc=$?"
+    } > "$f" 2>&1; pack
+  done
+done
+for np in 3 4; do
+  [ "$np" -le "$NG" ] || continue
+  { hdr "$MPI -np $np xtq_allreduce --modes staged,hsa,xtqgpu,nccl --sizes 8-4M --iters 5"
+    timeout 150 $MPI -np $np "$AR" --modes staged,hsa,xtqgpu,nccl --sizes 8-4M --iters 5; echo "rc=$?"
+  } > "$R/ready/ar$np.txt" 2>&1; pack
+done
+{ hdr "$MPI -np 2 xtq_allreduce --modes staged,hsa,xtqgpu,nccl --sizes 8-64M --iters 10 (defaults)"
+  timeout 150 $MPI -np 2 "$AR" --modes staged,hsa,xtqgpu,nccl --sizes 8-64M --iters 10; echo "rc=$?"
+} > "$R/ready/ar2_all.txt" 2>&1; pack
+if [ "$NG" -ge 3 ] && [ "${STRONG:-1}" = 1 ]; then
+  BUILD=$B OUT=$R/ready/strong RANKS="2 3 $NG" SWEEP_NP=$NG SWEEP_SIZES=64K-4M \
+    MODES=mpi,xtq,staged,hsa,xtqgpu,nccl ITERS=10 COMMIT=${COMMIT:-} \
+    MPIRUN_ARGS="-x CUDA_MODULE_LOADING=EAGER -x NCCL_NVLS_ENABLE=0" \
+    timeout 200 bash "$ROOT/apps/allreduce/strong_scaling.sh" > "$R/ready/strong.txt" 2>&1
+  echo "rc=$?" >> "$R/ready/strong.txt"; pack
+fi
