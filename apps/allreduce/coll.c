@@ -164,8 +164,10 @@ struct coll_slot {
     xtq_signal_t **trig; /* engine triggers, reused */
     struct xtq_coll_cuda_args *chain_args; /* CUDA teams: the chained copies' (pinned) */
     /* Peer reads: what the ready word's copies decrement (nobody waits:
-     * peers wait for the word itself). */
+     * peers wait for the word itself), and the word's value once every
+     * copy posted so far ran (elements written to the buffer). */
     xtq_signal_t *ready_sig;
+    uint64_t ready_total;
     uint32_t ntrig;
     struct coll_early early[COLL_EARLY_MAX];
 };
@@ -193,7 +195,8 @@ struct xtq_coll_req {
     _Atomic uint8_t *issued;     /* per send: handed to xtq_put(v) */
     uint8_t *gated;              /* per send: armed on its mirror copy's completion */
     uint8_t *ready;              /* per send: goes at once, the peer waits for the ready word */
-    int ready_path;              /* the post stores the ready word after its copies */
+    int ready_path;              /* the post's copies advance the ready word */
+    uint64_t ready_val;          /* ... to this */
     struct gpu_copy *copies;     /* CUDA teams: the copies the post chains */
     unsigned ncopies;
     uint32_t send_cursor;        /* sends known DONE below this */
@@ -855,9 +858,9 @@ static int put_sync_data(struct xtq_coll_team *t, int peer, const struct coll_hd
                          const void *payload, size_t len, int64_t deadline);
 
 /* Peer reads: the slot's device buffer starts with its ready word (the
- * instance + 1 of the last call whose first sends' ranges are written, in
- * the first COLL_READY_BYTES), then holds WORK's, SEND's and SCRATCH's
- * ranges that sends read. A larger one replaces it: every peer maps the
+ * elements the copies of calls so far wrote to it, in the first
+ * COLL_READY_BYTES), then holds WORK's, SEND's and SCRATCH's ranges that
+ * sends read. A larger one replaces it: every peer maps the
  * new one (its handle, synchronously) before anything of this call is
  * sent, then the old one goes. A slot is reused only after its previous
  * call's sends were read (they complete remotely), so no peer still reads
@@ -881,7 +884,7 @@ static int peer_fit(struct xtq_coll_req *req, const struct coll_sched *s)
     /* Grow by half again: a vector that creeps up maps once, not per call. */
     uint64_t cap = need + need / 2 > 4096 ? need + need / 2 : 4096;
     int rc = coll_gpu_ipc_alloc(t->gpu, cap, &p, handle);
-    if (rc == 0) /* no call's word yet (a call's value is its instance + 1) */
+    if (rc == 0) /* nothing written yet */
         rc = coll_gpu_copy(t->gpu, p, zero, sizeof(zero), 1);
     if (rc) {
         coll_gpu_ipc_free(t->gpu, p);
@@ -911,6 +914,7 @@ static int peer_fit(struct xtq_coll_req *req, const struct coll_sched *s)
     slot->pmirror = p;
     slot->pmirror_cap = cap;
     slot->pgen = gen;
+    slot->ready_total = 0;
     return 0;
 }
 
@@ -1079,7 +1083,7 @@ static void coll_task(const xtq_dispatch_t *d, void *kernarg)
         note(t, "message %u from rank %u points into process %d, which this rank may not read",
              h->seq, h->sender, (int)h->src_pid);
     } else if ((h->flags & ~(uint32_t)COLL_HDR_READY) ||
-               ((h->flags & COLL_HDR_READY) && h->kind != COLL_MSG_DATA_GPU)) {
+               ((h->flags & COLL_HDR_READY) && (h->kind != COLL_MSG_DATA_GPU || h->ready == 0))) {
         rc = -XTQ_EBADMSG;
         note(t, "message %u from rank %u: flags 0x%x", h->seq, h->sender, h->flags);
     } else if (h->kind == COLL_MSG_DATA_GPU && !(peer_at = gpu_src_at(t, h))) {
@@ -1101,7 +1105,7 @@ static void coll_task(const xtq_dispatch_t *d, void *kernarg)
             src.device = 1;
             if (h->flags & COLL_HDR_READY) {
                 src.ready = gpu_ready_at(t, h);
-                src.ready_val = h->instance + 1;
+                src.ready_val = h->ready;
             }
         }
         rc = keep_early(t, slot, h, &src);
@@ -1330,8 +1334,7 @@ static int gpu_copies_chain(struct xtq_coll_req *req)
     const struct coll_exec *e = &slot->exec;
 
     if (!slot->chain_args) {
-        slot->chain_args =
-            coll_gpu_host_alloc(t->gpu, (GPU_COPIES_MAX + 1) * sizeof(*slot->chain_args));
+        slot->chain_args = coll_gpu_host_alloc(t->gpu, GPU_COPIES_MAX * sizeof(*slot->chain_args));
         if (!slot->chain_args)
             return -XTQ_ENOMEM;
     }
@@ -1358,11 +1361,13 @@ static int gpu_copies_chain(struct xtq_coll_req *req)
     return 0;
 }
 
-/* Peer reads: the copies gpu_prepare left to the post, then the slot's
- * ready word (instance + 1) stored after them, all on the processor in
- * queue order; nobody here waits for them. Submitted before any of the
- * call's sends goes out, so a peer's task that waits for the word never
- * waits for a task queued behind one of this GPU's own waits. */
+/* Peer reads: the copies gpu_prepare left to the post, on the processor in
+ * queue order; nobody here waits for them. Those that write the buffer
+ * peers read advance its ready word by the elements they wrote, and the
+ * sends carry the word's total after them (req->ready_val). Submitted
+ * before any of the call's sends goes out, so a peer's task that waits
+ * for the word never waits for a task queued behind one of this GPU's
+ * own waits. */
 static int gpu_copies_ready(struct xtq_coll_req *req)
 {
     struct xtq_coll_team *t = req->team;
@@ -1371,33 +1376,25 @@ static int gpu_copies_ready(struct xtq_coll_req *req)
     int rc = 0;
 
     if (!slot->chain_args)
-        slot->chain_args =
-            coll_gpu_host_alloc(t->gpu, (GPU_COPIES_MAX + 1) * sizeof(*slot->chain_args));
+        slot->chain_args = coll_gpu_host_alloc(t->gpu, GPU_COPIES_MAX * sizeof(*slot->chain_args));
     if (!slot->ready_sig && xtq_signal_create(0, &slot->ready_sig) != 0)
         slot->ready_sig = NULL;
     if (!slot->chain_args || !slot->ready_sig)
         return -XTQ_ENOMEM;
-    for (unsigned k = 0; k <= req->ncopies && rc == 0; k++) {
+    for (unsigned k = 0; k < req->ncopies && rc == 0; k++) {
+        const struct gpu_copy *c = &req->copies[k];
         struct xtq_coll_cuda_args a;
         memset(&a, 0, sizeof(a));
         a.type = (uint32_t)e->type;
         a.op = (uint32_t)e->op;
         a.esize = (uint32_t)e->esize;
-        if (k < req->ncopies) {
-            const struct gpu_copy *c = &req->copies[k];
-            a.dst = (uint64_t)(uintptr_t)c->dst;
-            a.in = (uint64_t)(uintptr_t)c->src;
-            a.mirror = (uint64_t)(uintptr_t)c->mirror;
-            a.count = c->cnt;
-            a.mode = XTQ_COLL_CUDA_COPY;
-        } else if (t->drop_ready) {
-            break;
-        } else {
-            a.mode = XTQ_COLL_CUDA_READY;
-            a.count = 1;
-            a.ready = (uint64_t)(uintptr_t)slot->pmirror;
-            a.ready_val = req->instance + 1;
-        }
+        a.dst = (uint64_t)(uintptr_t)c->dst;
+        a.in = (uint64_t)(uintptr_t)c->src;
+        a.mirror = (uint64_t)(uintptr_t)c->mirror;
+        a.count = c->cnt;
+        a.mode = XTQ_COLL_CUDA_COPY;
+        if (c->mirror && !t->drop_ready)
+            a.mirror_count = (uint64_t)(uintptr_t)slot->pmirror;
         rc = coll_gpu_start_signal(t->gpu, &a, &slot->chain_args[k], slot->ready_sig,
                                    gpu_timeout(t));
     }
@@ -1456,11 +1453,15 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
          * has the GPU store after the copies (gpu_copies_ready). */
         req->ncopies = nc;
         req->ready_path = 1;
-        for (unsigned k = 0; k < nc; k++)
+        for (unsigned k = 0; k < nc; k++) {
+            if (c[k].mirror)
+                slot->ready_total += c[k].cnt;
             if (c[k].send >= 0) {
                 req->ready[c[k].send] = 1;
                 t->readied++;
             }
+        }
+        req->ready_val = slot->ready_total;
         return 0;
     }
     if (!stream && t->engine && coll_gpu_can_chain(t->gpu)) {
@@ -1593,8 +1594,10 @@ static int post(struct xtq_coll_req *req)
             h.kind = COLL_MSG_DATA_GPU;
             h.src_pid = (int32_t)slot->pgen;
             h.src_addr = (uint64_t)(gpu_mirror(slot, op->buf) - slot->pmirror) + op->off * e->esize;
-            if (req->ready[si])
+            if (req->ready[si]) {
                 h.flags |= COLL_HDR_READY;
+                h.ready = req->ready_val;
+            }
         }
         rc = build_cmd(t, &h, req->cmd + (size_t)si * req->cmd_len, req->cmd_len, &len);
         if (rc)

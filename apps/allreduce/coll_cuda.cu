@@ -574,7 +574,7 @@ extern "C" int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_arg
     s = &g->slot[idx];
     xtq_signal_store(s->sig, 1);
     struct xtq_coll_cuda_args with = *a;
-    if (a->ready && a->mode != XTQ_COLL_CUDA_READY) {
+    if (a->ready) {
         /* A task that waits: its failure comes back through g->fail. */
         __atomic_store_n(&g->fail[idx], 0, __ATOMIC_RELAXED);
         with.fail = (uint64_t)(uintptr_t)&g->fail[idx];

@@ -71,11 +71,12 @@ struct coll_hdr {
     uint64_t src_addr; /* DATA_CMA, CMA_PROBE: where the elements are */
     int32_t src_pid;   /* ... in this process (the sender) */
     uint32_t flags;    /* COLL_HDR_*; 0 */
+    uint64_t ready;    /* COLL_HDR_READY: the ready word's value to wait for */
 };
 
 /* DATA_GPU: sent with the call, before the sender's GPU wrote the piece;
  * the receiver's GPU waits until the ready word at the start of the
- * sender's buffer holds instance + 1, then reads. */
+ * sender's buffer holds h.ready or more, then reads. */
 #define COLL_HDR_READY 1u
 
 /* Kernel arguments of every step (CPU and CUDA agents alike). Arguments 0

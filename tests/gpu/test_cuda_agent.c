@@ -383,23 +383,27 @@ XTQ_TEST(coll_task_matches_reduce_local)
     free(d0);
 }
 
-/* The ready word of peer reads, on the CPU: READY stores the value, a
- * reduction whose word holds it runs, one whose word never does fails its
- * wait (-XTQ_ETIMEDOUT at `fail`) and leaves dst alone. */
+/* The ready word of peer reads, on the CPU: a copy into the mirror adds
+ * the elements it wrote, a reduction whose word holds its value runs, one
+ * whose word never does fails its wait (-XTQ_ETIMEDOUT at `fail`) and
+ * leaves dst alone. */
 XTQ_TEST(coll_task_ready_word_host)
 {
-    float dst[4] = {1, 2, 3, 4}, in[4] = {10, 20, 30, 40};
-    uint64_t word = 0;
+    float dst[4] = {1, 2, 3, 4}, in[4] = {10, 20, 30, 40}, mirror[4] = {0};
+    uint64_t word = 3;
     int32_t fail = 0;
-    struct xtq_coll_cuda_args a = {.count = 1,
-                                   .mode = XTQ_COLL_CUDA_READY,
+    struct xtq_coll_cuda_args a = {.dst = (uint64_t)(uintptr_t)mirror,
+                                   .in = (uint64_t)(uintptr_t)in,
+                                   .mirror = (uint64_t)(uintptr_t)mirror,
+                                   .count = 4,
+                                   .mode = XTQ_COLL_CUDA_COPY,
                                    .type = XTQ_DT_FLOAT,
                                    .op = XTQ_OP_SUM,
                                    .esize = 4,
-                                   .ready = (uint64_t)(uintptr_t)&word,
-                                   .ready_val = 7};
-    coll_task_run_host(&a, 1, 1);
+                                   .mirror_count = (uint64_t)(uintptr_t)&word};
+    coll_task_run_host(&a, 2, 2); /* two work-items, two elements each */
     CHECK_EQ(word, 7);
+    CHECK(mirror[3] == 40);
     a = (struct xtq_coll_cuda_args){.dst = (uint64_t)(uintptr_t)dst,
                                     .in = (uint64_t)(uintptr_t)in,
                                     .count = 4,
@@ -414,7 +418,7 @@ XTQ_TEST(coll_task_ready_word_host)
     coll_task_run_host(&a, 4, 4);
     CHECK(dst[0] == 11 && dst[3] == 44);
     CHECK_EQ(fail, 0);
-    a.ready_val = 8; /* never stored */
+    a.ready_val = 8; /* never reached */
     coll_task_run_host(&a, 4, 4);
     CHECK(dst[0] == 11 && dst[3] == 44);
     CHECK_EQ(fail, -XTQ_ETIMEDOUT);
@@ -434,10 +438,10 @@ static void *ready_later_run(void *arg)
 }
 
 /* The ready word on the GPU (libxtq_coll's task through the processor): a
- * reduction waits for a word stored later and then reads what was written
- * before it; READY stores it; a wait that is never satisfied fails its
- * dispatch with -XTQ_ETIMEDOUT after ready_ns, at `fail` and in the
- * packet's status, and the processor runs the next packet. */
+ * reduction waits for a word stored later and then reduces; a copy into
+ * the mirror adds the elements it wrote (64); a wait that is never
+ * satisfied fails its dispatch with -XTQ_ETIMEDOUT after ready_ns, at
+ * `fail` and in the packet's status, and the processor runs the next one. */
 XTQ_TEST(coll_task_ready_word)
 {
     xtq_agent_t *agent = open_agent();
@@ -458,10 +462,10 @@ XTQ_TEST(coll_task_ready_word)
         uint64_t val, later; /* later: stored by a thread 20 ms after the submit */
         int32_t status;
     } cases[] = {{XTQ_COLL_CUDA_REDUCE, 5, 5, 0},
-                 {XTQ_COLL_CUDA_READY, 6, 0, 0},
-                 {XTQ_COLL_CUDA_WAIT, 9, 0, -XTQ_ETIMEDOUT},
-                 {XTQ_COLL_CUDA_REDUCE, 9, 0, -XTQ_ETIMEDOUT},
-                 {XTQ_COLL_CUDA_WAIT, 6, 0, 0}};
+                 {XTQ_COLL_CUDA_COPY, 0, 0, 0}, /* the word: 5 + 64 */
+                 {XTQ_COLL_CUDA_WAIT, 70, 0, -XTQ_ETIMEDOUT},
+                 {XTQ_COLL_CUDA_REDUCE, 70, 0, -XTQ_ETIMEDOUT},
+                 {XTQ_COLL_CUDA_WAIT, 69, 0, 0}};
     for (uint32_t c = 0; c < ARRAY_SIZE(cases); c++) {
         for (uint32_t i = 0; i < n; i++)
             dst[i] = (float)i, in[i] = -1.0f;
@@ -469,15 +473,21 @@ XTQ_TEST(coll_task_ready_word)
         memset(ka, 0, sizeof(*ka));
         ka->dst = (uint64_t)(uintptr_t)dst;
         ka->in = (uint64_t)(uintptr_t)in;
-        ka->count = cases[c].mode == XTQ_COLL_CUDA_REDUCE ? n : 1;
+        ka->count = cases[c].mode == XTQ_COLL_CUDA_WAIT ? 1 : n;
         ka->mode = cases[c].mode;
         ka->type = XTQ_DT_FLOAT;
         ka->op = XTQ_OP_SUM;
         ka->esize = 4;
-        ka->ready = (uint64_t)(uintptr_t)word;
-        ka->ready_val = cases[c].val;
-        ka->ready_ns = cases[c].status ? 5000000ull : 10000000000ull;
-        ka->fail = (uint64_t)(uintptr_t)fail;
+        if (cases[c].mode == XTQ_COLL_CUDA_COPY) {
+            /* dst = in, the mirror too (here: dst itself), counted */
+            ka->mirror = ka->dst;
+            ka->mirror_count = (uint64_t)(uintptr_t)word;
+        } else {
+            ka->ready = (uint64_t)(uintptr_t)word;
+            ka->ready_val = cases[c].val;
+            ka->ready_ns = cases[c].status ? 5000000ull : 10000000000ull;
+            ka->fail = (uint64_t)(uintptr_t)fail;
+        }
         atomic_store(&last_status, 0);
         xtq_signal_store(sig, 1);
         const uint32_t grid[3] = {ka->count, 1, 1};
@@ -509,14 +519,15 @@ XTQ_TEST(coll_task_ready_word)
         CHECK_EQ(atomic_load(&last_status), cases[c].status);
         CHECK_EQ(*fail, cases[c].status);
         for (uint32_t i = 0; i < n; i++) {
-            float want = cases[c].mode == XTQ_COLL_CUDA_REDUCE && cases[c].status == 0
+            float want = cases[c].mode == XTQ_COLL_CUDA_COPY ? -1.0f
+                         : cases[c].mode == XTQ_COLL_CUDA_REDUCE && cases[c].status == 0
                              ? (float)i + 100.0f
                              : (float)i;
             if (dst[i] != want)
                 XTQ_FAIL("case %u: dst[%u] = %g, want %g", c, i, (double)dst[i], (double)want);
         }
-        if (cases[c].mode == XTQ_COLL_CUDA_READY)
-            CHECK_EQ(__atomic_load_n(word, __ATOMIC_ACQUIRE), cases[c].val);
+        if (cases[c].mode == XTQ_COLL_CUDA_COPY)
+            CHECK_EQ(__atomic_load_n(word, __ATOMIC_ACQUIRE), 69);
     }
     CHECK_OK(xtq_cuda_signal_destroy(agent, sig));
     CHECK_OK(xtq_queue_destroy(q));

@@ -209,6 +209,75 @@ template <typename T> struct rounds {
     static constexpr unsigned n = sizeof(T) >= 8 ? 4u : 8u;
 };
 
+/* The ready word (peer reads): a system-scope acquire load on the device
+ * (the word may be in a peer GPU's memory, read over NVLink); the host
+ * build (tests) uses the compiler's atomics. */
+__host__ __device__ __forceinline__ uint64_t ready_load(const uint64_t *w)
+{
+#if defined(__CUDA_ARCH__)
+    uint64_t v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(w) : "memory");
+    return v;
+#else
+    return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+#endif
+}
+
+/* Elements this work-item wrote to the mirror, added to the sender's
+ * ready word once they are visible everywhere (a peer GPU included). */
+__host__ __device__ __forceinline__ void mirror_written(const struct xtq_coll_cuda_args *a,
+                                                       uint64_t n)
+{
+    if (!a->mirror_count || !a->mirror || n == 0)
+        return;
+#if defined(__CUDA_ARCH__)
+    __threadfence_system();
+    atomicAdd_system((unsigned long long *)(uintptr_t)a->mirror_count, (unsigned long long)n);
+#else
+    __atomic_fetch_add((uint64_t *)(uintptr_t)a->mirror_count, n, __ATOMIC_RELEASE);
+#endif
+}
+
+__host__ __device__ __forceinline__ uint64_t ready_clock(void)
+{
+#if defined(__CUDA_ARCH__)
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+#else
+    return 0; /* the host build never waits (tests store the word first) */
+#endif
+}
+
+/* Wait until a->ready holds a->ready_val or more: 1, or 0 once a->ready_ns passed
+ * (the dispatch then fails with -XTQ_ETIMEDOUT, also left at a->fail for
+ * the host, which does not see a local packet's status). */
+__host__ __device__ __forceinline__ int ready_wait(const xtq_cuda_dispatch_t *d,
+                                                   const struct xtq_coll_cuda_args *a)
+{
+    const uint64_t *w = (const uint64_t *)(uintptr_t)a->ready;
+    uint64_t start = 0;
+    for (unsigned spin = 0;; spin++) {
+        if (ready_load(w) >= a->ready_val)
+            return 1;
+        const uint64_t now = ready_clock();
+        if (spin == 0)
+            start = now;
+        else if (now - start > a->ready_ns || (now == 0 && spin > (1u << 20)))
+            break;
+    }
+#if defined(__CUDA_ARCH__)
+    xtq_cuda_task_fail(d, -XTQ_ETIMEDOUT);
+    if (a->fail)
+        atomicCAS_system((int *)(uintptr_t)a->fail, 0, -XTQ_ETIMEDOUT);
+#else
+    (void)d;
+    if (a->fail)
+        __atomic_store_n((int32_t *)(uintptr_t)a->fail, -XTQ_ETIMEDOUT, __ATOMIC_RELEASE);
+#endif
+    return 0;
+}
+
 /*
  * dst[i] = lhs[i] op rhs[i] (COPY: dst[i] = in[i]) for i = first,
  * first + stride, ... < count, `rounds<T>::n` elements per round; the
@@ -232,6 +301,7 @@ __host__ __device__ __forceinline__ void stride_loop(const struct xtq_coll_cuda_
     const T *rhs = mode == XTQ_COLL_CUDA_REDUCE_IN_A ? av : in;
     const bool copy = mode != XTQ_COLL_CUDA_REDUCE && mode != XTQ_COLL_CUDA_REDUCE_IN_A &&
                       mode != XTQ_COLL_CUDA_REDUCE_A_IN;
+    uint64_t written = 0;
     for (uint64_t base = first; base < count; base += U * stride) {
         T x[U] = {}, y[U] = {}; /* (x unused by COPY) */
         XTQ_COLL_CUDA_UNROLL
@@ -251,9 +321,11 @@ __host__ __device__ __forceinline__ void stride_loop(const struct xtq_coll_cuda_
                 dst[i] = r;
                 if (mirror)
                     mirror[i] = r;
+                written++;
             }
         }
     }
+    mirror_written(a, written);
 }
 
 template <typename T, typename U>
@@ -320,75 +392,14 @@ __host__ __device__ __forceinline__ void bytes(const struct xtq_coll_cuda_args *
     const uint8_t *in = (const uint8_t *)(uintptr_t)a->in;
     uint8_t *m = (uint8_t *)(uintptr_t)a->mirror;
     const uint32_t es = a->esize;
-    for (uint64_t i = first; i < a->count; i += stride)
+    uint64_t written = 0;
+    for (uint64_t i = first; i < a->count; i += stride, written++)
         for (uint32_t b = 0; b < es; b++) {
             dst[i * es + b] = in[i * es + b];
             if (m)
                 m[i * es + b] = in[i * es + b];
         }
-}
-
-/* The ready word (peer reads): a system-scope acquire load and release
- * store on the device (the word may be in a peer GPU's memory, read over
- * NVLink); the host build (tests) uses the compiler's atomics. */
-__host__ __device__ __forceinline__ uint64_t ready_load(const uint64_t *w)
-{
-#if defined(__CUDA_ARCH__)
-    uint64_t v;
-    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(w) : "memory");
-    return v;
-#else
-    return __atomic_load_n(w, __ATOMIC_ACQUIRE);
-#endif
-}
-
-__host__ __device__ __forceinline__ void ready_store(uint64_t *w, uint64_t v)
-{
-#if defined(__CUDA_ARCH__)
-    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(w), "l"(v) : "memory");
-#else
-    __atomic_store_n(w, v, __ATOMIC_RELEASE);
-#endif
-}
-
-__host__ __device__ __forceinline__ uint64_t ready_clock(void)
-{
-#if defined(__CUDA_ARCH__)
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-#else
-    return 0; /* the host build never waits (tests store the word first) */
-#endif
-}
-
-/* Wait until a->ready holds a->ready_val: 1, or 0 once a->ready_ns passed
- * (the dispatch then fails with -XTQ_ETIMEDOUT, also left at a->fail for
- * the host, which does not see a local packet's status). */
-__host__ __device__ __forceinline__ int ready_wait(const xtq_cuda_dispatch_t *d,
-                                                   const struct xtq_coll_cuda_args *a)
-{
-    const uint64_t *w = (const uint64_t *)(uintptr_t)a->ready;
-    uint64_t start = 0;
-    for (unsigned spin = 0;; spin++) {
-        if (ready_load(w) == a->ready_val)
-            return 1;
-        const uint64_t now = ready_clock();
-        if (spin == 0)
-            start = now;
-        else if (now - start > a->ready_ns || (now == 0 && spin > (1u << 20)))
-            break;
-    }
-#if defined(__CUDA_ARCH__)
-    xtq_cuda_task_fail(d, -XTQ_ETIMEDOUT);
-    if (a->fail)
-        atomicCAS_system((int *)(uintptr_t)a->fail, 0, -XTQ_ETIMEDOUT);
-#else
-    (void)d;
-    if (a->fail)
-        __atomic_store_n((int32_t *)(uintptr_t)a->fail, -XTQ_ETIMEDOUT, __ATOMIC_RELEASE);
-#endif
-    return 0;
+    mirror_written(a, written);
 }
 
 } // namespace xtq_coll_cuda_detail
@@ -413,17 +424,13 @@ static __host__ __device__ void xtq_coll_cuda_task(const xtq_cuda_dispatch_t *d,
     const uint64_t first = (uint64_t)d->workgroup_id[0] * d->workgroup_size[0] + d->local_id[0];
     const uint64_t stride = d->grid_size[0] ? d->grid_size[0] : 1;
 
-    /* The ready word of peer reads: the sender's GPU stores it after the
-     * copies that fill what its sends read; a receiving task waits for it
-     * before it reads the piece (then the message went out with the call,
-     * not after the sender's copy: docs/allreduce.md, "Ready words"). */
-    if (a->mode == XTQ_COLL_CUDA_READY || a->mode == XTQ_COLL_CUDA_WAIT) {
-        if (first == 0 && a->ready) {
-            if (a->mode == XTQ_COLL_CUDA_READY)
-                ready_store((uint64_t *)(uintptr_t)a->ready, a->ready_val);
-            else
-                (void)ready_wait(d, a);
-        }
+    /* The ready word of peer reads: the sender's copies advance it as they
+     * fill what its sends read (mirror_count); a receiving task waits for
+     * it before it reads the piece (then the message went out with the
+     * call, not after the sender's copy: docs/allreduce.md, "Ready words"). */
+    if (a->mode == XTQ_COLL_CUDA_WAIT) {
+        if (first == 0 && a->ready)
+            (void)ready_wait(d, a);
         return;
     }
     if (first >= a->count)

@@ -20,11 +20,6 @@ enum xtq_coll_cuda_mode {
     XTQ_COLL_CUDA_REDUCE_IN_A = 1, /**< dst = in op a */
     XTQ_COLL_CUDA_REDUCE_A_IN = 2, /**< dst = a op in */
     XTQ_COLL_CUDA_COPY = 3,        /**< dst = in */
-    /** One work-item: store ready_val at `ready`. A packet after others in
-     *  the queue (each released at system scope): what they wrote is
-     *  visible to whoever reads the word, a peer GPU included. */
-    XTQ_COLL_CUDA_READY = 4,
-    /** One work-item: wait until `ready` holds ready_val, nothing else. */
     XTQ_COLL_CUDA_WAIT = 5,
 };
 
@@ -38,15 +33,22 @@ struct xtq_coll_cuda_args {
     uint32_t mode, type, op, esize; /**< enum xtq_coll_cuda_mode, xtq_datatype, xtq_op, bytes */
     /**
      * A sender's ready word (64 bits, device memory, a peer GPU's mapped
-     * one included), or 0. READY stores ready_val there; every other mode
-     * first waits until it holds ready_val (`in` is then written), for at
-     * most ready_ns nanoseconds: past that the dispatch fails with
-     * -XTQ_ETIMEDOUT, also written to `fail`.
+     * one included), or 0: the task first waits until it holds ready_val
+     * or more (`in` is then written), for at most ready_ns nanoseconds;
+     * past that the dispatch fails with -XTQ_ETIMEDOUT, also written to
+     * `fail`.
      */
     uint64_t ready;
     uint64_t ready_val;
     uint64_t ready_ns;
     uint64_t fail; /**< mapped host int32_t: a failed wait's error (0: none) */
+    /**
+     * The ready word this task advances (its own GPU's), or 0: each
+     * work-item adds the elements it wrote to `mirror`, after a
+     * system-scope fence, so the word reaches a known total once the
+     * whole mirror range is written.
+     */
+    uint64_t mirror_count;
 };
 
 #ifdef __cplusplus
