@@ -1362,12 +1362,12 @@ static int gpu_copies_chain(struct xtq_coll_req *req)
 }
 
 /* Peer reads: the copies gpu_prepare left to the post, on the processor in
- * queue order; nobody here waits for them. Those that write the buffer
- * peers read advance its ready word by the elements they wrote, and the
- * sends carry the word's total after them (req->ready_val). Submitted
- * before any of the call's sends goes out, so a peer's task that waits
- * for the word never waits for a task queued behind one of this GPU's
- * own waits. */
+ * queue order; nobody here waits for them. Those that write what a send
+ * reads (in the buffer peers map) advance its ready word by the elements
+ * they wrote, and the sends carry the word's total after them
+ * (req->ready_val). Submitted before any of the call's sends goes out, so
+ * a peer's task that waits for the word never waits for a task queued
+ * behind one of this GPU's own waits. */
 static int gpu_copies_ready(struct xtq_coll_req *req)
 {
     struct xtq_coll_team *t = req->team;
@@ -1393,7 +1393,7 @@ static int gpu_copies_ready(struct xtq_coll_req *req)
         a.mirror = (uint64_t)(uintptr_t)c->mirror;
         a.count = c->cnt;
         a.mode = XTQ_COLL_CUDA_COPY;
-        if (c->mirror && !t->drop_ready)
+        if (c->send >= 0 && !t->drop_ready)
             a.mirror_count = (uint64_t)(uintptr_t)slot->pmirror;
         rc = coll_gpu_start_signal(t->gpu, &a, &slot->chain_args[k], slot->ready_sig,
                                    gpu_timeout(t));
@@ -1453,14 +1453,12 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
          * has the GPU store after the copies (gpu_copies_ready). */
         req->ncopies = nc;
         req->ready_path = 1;
-        for (unsigned k = 0; k < nc; k++) {
-            if (c[k].mirror)
+        for (unsigned k = 0; k < nc; k++)
+            if (c[k].send >= 0) { /* it writes the range the send reads */
                 slot->ready_total += c[k].cnt;
-            if (c[k].send >= 0) {
                 req->ready[c[k].send] = 1;
                 t->readied++;
             }
-        }
         req->ready_val = slot->ready_total;
         return 0;
     }

@@ -223,12 +223,13 @@ __host__ __device__ __forceinline__ uint64_t ready_load(const uint64_t *w)
 #endif
 }
 
-/* Elements this work-item wrote to the mirror, added to the sender's
- * ready word once they are visible everywhere (a peer GPU included). */
+/* Elements this work-item wrote (to dst, and to the mirror if any), added
+ * to the sender's ready word once they are visible everywhere (a peer GPU
+ * included). */
 __host__ __device__ __forceinline__ void mirror_written(const struct xtq_coll_cuda_args *a,
                                                        uint64_t n)
 {
-    if (!a->mirror_count || !a->mirror || n == 0)
+    if (!a->mirror_count || n == 0)
         return;
 #if defined(__CUDA_ARCH__)
     __threadfence_system();

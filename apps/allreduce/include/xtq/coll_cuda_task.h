@@ -44,9 +44,9 @@ struct xtq_coll_cuda_args {
     uint64_t fail; /**< mapped host int32_t: a failed wait's error (0: none) */
     /**
      * The ready word this task advances (its own GPU's), or 0: each
-     * work-item adds the elements it wrote to `mirror`, after a
-     * system-scope fence, so the word reaches a known total once the
-     * whole mirror range is written.
+     * work-item adds the elements it wrote, after a system-scope fence,
+     * so the word reaches a known total once the task's range (in `mirror`
+     * or, without one, in `dst`) is written.
      */
     uint64_t mirror_count;
 };
