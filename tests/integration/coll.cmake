@@ -140,14 +140,15 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   xtq_add_mpi_case(NAME coll.gpu_team.peer.shm.np2 NP 2 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> gpu_team TIMEOUT 300
                    ENV XTQ_COLL_GPU_PEER=on)
-  # Peer reads through the chained copies instead of the ready word.
-  xtq_add_mpi_case(NAME coll.gpu_team.chain.shm.np2 NP 2 PROVIDER shm LABEL coll
+  # Peer reads with the ready word (XTQ_COLL_GPU_READY) instead of the
+  # chained copies.
+  xtq_add_mpi_case(NAME coll.gpu_team.ready.shm.np2 NP 2 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> gpu_team TIMEOUT 300
-                   ENV XTQ_COLL_GPU_PEER=on XTQ_COLL_GPU_READY=0)
-  # A peer whose ready word never comes: both calls fail, none hangs.
+                   ENV XTQ_COLL_GPU_PEER=on XTQ_COLL_GPU_READY=1)
+  # A peer whose ready word never comes: the reader's call fails, none hangs.
   xtq_add_mpi_case(NAME coll.gpu_ready_lost.shm.np2 NP 2 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> gpu_ready_lost TIMEOUT 120
-                   ENV XTQ_COLL_TIMEOUT_MS=3000)
+                   ENV XTQ_COLL_TIMEOUT_MS=3000 XTQ_COLL_GPU_READY=1)
   if(TARGET xtq_allreduce)
     # Every GPU path of the application, each checked (skips without a GPU).
     xtq_add_mpi_case(NAME coll.gpu_paths.shm.np2 NP 2 PROVIDER shm LABEL coll
@@ -166,7 +167,7 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
     set_property(TEST ${t} APPEND PROPERTY LABELS integration)
   endforeach()
   foreach(t coll.gpu_team.shm.np2 coll.gpu_team.stream.shm.np2 coll.gpu_team.host.shm.np2
-            coll.gpu_team.peer.shm.np2 coll.gpu_team.chain.shm.np2 coll.gpu_ready_lost.shm.np2
+            coll.gpu_team.peer.shm.np2 coll.gpu_team.ready.shm.np2 coll.gpu_ready_lost.shm.np2
             coll.gpu_paths.shm.np2)
     if(TEST ${t})
       set_property(TEST ${t} APPEND PROPERTY LABELS gpu)
@@ -177,7 +178,7 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
     # application's MPI_Init) sit in components it has unloaded by then,
     # which no suppression can name: leak checking is off for those two.
     foreach(t IN LISTS coll_cases ITEMS coll.gpu_team.shm.np2 coll.gpu_team.stream.shm.np2
-              coll.gpu_team.host.shm.np2 coll.gpu_team.peer.shm.np2 coll.gpu_team.chain.shm.np2
+              coll.gpu_team.host.shm.np2 coll.gpu_team.peer.shm.np2 coll.gpu_team.ready.shm.np2
               coll.gpu_ready_lost.shm.np2)
       set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
                    "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
