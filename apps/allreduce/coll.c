@@ -168,6 +168,7 @@ struct coll_slot {
      * copy posted so far ran (elements written to the buffer). */
     xtq_signal_t *ready_sig;
     uint64_t ready_total;
+    uint64_t *ready_host; /* pinned: the total the stream copies to the word */
     uint32_t ntrig;
     struct coll_early early[COLL_EARLY_MAX];
 };
@@ -195,7 +196,7 @@ struct xtq_coll_req {
     _Atomic uint8_t *issued;     /* per send: handed to xtq_put(v) */
     uint8_t *gated;              /* per send: armed on its mirror copy's completion */
     uint8_t *ready;              /* per send: goes at once, the peer waits for the ready word */
-    int ready_path;              /* the post's copies advance the ready word */
+    int ready_path;              /* enum coll_ready: the post's copies advance the ready word */
     uint64_t ready_val;          /* ... to this */
     struct gpu_copy *copies;     /* CUDA teams: the copies the post chains */
     unsigned ncopies;
@@ -302,7 +303,7 @@ struct xtq_coll_team {
      * and every peer maps them (`peer`); what this rank has mapped of each
      * peer's slots (pmap[sender * nslots + slot]). */
     int peer;
-    int ready;      /* XTQ_COLL_GPU_READY */
+    int ready;      /* XTQ_COLL_GPU_READY: enum coll_ready */
     int drop_ready; /* tests: the ready word is never stored */
     struct coll_peer_map *pmap;
     _Atomic int32_t peer_votes, peer_yes; /* team creation: peers' verdicts */
@@ -851,6 +852,13 @@ static int payload_fits(const struct coll_hdr *h, size_t len)
 
 /* The start of a peer-read buffer: the ready word (COLL_HDR_READY). */
 #define COLL_READY_BYTES 256
+
+/* Who advances the ready word (XTQ_COLL_GPU_READY). */
+enum coll_ready {
+    COLL_READY_OFF,    /* nobody: a send waits for its copy (chained, or waited for) */
+    COLL_READY_COPY,   /* the processor's copies (small calls) */
+    COLL_READY_STREAM, /* out of place: the stream's copies, then a copy of the total */
+};
 
 static int64_t gpu_timeout(const struct xtq_coll_team *t);
 
@@ -1401,6 +1409,75 @@ static int gpu_copies_ready(struct xtq_coll_req *req)
     return rc;
 }
 
+/* XTQ_COLL_GPU_READY=stream, out of place: no prologue, and every send that
+ * reads the input reads SEND, which no receive writes. Then those sends go
+ * with the call, and after them the stream copies their ranges to the
+ * buffer peers read and the ready word's new total after that
+ * (gpu_copies_stream); nothing here waits, and no processor task runs
+ * before a receiver's reduction. 1 when the call goes this way. */
+static int gpu_prepare_stream_ready(struct xtq_coll_req *req, const struct coll_sched *s)
+{
+    struct xtq_coll_team *t = req->team;
+    struct coll_slot *slot = &t->slots[req->slot];
+    struct coll_exec *e = &slot->exec;
+    size_t es = e->esize;
+    unsigned nc = 0;
+
+    if (!e->buf[COLL_BUF_SEND])
+        return 0;
+    for (unsigned k = 0; k < s->nprologue; k++)
+        if (s->prologue[k].cnt)
+            return 0;
+    for (uint32_t si = 0; si < s->nsends; si++) {
+        const struct coll_op *op = &s->ops[s->send_op[si]];
+        if (!send_reads_input(s, op))
+            continue;
+        if (op->buf != COLL_BUF_SEND || nc == GPU_COPIES_MAX)
+            return 0;
+        nc++;
+    }
+    if (nc == 0)
+        return 0;
+    if (!slot->ready_host && !(slot->ready_host = coll_gpu_host_alloc(t->gpu, 64)))
+        return 0;
+    nc = 0;
+    for (uint32_t si = 0; si < s->nsends; si++) {
+        const struct coll_op *op = &s->ops[s->send_op[si]];
+        if (!send_reads_input(s, op))
+            continue;
+        req->copies[nc++] = (struct gpu_copy){gpu_mirror(slot, op->buf) + op->off * es, NULL,
+                                              (uint8_t *)e->buf[op->buf] + op->off * es, op->cnt,
+                                              si};
+        slot->ready_total += op->cnt;
+        req->ready[si] = 1;
+        t->readied++;
+    }
+    req->ncopies = nc;
+    req->ready_path = COLL_READY_STREAM;
+    req->ready_val = slot->ready_total;
+    return 1;
+}
+
+/* The stream's copies of a call that went with XTQ_COLL_GPU_READY=stream,
+ * after its sends: each range to the buffer peers read, then the ready
+ * word's new total (from pinned memory, in stream order after them). */
+static int gpu_copies_stream(struct xtq_coll_req *req)
+{
+    struct xtq_coll_team *t = req->team;
+    struct coll_slot *slot = &t->slots[req->slot];
+    size_t es = slot->exec.esize;
+    int rc = 0;
+
+    for (unsigned k = 0; k < req->ncopies && rc == 0; k++)
+        rc = coll_gpu_copy(t->gpu, req->copies[k].dst, req->copies[k].src,
+                           req->copies[k].cnt * es, 0);
+    if (rc == 0 && !t->drop_ready) {
+        *slot->ready_host = req->ready_val;
+        rc = coll_gpu_copy(t->gpu, slot->pmirror, slot->ready_host, sizeof(uint64_t), 0);
+    }
+    return rc;
+}
+
 /* Before a CUDA team's post: the prologue's copies in device memory, and
  * the host mirror of every range a send reads before any receive wrote it.
  * Small ones (none over coll_gpu_copy_max) run as tasks on the processor,
@@ -1423,6 +1500,8 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
         rc = grow_mirror(t, slot, COLL_BUF_SEND, n);
     if (rc)
         return rc;
+    if (t->ready == COLL_READY_STREAM && gpu_prepare_stream_ready(req, s))
+        return 0;
     for (unsigned k = 0; k < s->nprologue && !stream; k++) {
         const struct coll_copy *p = &s->prologue[k];
         stream = nc == GPU_COPIES_MAX || p->cnt * es > coll_gpu_copy_max(t->gpu);
@@ -1447,12 +1526,12 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
         else
             stream = 1;
     }
-    if (!stream && nc > 0 && t->peer && t->ready && coll_gpu_can_chain(t->gpu)) {
+    if (!stream && nc > 0 && t->ready == COLL_READY_COPY && coll_gpu_can_chain(t->gpu)) {
         /* Peer reads: the sends that read a copy go with the call; their
          * receivers' GPUs wait for this slot's ready word, which the post
          * has the GPU store after the copies (gpu_copies_ready). */
         req->ncopies = nc;
-        req->ready_path = 1;
+        req->ready_path = COLL_READY_COPY;
         for (unsigned k = 0; k < nc; k++)
             if (c[k].send >= 0) { /* it writes the range the send reads */
                 slot->ready_total += c[k].cnt;
@@ -1605,7 +1684,8 @@ static int post(struct xtq_coll_req *req)
             xtq_signal_store(slot->trig[si], op->ndeps + req->gated[si]);
     }
     /* The triggers hold their counts: the copies may decrement them now. */
-    if (req->ncopies && (rc = req->ready_path ? gpu_copies_ready(req) : gpu_copies_chain(req)) != 0) {
+    if (req->ncopies && req->ready_path != COLL_READY_STREAM &&
+        (rc = req->ready_path ? gpu_copies_ready(req) : gpu_copies_chain(req)) != 0) {
         (void)coll_gpu_fence(t->gpu, gpu_timeout(t));
         req->ncopies = 0;
         return rc;
@@ -1626,6 +1706,12 @@ static int post(struct xtq_coll_req *req)
     for (uint32_t si = 0; si < ns; si++)
         if (s->ops[s->send_op[si]].ndeps == 0 || t->engine)
             issue(req, si);
+    /* The sends that read the input went first: their receivers get ready
+     * while the stream copies what they will read. */
+    if (req->ready_path == COLL_READY_STREAM && (rc = gpu_copies_stream(req)) != 0) {
+        note(t, "copying the input to the buffer peers read: %s", xtq_strerror(rc));
+        fail_inst(req, rc);
+    }
     for (uint64_t k = 0; k < early; k++) {
         struct coll_early *rec = &slot->early[k];
         uint32_t ready;
@@ -1831,8 +1917,12 @@ static void reap(struct xtq_coll_req *req)
     linger_or_free(t, req);
     /* A failed instance's chained copies may not have run: they decrement
      * this slot's triggers, which the next instance sets again. */
-    if (req->ncopies && req->status)
-        (void)coll_gpu_fence(t->gpu, gpu_timeout(t));
+    if (req->ncopies && req->status) {
+        if (req->ready_path == COLL_READY_STREAM)
+            (void)coll_gpu_copy(t->gpu, NULL, NULL, 0, 1); /* the stream's copies */
+        else
+            (void)coll_gpu_fence(t->gpu, gpu_timeout(t));
+    }
     free(req->cmd);
     free((void *)req->send_left);
     free(req->gated);
@@ -2224,8 +2314,9 @@ enum xtq_coll_triggers xtq_coll_team_triggers(const xtq_coll_team_t *t)
 
 XTQ_COLL_API int64_t coll_team_ready_sends(const struct xtq_coll_team *t)
 {
-    if (!t->gpu || !t->peer || !t->ready || !coll_gpu_can_chain(t->gpu) ||
-        !coll_gpu_copy_max(t->gpu))
+    if (!t->gpu || !t->peer || t->ready == COLL_READY_OFF)
+        return -1;
+    if (t->ready == COLL_READY_COPY && (!coll_gpu_can_chain(t->gpu) || !coll_gpu_copy_max(t->gpu)))
         return -1;
     return (int64_t)t->readied;
 }
@@ -2472,7 +2563,14 @@ static int peer_setup(struct xtq_coll_team *t)
     if (vrc)
         return vrc;
     t->peer = mine && atomic_load(&t->peer_yes) == t->size - 1;
-    t->ready = t->peer && param_on("XTQ_COLL_GPU_READY");
+    {
+        const char *rv = param_value("XTQ_COLL_GPU_READY");
+        t->ready = !t->peer || !rv ? COLL_READY_OFF
+                   : strcasecmp(rv, "stream") == 0 ? COLL_READY_STREAM
+                   : param_on("XTQ_COLL_GPU_READY") || strcasecmp(rv, "copy") == 0
+                       ? COLL_READY_COPY
+                       : COLL_READY_OFF;
+    }
     if (!t->peer && forced) {
         coll_err("XTQ_COLL_GPU_PEER=on, but a rank cannot map a peer's GPU memory%s%s\n",
                  rc ? ": " : "", rc ? xtq_strerror(rc) : "");
@@ -2533,6 +2631,7 @@ static void team_free(struct xtq_coll_team *t)
             for (unsigned b = 0; b < COLL_BUF_COUNT; b++)
                 coll_gpu_host_free(t->gpu, s->mirror[b]);
             coll_gpu_host_free(t->gpu, s->chain_args);
+            coll_gpu_host_free(t->gpu, s->ready_host);
             coll_gpu_ipc_free(t->gpu, s->pmirror);
         }
         if (s->ready_sig)

@@ -144,11 +144,17 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   # chained copies.
   xtq_add_mpi_case(NAME coll.gpu_team.ready.shm.np2 NP 2 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> gpu_team TIMEOUT 300
-                   ENV XTQ_COLL_GPU_PEER=on XTQ_COLL_GPU_READY=1)
+                   ENV XTQ_COLL_GPU_PEER=on XTQ_COLL_GPU_READY=copy)
+  xtq_add_mpi_case(NAME coll.gpu_team.ready_stream.shm.np2 NP 2 PROVIDER shm LABEL coll
+                   COMMAND $<TARGET_FILE:test_coll> gpu_team TIMEOUT 300
+                   ENV XTQ_COLL_GPU_PEER=on XTQ_COLL_GPU_READY=stream)
   # A peer whose ready word never comes: the reader's call fails, none hangs.
   xtq_add_mpi_case(NAME coll.gpu_ready_lost.shm.np2 NP 2 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> gpu_ready_lost TIMEOUT 120
-                   ENV XTQ_COLL_TIMEOUT_MS=3000 XTQ_COLL_GPU_READY=1)
+                   ENV XTQ_COLL_TIMEOUT_MS=3000 XTQ_COLL_GPU_READY=copy)
+  xtq_add_mpi_case(NAME coll.gpu_ready_lost.stream.shm.np2 NP 2 PROVIDER shm LABEL coll
+                   COMMAND $<TARGET_FILE:test_coll> gpu_ready_lost TIMEOUT 120
+                   ENV XTQ_COLL_TIMEOUT_MS=3000 XTQ_COLL_GPU_READY=stream)
   if(TARGET xtq_allreduce)
     # Every GPU path of the application, each checked (skips without a GPU).
     xtq_add_mpi_case(NAME coll.gpu_paths.shm.np2 NP 2 PROVIDER shm LABEL coll
@@ -167,7 +173,8 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
     set_property(TEST ${t} APPEND PROPERTY LABELS integration)
   endforeach()
   foreach(t coll.gpu_team.shm.np2 coll.gpu_team.stream.shm.np2 coll.gpu_team.host.shm.np2
-            coll.gpu_team.peer.shm.np2 coll.gpu_team.ready.shm.np2 coll.gpu_ready_lost.shm.np2
+            coll.gpu_team.peer.shm.np2 coll.gpu_team.ready.shm.np2 coll.gpu_team.ready_stream.shm.np2
+            coll.gpu_ready_lost.shm.np2 coll.gpu_ready_lost.stream.shm.np2
             coll.gpu_paths.shm.np2)
     if(TEST ${t})
       set_property(TEST ${t} APPEND PROPERTY LABELS gpu)
@@ -179,7 +186,8 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
     # which no suppression can name: leak checking is off for those two.
     foreach(t IN LISTS coll_cases ITEMS coll.gpu_team.shm.np2 coll.gpu_team.stream.shm.np2
               coll.gpu_team.host.shm.np2 coll.gpu_team.peer.shm.np2 coll.gpu_team.ready.shm.np2
-              coll.gpu_ready_lost.shm.np2)
+              coll.gpu_team.ready_stream.shm.np2 coll.gpu_ready_lost.shm.np2
+              coll.gpu_ready_lost.stream.shm.np2)
       set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
                    "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
     endforeach()
