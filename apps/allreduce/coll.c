@@ -858,6 +858,7 @@ enum coll_ready {
     COLL_READY_OFF,    /* nobody: a send waits for its copy (chained, or waited for) */
     COLL_READY_COPY,   /* the processor's copies (small calls) */
     COLL_READY_STREAM, /* out of place: the stream's copies, then a copy of the total */
+    COLL_READY_AUTO,   /* COPY where the copies run on the processor, else STREAM */
 };
 
 static int64_t gpu_timeout(const struct xtq_coll_team *t);
@@ -1500,7 +1501,9 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
         rc = grow_mirror(t, slot, COLL_BUF_SEND, n);
     if (rc)
         return rc;
-    if (t->ready == COLL_READY_STREAM && gpu_prepare_stream_ready(req, s))
+    if ((t->ready == COLL_READY_STREAM ||
+         (t->ready == COLL_READY_AUTO && n > coll_gpu_copy_max(t->gpu))) &&
+        gpu_prepare_stream_ready(req, s))
         return 0;
     for (unsigned k = 0; k < s->nprologue && !stream; k++) {
         const struct coll_copy *p = &s->prologue[k];
@@ -1526,10 +1529,11 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
         else
             stream = 1;
     }
-    if (!stream && nc > 0 && t->ready == COLL_READY_COPY && coll_gpu_can_chain(t->gpu)) {
+    if (!stream && nc > 0 && (t->ready == COLL_READY_COPY || t->ready == COLL_READY_AUTO) &&
+        coll_gpu_can_chain(t->gpu)) {
         /* Peer reads: the sends that read a copy go with the call; their
-         * receivers' GPUs wait for this slot's ready word, which the post
-         * has the GPU store after the copies (gpu_copies_ready). */
+         * receivers' GPUs wait for this slot's ready word, which the
+         * copies advance (gpu_copies_ready). */
         req->ncopies = nc;
         req->ready_path = COLL_READY_COPY;
         for (unsigned k = 0; k < nc; k++)
@@ -2318,6 +2322,8 @@ XTQ_COLL_API int64_t coll_team_ready_sends(const struct xtq_coll_team *t)
         return -1;
     if (t->ready == COLL_READY_COPY && (!coll_gpu_can_chain(t->gpu) || !coll_gpu_copy_max(t->gpu)))
         return -1;
+    if (t->ready == COLL_READY_AUTO && !coll_gpu_can_chain(t->gpu))
+        return -1; /* small calls wait for their copies in the post */
     return (int64_t)t->readied;
 }
 
@@ -2567,6 +2573,7 @@ static int peer_setup(struct xtq_coll_team *t)
         const char *rv = param_value("XTQ_COLL_GPU_READY");
         t->ready = !t->peer || !rv ? COLL_READY_OFF
                    : strcasecmp(rv, "stream") == 0 ? COLL_READY_STREAM
+                   : strcasecmp(rv, "auto") == 0   ? COLL_READY_AUTO
                    : param_on("XTQ_COLL_GPU_READY") || strcasecmp(rv, "copy") == 0
                        ? COLL_READY_COPY
                        : COLL_READY_OFF;

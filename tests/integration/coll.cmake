@@ -140,8 +140,12 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   xtq_add_mpi_case(NAME coll.gpu_team.peer.shm.np2 NP 2 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> gpu_team TIMEOUT 300
                    ENV XTQ_COLL_GPU_PEER=on)
-  # Peer reads with the ready word (XTQ_COLL_GPU_READY) instead of the
-  # chained copies.
+  # Peer reads with each way of advancing the ready word
+  # (XTQ_COLL_GPU_READY; the default, auto, takes both), and without it:
+  # the sends wait for their copies (chained).
+  xtq_add_mpi_case(NAME coll.gpu_team.ready_off.shm.np2 NP 2 PROVIDER shm LABEL coll
+                   COMMAND $<TARGET_FILE:test_coll> gpu_team TIMEOUT 300
+                   ENV XTQ_COLL_GPU_PEER=on XTQ_COLL_GPU_READY=off)
   xtq_add_mpi_case(NAME coll.gpu_team.ready.shm.np2 NP 2 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> gpu_team TIMEOUT 300
                    ENV XTQ_COLL_GPU_PEER=on XTQ_COLL_GPU_READY=copy)
@@ -172,10 +176,11 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   foreach(t IN LISTS coll_cases)
     set_property(TEST ${t} APPEND PROPERTY LABELS integration)
   endforeach()
-  foreach(t coll.gpu_team.shm.np2 coll.gpu_team.stream.shm.np2 coll.gpu_team.host.shm.np2
-            coll.gpu_team.peer.shm.np2 coll.gpu_team.ready.shm.np2 coll.gpu_team.ready_stream.shm.np2
-            coll.gpu_ready_lost.shm.np2 coll.gpu_ready_lost.stream.shm.np2
-            coll.gpu_paths.shm.np2)
+  set(coll_gpu_cases coll.gpu_team.shm.np2 coll.gpu_team.stream.shm.np2
+      coll.gpu_team.host.shm.np2 coll.gpu_team.peer.shm.np2 coll.gpu_team.ready_off.shm.np2
+      coll.gpu_team.ready.shm.np2 coll.gpu_team.ready_stream.shm.np2 coll.gpu_ready_lost.shm.np2
+      coll.gpu_ready_lost.stream.shm.np2)
+  foreach(t IN LISTS coll_gpu_cases ITEMS coll.gpu_paths.shm.np2)
     if(TEST ${t})
       set_property(TEST ${t} APPEND PROPERTY LABELS gpu)
     endif()
@@ -184,10 +189,7 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
     # PMIx's exit-time leaks are suppressed (lsan.supp); Open MPI's (the
     # application's MPI_Init) sit in components it has unloaded by then,
     # which no suppression can name: leak checking is off for those two.
-    foreach(t IN LISTS coll_cases ITEMS coll.gpu_team.shm.np2 coll.gpu_team.stream.shm.np2
-              coll.gpu_team.host.shm.np2 coll.gpu_team.peer.shm.np2 coll.gpu_team.ready.shm.np2
-              coll.gpu_team.ready_stream.shm.np2 coll.gpu_ready_lost.shm.np2
-              coll.gpu_ready_lost.stream.shm.np2)
+    foreach(t IN LISTS coll_cases coll_gpu_cases)
       set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
                    "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
     endforeach()

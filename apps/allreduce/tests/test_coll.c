@@ -828,12 +828,11 @@ XTQ_TEST(gpu_team)
                  * team chains (XTQ_COLL_GPU_CHAIN). (The others may send
                  * nothing first at one element.) */
                 int64_t chained = coll_team_chained_sends(t), readied = coll_team_ready_sends(t);
-                const char *rv = getenv("XTQ_COLL_GPU_READY"); /* default off */
-                int ready_off = !(rv && (strcmp(rv, "1") == 0 || strcmp(rv, "copy") == 0 ||
-                                         strcmp(rv, "stream") == 0));
+                const char *rv = getenv("XTQ_COLL_GPU_READY"); /* default auto */
+                int ready_off = rv && (strcmp(rv, "off") == 0 || strcmp(rv, "0") == 0);
                 if ((ready_off || peer != 1) && readied != -1)
                     XTQ_FAIL("rank %d: the team sends before its copies (ready word), but %s",
-                             rank, ready_off ? "XTQ_COLL_GPU_READY is off" : "without peer reads");
+                             rank, ready_off ? "XTQ_COLL_GPU_READY=off" : "without peer reads");
                 if (!ready_off && peer == 1 && chained >= 0 && readied < 0)
                     XTQ_FAIL("rank %d: peer reads and a chaining GPU, but no ready word", rank);
                 if (algs[a] == XTQ_COLL_ALG_RD && k == 0 && readied == 0)
