@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# XTQ_COLL_GPU_READY off / copy / stream on a machine of 2-4 GPUs: the
-# tests of the ready word, then xtq_allreduce on 2 ranks alternating the
-# three (ROUNDS rounds, 8 B - 4 MiB), 3 and 4 ranks checked with stream,
-# and Fig. 9c with stream. After STAGES=build bash bench/gpu_device_run.sh:
+# XTQ_COLL_GPU_READY off / copy / stream (VARIANTS) on a machine of 2-4
+# GPUs: the tests of the ready word and the collectives' GPU cases
+# (CTEST_RE), then xtq_allreduce on 2 ranks alternating the variants
+# (ROUNDS rounds, 8 B - 4 MiB), 3 and 4 ranks checked with the last
+# variant, and Fig. 9c with it (STRONG=0: not). After
+# STAGES=build bash bench/gpu_device_run.sh:
 #   COMMIT=<hash> bash bench/diag/ready_ab.sh   -> $OUT/results.tgz
 set -uo pipefail
 B=${B:-/tmp/build-gpu}; R=${R:-/tmp/res}; OUT=${OUT:-/tmp/out}
@@ -14,11 +16,14 @@ pack() { tar -C "$R" -czf "$OUT/results.tgz" .; }
 hdr() { echo "# machine: ${NG}x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores; commit ${COMMIT:-?}; $*"; }
 MPI="mpirun --bind-to none -x CUDA_MODULE_LOADING=EAGER -x NCCL_NVLS_ENABLE=0"
 AR="$B/apps/allreduce/xtq_allreduce"
-{ hdr "ctest -R 'ready|coll.gpu|grid_tags'"
-  (cd "$B" && timeout 200 ctest -R 'ready|coll.gpu|grid_tags' --output-on-failure)
+RE=${CTEST_RE:-ready|coll.gpu|grid_tags}
+VARIANTS=${VARIANTS:-off copy stream}
+LAST=${VARIANTS##* }
+{ hdr "ctest -R '$RE'"
+  (cd "$B" && timeout 200 ctest -R "$RE" --output-on-failure)
 } > "$D/ctest.txt" 2>&1; pack
 for r in $(seq 1 "${ROUNDS:-3}"); do
-  for v in off copy stream; do
+  for v in $VARIANTS; do
     { hdr "$MPI -np 2 -x XTQ_COLL_GPU_READY=$v xtq_allreduce --modes staged,hsa,xtqgpu,nccl --sizes 8-4M --iters 20"
       timeout 60 $MPI -np 2 -x XTQ_COLL_GPU_READY=$v "$AR" --modes staged,hsa,xtqgpu,nccl \
         --sizes 8-4M --iters 20; echo "rc=$?"
@@ -27,14 +32,14 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
 done
 for np in 3 4; do
   [ "$np" -le "$NG" ] || continue
-  { hdr "$MPI -np $np -x XTQ_COLL_GPU_READY=stream xtq_allreduce --modes hsa,xtqgpu --sizes 8-4M --iters 5"
-    timeout 60 $MPI -np $np -x XTQ_COLL_GPU_READY=stream "$AR" --modes hsa,xtqgpu --sizes 8-4M --iters 5; echo "rc=$?"
-  } > "$D/ar${np}_stream.txt" 2>&1; pack
+  { hdr "$MPI -np $np -x XTQ_COLL_GPU_READY=$LAST xtq_allreduce --modes hsa,xtqgpu --sizes 8-4M --iters 5"
+    timeout 60 $MPI -np $np -x XTQ_COLL_GPU_READY=$LAST "$AR" --modes hsa,xtqgpu --sizes 8-4M --iters 5; echo "rc=$?"
+  } > "$D/ar${np}_$LAST.txt" 2>&1; pack
 done
 if [ "$NG" -ge 3 ] && [ "${STRONG:-1}" = 1 ]; then
   BUILD=$B OUT=$D/strong RANKS="2 3 $NG" SWEEP_NP=$NG SWEEP_SIZES=64K-4M \
     MODES=mpi,xtq,staged,hsa,xtqgpu,nccl ITERS=10 COMMIT=${COMMIT:-} \
-    MPIRUN_ARGS="-x CUDA_MODULE_LOADING=EAGER -x NCCL_NVLS_ENABLE=0 -x XTQ_COLL_GPU_READY=stream" \
+    MPIRUN_ARGS="-x CUDA_MODULE_LOADING=EAGER -x NCCL_NVLS_ENABLE=0 -x XTQ_COLL_GPU_READY=$LAST" \
     timeout 150 bash "$ROOT/apps/allreduce/strong_scaling.sh" > "$D/strong.txt" 2>&1
   echo "rc=$?" >> "$D/strong.txt"; pack
 fi
