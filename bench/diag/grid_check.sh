@@ -6,14 +6,8 @@
 # Usage (after STAGES=build bash bench/gpu_device_run.sh):
 #   COMMIT=<hash> bash bench/diag/grid_check.sh   -> $OUT/results.tgz
 set -uo pipefail
-B=${B:-/tmp/build-gpu}; R=${R:-/tmp/res}; OUT=${OUT:-/tmp/out}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
-mkdir -p "$R/grid" "$OUT"
-NG=$(nvidia-smi -L | wc -l)
-pack() { tar -C "$R" -czf "$OUT/results.tgz" .; }
-hdr() { echo "# machine: ${NG}x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores; commit ${COMMIT:-?}; $*"; }
-MPI="mpirun --bind-to none -x CUDA_MODULE_LOADING=EAGER -x NCCL_NVLS_ENABLE=0"
+. "$(dirname "$0")/lib.sh"
+mkdir -p "$R/grid"
 { hdr "ctest -R grid_tags; coll.gpu/shim.device with XTQ_COLL_GPU_GRID=1"
   (cd "$B" && timeout 120 ctest -R 'grid_tags' --output-on-failure)
   (cd "$B" && XTQ_COLL_GPU_GRID=1 timeout 200 ctest -R 'coll.gpu|shim.device' --output-on-failure)

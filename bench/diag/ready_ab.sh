@@ -7,15 +7,8 @@
 # STAGES=build bash bench/gpu_device_run.sh:
 #   COMMIT=<hash> bash bench/diag/ready_ab.sh   -> $OUT/results.tgz
 set -uo pipefail
-B=${B:-/tmp/build-gpu}; R=${R:-/tmp/res}; OUT=${OUT:-/tmp/out}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
-D=$R/ready_ab; mkdir -p "$D" "$OUT"
-NG=$(nvidia-smi -L | wc -l)
-pack() { tar -C "$R" -czf "$OUT/results.tgz" .; }
-hdr() { echo "# machine: ${NG}x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores; commit ${COMMIT:-?}; $*"; }
-MPI="mpirun --bind-to none -x CUDA_MODULE_LOADING=EAGER -x NCCL_NVLS_ENABLE=0"
-AR="$B/apps/allreduce/xtq_allreduce"
+. "$(dirname "$0")/lib.sh"
+D=$R/ready_ab; mkdir -p "$D"
 RE=${CTEST_RE:-ready|coll.gpu|grid_tags}
 VARIANTS=${VARIANTS:-off copy stream}
 LAST=${VARIANTS##* }

@@ -6,15 +6,8 @@
 # with the defaults. After STAGES=build bash bench/gpu_device_run.sh:
 #   COMMIT=<hash> bash bench/diag/ready_check.sh   -> $OUT/results.tgz
 set -uo pipefail
-B=${B:-/tmp/build-gpu}; R=${R:-/tmp/res}; OUT=${OUT:-/tmp/out}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
-mkdir -p "$R/ready" "$OUT"
-NG=$(nvidia-smi -L | wc -l)
-pack() { tar -C "$R" -czf "$OUT/results.tgz" .; }
-hdr() { echo "# machine: ${NG}x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores; commit ${COMMIT:-?}; $*"; }
-MPI="mpirun --bind-to none -x CUDA_MODULE_LOADING=EAGER -x NCCL_NVLS_ENABLE=0"
-AR="$B/apps/allreduce/xtq_allreduce"
+. "$(dirname "$0")/lib.sh"
+mkdir -p "$R/ready"
 { hdr "ctest -R 'ready_word|grid_tags|coll.gpu|shim.device'"
   (cd "$B" && timeout 300 ctest -R 'ready_word|grid_tags|coll.gpu|shim.device' --output-on-failure)
 } > "$R/ready/ctest.txt" 2>&1; pack

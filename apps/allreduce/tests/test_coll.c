@@ -762,39 +762,51 @@ XTQ_TEST(cma_forged)
     teardown();
 }
 
-/* A CUDA team: device buffers reduced by the CUDA agent, every algorithm,
- * in place and not, a reduce; skips where there is no GPU. */
-XTQ_TEST(gpu_team)
+/* The GPU tests' start: the context and the host team, every rank with a
+ * GPU (agreed over the host team), or SKIP. */
+static void gpu_setup_or_skip(void)
 {
     char why[256];
     const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     int gpu = ar_gpu_open(lr ? atoi(lr) : 0, why, sizeof(why)) == 0;
     setup();
-    int all = 0;
     /* Every rank must agree before the collective team creation. */
     CHECK_OK(xtq_coll_team_create(ctx, NULL, &host_team));
     int64_t g = gpu, gall = 0;
     CHECK_OK(xtq_coll_allreduce(host_team, &g, &gall, 1, XTQ_DT_INT64, XTQ_OP_MIN));
-    all = (int)gall;
-    if (!all) {
+    if (!gall) {
         CHECK_OK(xtq_coll_team_destroy(host_team));
         teardown();
         XTQ_SKIP("%s", gpu ? "a rank has no GPU" : why);
     }
+}
+
+/* A CUDA team with algorithm `alg`, or SKIP where there is none. */
+static xtq_coll_team_t *cuda_team_or_skip(enum xtq_coll_alg alg)
+{
+    xtq_coll_team_attr_t at;
+    xtq_coll_team_t *t = NULL;
+    memset(&at, 0, sizeof(at));
+    at.field_mask = XTQ_COLL_TEAM_ATTR_FIELD_MEM | XTQ_COLL_TEAM_ATTR_FIELD_ALG;
+    at.mem = XTQ_COLL_MEM_CUDA;
+    at.alg = alg;
+    int rc = xtq_coll_team_create(ctx, &at, &t);
+    if (rc == -XTQ_ENOAGENT || rc == -XTQ_ENOSYS) {
+        CHECK_OK(xtq_coll_team_destroy(host_team));
+        teardown();
+        XTQ_SKIP("no CUDA team: %s", xtq_strerror(rc));
+    }
+    CHECK_OK(rc);
+    return t;
+}
+
+/* A CUDA team: device buffers reduced by the CUDA agent, every algorithm,
+ * in place and not, a reduce; skips where there is no GPU. */
+XTQ_TEST(gpu_team)
+{
+    gpu_setup_or_skip();
     for (unsigned a = 0; a < 3; a++) {
-        xtq_coll_team_attr_t at;
-        xtq_coll_team_t *t;
-        memset(&at, 0, sizeof(at));
-        at.field_mask = XTQ_COLL_TEAM_ATTR_FIELD_MEM | XTQ_COLL_TEAM_ATTR_FIELD_ALG;
-        at.mem = XTQ_COLL_MEM_CUDA;
-        at.alg = algs[a];
-        int rc = xtq_coll_team_create(ctx, &at, &t);
-        if (rc == -XTQ_ENOAGENT || rc == -XTQ_ENOSYS) {
-            CHECK_OK(xtq_coll_team_destroy(host_team));
-            teardown();
-            XTQ_SKIP("no CUDA team: %s", xtq_strerror(rc));
-        }
-        CHECK_OK(rc);
+        xtq_coll_team_t *t = cuda_team_or_skip(algs[a]);
         /* Peer reads as XTQ_COLL_GPU_PEER asks (auto: where peers map). */
         const char *pm = getenv("XTQ_COLL_GPU_PEER");
         int peer = xtq_coll_team_gpu_peer(t);
@@ -863,31 +875,8 @@ static int64_t now_us(void)
  * map each other's memory. */
 XTQ_TEST(gpu_ready_lost)
 {
-    char why[256];
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    int gpu = ar_gpu_open(lr ? atoi(lr) : 0, why, sizeof(why)) == 0;
-    setup();
-    CHECK_OK(xtq_coll_team_create(ctx, NULL, &host_team));
-    int64_t g = gpu, gall = 0;
-    CHECK_OK(xtq_coll_allreduce(host_team, &g, &gall, 1, XTQ_DT_INT64, XTQ_OP_MIN));
-    if (!gall) {
-        CHECK_OK(xtq_coll_team_destroy(host_team));
-        teardown();
-        XTQ_SKIP("%s", gpu ? "a rank has no GPU" : why);
-    }
-    xtq_coll_team_attr_t at;
-    xtq_coll_team_t *t;
-    memset(&at, 0, sizeof(at));
-    at.field_mask = XTQ_COLL_TEAM_ATTR_FIELD_MEM | XTQ_COLL_TEAM_ATTR_FIELD_ALG;
-    at.mem = XTQ_COLL_MEM_CUDA;
-    at.alg = XTQ_COLL_ALG_RD;
-    int rc = xtq_coll_team_create(ctx, &at, &t);
-    if (rc == -XTQ_ENOAGENT || rc == -XTQ_ENOSYS) {
-        CHECK_OK(xtq_coll_team_destroy(host_team));
-        teardown();
-        XTQ_SKIP("no CUDA team: %s", xtq_strerror(rc));
-    }
-    CHECK_OK(rc);
+    gpu_setup_or_skip();
+    xtq_coll_team_t *t = cuda_team_or_skip(XTQ_COLL_ALG_RD);
     int64_t ok = coll_team_ready_sends(t) >= 0, all_ok = 0;
     CHECK_OK(xtq_coll_allreduce(host_team, &ok, &all_ok, 1, XTQ_DT_INT64, XTQ_OP_MIN));
     if (!all_ok) {
@@ -908,7 +897,7 @@ XTQ_TEST(gpu_ready_lost)
     if (rank == 1)
         coll_team_drop_ready(t); /* its next call's word is never stored */
     int64_t t0 = now_us();
-    rc = xtq_coll_allreduce(t, din, dout, count, XTQ_DT_FLOAT, XTQ_OP_SUM);
+    int rc = xtq_coll_allreduce(t, din, dout, count, XTQ_DT_FLOAT, XTQ_OP_SUM);
     printf("rank %d: allreduce without rank 1's ready word: %s after %.1f s\n", rank,
            xtq_strerror(rc), (double)(now_us() - t0) / 1e6);
     /* Rank 0 reads rank 1's piece: it must fail. Rank 1 read rank 0's,

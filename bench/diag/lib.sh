@@ -1,0 +1,13 @@
+# Shared by the GPU diagnostics of this folder (sourced): where the build
+# and the results are, the machine's GPUs, packing the results for the
+# device tool, a header naming machine, commit and command, and mpirun
+# with the settings every GPU run here uses.
+B=${B:-/tmp/build-gpu}; R=${R:-/tmp/res}; OUT=${OUT:-/tmp/out}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
+mkdir -p "$R" "$OUT"
+NG=$(nvidia-smi -L | wc -l)
+pack() { tar -C "$R" -czf "$OUT/results.tgz" .; }
+hdr() { echo "# machine: ${NG}x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores; commit ${COMMIT:-?}; $*"; }
+MPI="mpirun --bind-to none -x CUDA_MODULE_LOADING=EAGER -x NCCL_NVLS_ENABLE=0"
+AR="$B/apps/allreduce/xtq_allreduce"
