@@ -1290,6 +1290,21 @@ struct gpu_copy {
 
 #define GPU_COPIES_MAX 16
 
+/* The task arguments of one copy. */
+static void gpu_copy_args(const struct coll_exec *e, const struct gpu_copy *c,
+                          struct xtq_coll_cuda_args *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->dst = (uint64_t)(uintptr_t)c->dst;
+    a->in = (uint64_t)(uintptr_t)c->src;
+    a->mirror = (uint64_t)(uintptr_t)c->mirror;
+    a->count = c->cnt;
+    a->type = (uint32_t)e->type;
+    a->op = (uint32_t)e->op;
+    a->esize = (uint32_t)e->esize;
+    a->mode = XTQ_COLL_CUDA_COPY;
+}
+
 /* Wait for every held ticket (each is a slot the reductions share). */
 static int gpu_tickets_finish(struct xtq_coll_team *t, const int *ticket, unsigned *held)
 {
@@ -1312,15 +1327,7 @@ static int gpu_copies_run(struct xtq_coll_team *t, const struct coll_exec *e,
 
     for (unsigned i = 0; i < n && rc == 0; i++) {
         struct xtq_coll_cuda_args a;
-        memset(&a, 0, sizeof(a));
-        a.dst = (uint64_t)(uintptr_t)c[i].dst;
-        a.in = (uint64_t)(uintptr_t)c[i].src;
-        a.mirror = (uint64_t)(uintptr_t)c[i].mirror;
-        a.count = c[i].cnt;
-        a.type = (uint32_t)e->type;
-        a.op = (uint32_t)e->op;
-        a.esize = (uint32_t)e->esize;
-        a.mode = XTQ_COLL_CUDA_COPY;
+        gpu_copy_args(e, &c[i], &a);
         if (held == sizeof(ticket) / sizeof(ticket[0]))
             rc = gpu_tickets_finish(t, ticket, &held);
         int tk = rc ? rc : coll_gpu_start(t->gpu, &a, 0, gpu_timeout(t));
@@ -1333,34 +1340,42 @@ static int gpu_copies_run(struct xtq_coll_team *t, const struct coll_exec *e,
     return rc ? rc : w;
 }
 
-/* The copies gpu_prepare left to the post, each decrementing the trigger
- * of the send that reads its mirror: the engine sends it once the GPU
- * wrote it, with no host thread between (engine mode, CUDA teams). */
-static int gpu_copies_chain(struct xtq_coll_req *req)
+/* The copies gpu_prepare left to the post, on the processor in queue
+ * order; nobody here waits for them.
+ * - Chained (engine mode, CUDA teams): each decrements the trigger of the
+ *   send that reads what it wrote, and the engine sends it once the GPU
+ *   wrote it, with no host thread between.
+ * - Ready word (peer reads, req->ready_path): those that write what a
+ *   send reads (in the buffer peers map) advance its ready word by the
+ *   elements they wrote, and the sends carry the word's total after them
+ *   (req->ready_val). Submitted before any of the call's sends goes out,
+ *   so a peer's task that waits for the word never waits for a task
+ *   queued behind one of this GPU's own waits. */
+static int gpu_copies_signal(struct xtq_coll_req *req)
 {
     struct xtq_coll_team *t = req->team;
     struct coll_slot *slot = &t->slots[req->slot];
     const struct coll_exec *e = &slot->exec;
 
-    if (!slot->chain_args) {
+    if (!slot->chain_args)
         slot->chain_args = coll_gpu_host_alloc(t->gpu, GPU_COPIES_MAX * sizeof(*slot->chain_args));
-        if (!slot->chain_args)
-            return -XTQ_ENOMEM;
-    }
+    if (req->ready_path && !slot->ready_sig && xtq_signal_create(0, &slot->ready_sig) != 0)
+        slot->ready_sig = NULL;
+    if (!slot->chain_args || (req->ready_path && !slot->ready_sig))
+        return -XTQ_ENOMEM;
     for (unsigned k = 0; k < req->ncopies; k++) {
         const struct gpu_copy *c = &req->copies[k];
         struct xtq_coll_cuda_args a;
-        memset(&a, 0, sizeof(a));
-        a.dst = (uint64_t)(uintptr_t)c->dst;
-        a.in = (uint64_t)(uintptr_t)c->src;
-        a.mirror = (uint64_t)(uintptr_t)c->mirror;
-        a.count = c->cnt;
-        a.type = (uint32_t)e->type;
-        a.op = (uint32_t)e->op;
-        a.esize = (uint32_t)e->esize;
-        a.mode = XTQ_COLL_CUDA_COPY;
-        int rc = coll_gpu_start_signal(t->gpu, &a, &slot->chain_args[k],
-                                       slot->trig[(uint32_t)c->send], gpu_timeout(t));
+        xtq_signal_t *sig;
+        gpu_copy_args(e, c, &a);
+        if (req->ready_path) {
+            sig = slot->ready_sig; /* nobody waits: peers wait for the word */
+            if (c->send >= 0 && !t->drop_ready)
+                a.mirror_count = (uint64_t)(uintptr_t)slot->pmirror;
+        } else {
+            sig = slot->trig[(uint32_t)c->send];
+        }
+        int rc = coll_gpu_start_signal(t->gpu, &a, &slot->chain_args[k], sig, gpu_timeout(t));
         if (rc) {
             /* Those before it run; the sends after it wait for nothing. */
             req->ncopies = k;
@@ -1370,44 +1385,14 @@ static int gpu_copies_chain(struct xtq_coll_req *req)
     return 0;
 }
 
-/* Peer reads: the copies gpu_prepare left to the post, on the processor in
- * queue order; nobody here waits for them. Those that write what a send
- * reads (in the buffer peers map) advance its ready word by the elements
- * they wrote, and the sends carry the word's total after them
- * (req->ready_val). Submitted before any of the call's sends goes out, so
- * a peer's task that waits for the word never waits for a task queued
- * behind one of this GPU's own waits. */
-static int gpu_copies_ready(struct xtq_coll_req *req)
+/* Send `si` goes with the call, its receiver waiting for the ready word to
+ * count the `cnt` elements its copy writes (gpu_prepare sets the total,
+ * req->ready_val, after its last send). */
+static void ready_send(struct xtq_coll_req *req, uint32_t si, uint64_t cnt)
 {
-    struct xtq_coll_team *t = req->team;
-    struct coll_slot *slot = &t->slots[req->slot];
-    const struct coll_exec *e = &slot->exec;
-    int rc = 0;
-
-    if (!slot->chain_args)
-        slot->chain_args = coll_gpu_host_alloc(t->gpu, GPU_COPIES_MAX * sizeof(*slot->chain_args));
-    if (!slot->ready_sig && xtq_signal_create(0, &slot->ready_sig) != 0)
-        slot->ready_sig = NULL;
-    if (!slot->chain_args || !slot->ready_sig)
-        return -XTQ_ENOMEM;
-    for (unsigned k = 0; k < req->ncopies && rc == 0; k++) {
-        const struct gpu_copy *c = &req->copies[k];
-        struct xtq_coll_cuda_args a;
-        memset(&a, 0, sizeof(a));
-        a.type = (uint32_t)e->type;
-        a.op = (uint32_t)e->op;
-        a.esize = (uint32_t)e->esize;
-        a.dst = (uint64_t)(uintptr_t)c->dst;
-        a.in = (uint64_t)(uintptr_t)c->src;
-        a.mirror = (uint64_t)(uintptr_t)c->mirror;
-        a.count = c->cnt;
-        a.mode = XTQ_COLL_CUDA_COPY;
-        if (c->send >= 0 && !t->drop_ready)
-            a.mirror_count = (uint64_t)(uintptr_t)slot->pmirror;
-        rc = coll_gpu_start_signal(t->gpu, &a, &slot->chain_args[k], slot->ready_sig,
-                                   gpu_timeout(t));
-    }
-    return rc;
+    req->team->slots[req->slot].ready_total += cnt;
+    req->ready[si] = 1;
+    req->team->readied++;
 }
 
 /* XTQ_COLL_GPU_READY=stream, out of place: no prologue, and every send that
@@ -1449,9 +1434,7 @@ static int gpu_prepare_stream_ready(struct xtq_coll_req *req, const struct coll_
         req->copies[nc++] = (struct gpu_copy){gpu_mirror(slot, op->buf) + op->off * es, NULL,
                                               (uint8_t *)e->buf[op->buf] + op->off * es, op->cnt,
                                               si};
-        slot->ready_total += op->cnt;
-        req->ready[si] = 1;
-        t->readied++;
+        ready_send(req, si, op->cnt);
     }
     req->ncopies = nc;
     req->ready_path = COLL_READY_STREAM;
@@ -1533,15 +1516,12 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
         coll_gpu_can_chain(t->gpu)) {
         /* Peer reads: the sends that read a copy go with the call; their
          * receivers' GPUs wait for this slot's ready word, which the
-         * copies advance (gpu_copies_ready). */
+         * copies advance (gpu_copies_signal). */
         req->ncopies = nc;
         req->ready_path = COLL_READY_COPY;
         for (unsigned k = 0; k < nc; k++)
-            if (c[k].send >= 0) { /* it writes the range the send reads */
-                slot->ready_total += c[k].cnt;
-                req->ready[c[k].send] = 1;
-                t->readied++;
-            }
+            if (c[k].send >= 0) /* it writes the range the send reads */
+                ready_send(req, (uint32_t)c[k].send, c[k].cnt);
         req->ready_val = slot->ready_total;
         return 0;
     }
@@ -1689,7 +1669,7 @@ static int post(struct xtq_coll_req *req)
     }
     /* The triggers hold their counts: the copies may decrement them now. */
     if (req->ncopies && req->ready_path != COLL_READY_STREAM &&
-        (rc = req->ready_path ? gpu_copies_ready(req) : gpu_copies_chain(req)) != 0) {
+        (rc = gpu_copies_signal(req)) != 0) {
         (void)coll_gpu_fence(t->gpu, gpu_timeout(t));
         req->ncopies = 0;
         return rc;
