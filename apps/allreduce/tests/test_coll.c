@@ -860,6 +860,96 @@ XTQ_TEST(gpu_team)
     teardown();
 }
 
+/* Early reductions (XTQ_COLL_GPU_EARLY_US): `late_us` > 0 makes rank 1
+ * post every call that much after rank 0, past rank 0's bound. Rank 0
+ * calls in place and rank 1 out of place (a receiver finds the peer's
+ * input where it looks whichever way the peer called). Every call's data
+ * differ, so a reduction of the previous call's piece is seen. Ends with
+ * mismatched counts: both ranks' calls fail, none hangs. */
+static void gpu_early_run(int64_t late_us)
+{
+    gpu_setup_or_skip();
+    xtq_coll_team_t *t = cuda_team_or_skip(XTQ_COLL_ALG_RD);
+    int64_t ok = coll_team_early(t, NULL) >= 0, all_ok = 0;
+    CHECK_OK(xtq_coll_allreduce(host_team, &ok, &all_ok, 1, XTQ_DT_INT64, XTQ_OP_MIN));
+    if (!all_ok) {
+        CHECK_OK(xtq_coll_team_destroy(t));
+        CHECK_OK(xtq_coll_team_destroy(host_team));
+        teardown();
+        XTQ_SKIP("the CUDA team queues no early reduction (no peer reads or ready words here)");
+    }
+    const uint64_t counts[] = {16, 1000, 300000};
+    const unsigned calls = late_us ? 4 : 16;
+    for (unsigned k = 0; k < 3; k++) {
+        uint64_t count = counts[k];
+        size_t bytes = count * sizeof(int32_t);
+        int32_t *h = malloc(bytes);
+        int32_t *din = ar_gpu_malloc(bytes), *dout = ar_gpu_malloc(bytes);
+        int inplace = rank == 0;
+        CHECK(h && din && dout);
+        for (unsigned c = 0; c < calls; c++) {
+            for (uint64_t i = 0; i < count; i++)
+                h[i] = (int32_t)((rank + 1) * (c + 1) + (int64_t)(i % 7));
+            CHECK(ar_gpu_h2d(inplace ? dout : din, h, bytes) == 0);
+            /* Both ranks post together (a rank whose peer's message came
+             * before its post has nothing to queue early), or rank 1 late. */
+            int64_t one = 1, all = 0;
+            CHECK_OK(xtq_coll_allreduce(host_team, &one, &all, 1, XTQ_DT_INT64, XTQ_OP_SUM));
+            if (late_us && rank == 1)
+                usleep((useconds_t)late_us);
+            CHECK_OK(xtq_coll_allreduce(t, inplace ? XTQ_COLL_IN_PLACE : din, dout, count,
+                                        XTQ_DT_INT32, XTQ_OP_SUM));
+            CHECK(ar_gpu_d2h(h, dout, bytes) == 0);
+            for (uint64_t i = 0; i < count; i++) {
+                int64_t want = (int64_t)(c + 1) * size * (size + 1) / 2 + (int64_t)size * (i % 7);
+                if (h[i] != (int32_t)want)
+                    XTQ_FAIL("rank %d, %llu elements, call %u: element %llu is %d, not %lld",
+                             rank, (unsigned long long)count, c, (unsigned long long)i, h[i],
+                             (long long)want);
+            }
+        }
+        free(h);
+    }
+    int64_t reduced = 0, posted = coll_team_early(t, &reduced);
+    printf("rank %d: %lld early reductions queued, %lld reduced%s\n", rank, (long long)posted,
+           (long long)reduced, late_us ? " (rank 1 posts late)" : "");
+    /* A call's first of a size may find the peer's buffer not mapped yet,
+     * and a message may come before its receiver's post: counted over
+     * both ranks. */
+    int64_t both[2] = {posted, reduced}, sum[2] = {0, 0};
+    CHECK_OK(xtq_coll_allreduce(host_team, both, sum, 2, XTQ_DT_INT64, XTQ_OP_SUM));
+    if (sum[0] < 1)
+        XTQ_FAIL("rank %d: no early reduction was queued on any rank", rank);
+    if (!late_us && sum[1] < 1)
+        XTQ_FAIL("rank %d: no early reduction reduced on any rank (bound %s us)", rank,
+                 getenv("XTQ_COLL_GPU_EARLY_US") ? getenv("XTQ_COLL_GPU_EARLY_US") : "default");
+    if (late_us && rank == 0 && posted < 1)
+        XTQ_FAIL("rank 0: rank 1 posts late, yet rank 0 queued no early reduction");
+    if (late_us && rank == 0 && reduced >= posted)
+        XTQ_FAIL("rank 0: rank 1 posted %lld us late, past the bound, yet all %lld early "
+                 "reductions reduced",
+                 (long long)late_us, (long long)posted);
+    /* Mismatched counts: an error on both ranks, no hang. */
+    int32_t *dm = ar_gpu_malloc(2000 * sizeof(int32_t));
+    int rc = xtq_coll_allreduce(t, XTQ_COLL_IN_PLACE, dm, rank == 0 ? 1000 : 2000, XTQ_DT_INT32,
+                                XTQ_OP_SUM);
+    printf("rank %d: mismatched counts: %s\n", rank, xtq_strerror(rc));
+    CHECK(rc != 0);
+    xtq_coll_team_destroy(t);
+    CHECK_OK(xtq_coll_team_destroy(host_team));
+    teardown();
+}
+
+XTQ_TEST(gpu_early)
+{
+    gpu_early_run(0);
+}
+
+XTQ_TEST(gpu_early_late)
+{
+    gpu_early_run(30000);
+}
+
 static int64_t now_us(void)
 {
     struct timespec ts;
