@@ -219,17 +219,13 @@ enum {
     PROF_TASK,      /* one message's task, start to end */
     PROF_GPU,       /* CUDA teams: one reduction dispatched and seen done */
     PROF_EARLY,     /* CUDA teams: a message's wait for its early reduction */
-    PROF_EARLY_UP,  /* ... submitted to its GPU wait begun (host and GPU clocks) */
-    PROF_EARLY_SPIN, /* ... its wait begun to the word seen (GPU clock) */
-    PROF_EARLY_LEAD, /* ... the word seen to its message's task (when after) */
     PROF_TO_DONE,   /* last message reduced to the call seen complete */
     PROF_STASH,     /* bytes of one call kept because they came early (not ns) */
     PROF_COUNT
 };
 static const char *const prof_names[PROF_COUNT] = {
     "call", "post", "gpu copies", "posted->first message", "message task", "gpu reduction",
-    "early reduction", "early: submit->GPU wait", "early: GPU wait->word",
-    "early: word->message", "last message->done", "stashed"};
+    "early reduction", "last message->done", "stashed"};
 
 /* Which receives of a schedule a CUDA team with ready words queues at its
  * post (XTQ_COLL_GPU_EARLY_US), worked out once per cached schedule from
@@ -248,7 +244,6 @@ struct coll_early_red {
     _Atomic int bad;
     int peer;
     uint64_t val;
-    int64_t t_submit; /* XTQ_COLL_PROFILE: CLOCK_REALTIME, ns */
 };
 
 struct coll_cached {
@@ -346,10 +341,7 @@ struct xtq_coll_team {
     pthread_mutex_t pmap_lock; /* a mapping replaced against an early reduction queued on it */
     uint64_t ready_bytes;      /* the ready words at the start of a peer-read buffer */
     int64_t early_ns;          /* XTQ_COLL_GPU_EARLY_US (0: no early reductions) */
-    /* Early reductions queued, that reduced, that the message contradicted
-     * (cancelled), and that gave up (tests and the profile). */
-    _Atomic uint64_t early_posted, early_hit, early_bad, early_gaveup;
-    _Atomic uint64_t early_msg_first; /* profile: messages that came before the word */
+    _Atomic uint64_t early_posted, early_hit; /* tests and the profile */
     _Atomic int32_t peer_votes, peer_yes; /* team creation: peers' verdicts */
     enum xtq_coll_alg alg;
     int64_t timeout_ns;
@@ -1413,10 +1405,9 @@ static const struct coll_early_plan *early_plan(struct xtq_coll_team *t, struct 
         }
         coll_sched_free(&qs);
     }
-    if (any) {
-        free(seen);
+    free(seen);
+    if (any)
         return pl;
-    }
 none:
     free(seen);
     free(pl->total);
@@ -1447,9 +1438,7 @@ static void early_post(struct xtq_coll_req *req)
         const struct coll_op *op = &s->ops[s->recv_op[ri]];
         struct coll_peer_map *m = &t->pmap[(size_t)op->peer * t->nslots + req->slot];
         uint64_t bytes = op->cnt * slot->exec.esize, base = 0;
-        /* Only where it runs in the processor's blocks (a soft wait never
-         * goes to a launched grid: coll_gpu_on_processor). */
-        if (pl->src[ri] < 0 || !coll_gpu_on_processor(t->gpu, op->cnt))
+        if (pl->src[ri] < 0)
             continue;
         /* Under the lock, a new handle for this mapping waits until the
          * reduction is queued and known, then cancels it. */
@@ -1473,11 +1462,6 @@ static void early_post(struct xtq_coll_req *req)
         a.ready = (uint64_t)(uintptr_t)(m->base + 8 * (uint64_t)t->rank);
         a.ready_val = base + pl->total[op->peer];
         a.ready_ns = (uint64_t)t->early_ns;
-        if (t->prof) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            req->early[ri].t_submit = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-        }
         int tk = coll_gpu_start_soft(t->gpu, &a, gpu_timeout(t));
         if (tk >= 0) {
             req->early[ri].peer = op->peer;
@@ -1510,14 +1494,6 @@ static void early_check(struct xtq_coll_req *req, uint32_t ri, const struct coll
         return;
     atomic_store_explicit(&r->bad, 1, memory_order_release);
     coll_gpu_cancel(req->team->gpu, tk - 1);
-    if (atomic_fetch_add(&req->team->early_bad, 1) == 0 && req->team->prof)
-        fprintf(stderr,
-                "xtq_coll: rank %d: the first early reduction the message contradicts: waited for "
-                "%llu at byte %lld of rank %d's buffer; the message: kind %u flags 0x%x ready %llu "
-                "at byte %llu\n",
-                req->team->rank, (unsigned long long)r->val, (long long)(pl->src ? pl->src[ri] : -1),
-                r->peer, h->kind, h->flags, (unsigned long long)h->ready,
-                (unsigned long long)h->src_addr);
 }
 
 /* Receive `ri`'s early reduction, if any, finished: 0 (it reduced),
@@ -1531,25 +1507,7 @@ static int early_take(struct xtq_coll_req *req, uint32_t ri)
     if (!tk)
         return -XTQ_EAGAIN;
     struct coll_peer_map *m = &t->pmap[(size_t)r->peer * t->nslots + req->slot];
-    int64_t asked = 0;
-    uint64_t st[2] = {0, 0};
-    if (t->prof) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        asked = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    }
-    int rc = t->prof ? coll_gpu_finish_stamped(t->gpu, tk - 1, gpu_timeout(t), st)
-                     : coll_gpu_finish(t->gpu, tk - 1, gpu_timeout(t));
-    /* The GPU clock (%globaltimer) against the host's CLOCK_REALTIME:
-     * about the same clock on the machines measured (docs/allreduce.md). */
-    if (t->prof && st[0] && st[1] >= st[0]) {
-        prof_add(t, PROF_EARLY_UP, r->t_submit, (int64_t)st[0]);
-        prof_add(t, PROF_EARLY_SPIN, (int64_t)st[0], (int64_t)st[1]);
-        if (asked >= (int64_t)st[1])
-            prof_add(t, PROF_EARLY_LEAD, (int64_t)st[1], asked);
-        else
-            atomic_fetch_add_explicit(&t->early_msg_first, 1, memory_order_relaxed);
-    }
+    int rc = coll_gpu_finish(t->gpu, tk - 1, gpu_timeout(t));
     /* Known to a new handle until it ran (it may still cancel the ticket's
      * next user: that one gives up, no more). Not under pmap_lock: a post
      * holding it may wait for this ticket. */
@@ -1564,8 +1522,6 @@ static int early_take(struct xtq_coll_req *req, uint32_t ri)
     }
     if (rc == 0)
         atomic_fetch_add_explicit(&t->early_hit, 1, memory_order_relaxed);
-    else if (rc == -XTQ_EAGAIN)
-        atomic_fetch_add_explicit(&t->early_gaveup, 1, memory_order_relaxed);
     return rc;
 }
 
@@ -3261,7 +3217,7 @@ int xtq_coll_team_destroy(xtq_coll_team_t *t)
         free(r);
     }
     if (t->prof && atomic_load(&t->prof_n[PROF_CALL])) {
-        char line[2048];
+        char line[1024];
         int n = snprintf(line, sizeof(line), "xtq_coll profile: rank %d, %s team of %d, %llu calls:",
                          t->rank, t->gpu ? "CUDA" : "host", t->size,
                          (unsigned long long)atomic_load(&t->prof_n[PROF_CALL]));
@@ -3277,15 +3233,8 @@ int xtq_coll_team_destroy(xtq_coll_team_t *t)
         }
         if (t->gpu && n > 0 && (size_t)n < sizeof(line))
             snprintf(line + n, sizeof(line) - (size_t)n,
-                     " sends chained to a copy %llu; sent before their copy (ready word) %llu;"
-                     " early reductions %llu (reduced %llu, contradicted %llu, gave up %llu,"
-                     " message before the word %llu);",
-                     (unsigned long long)t->chained, (unsigned long long)t->readied,
-                     (unsigned long long)atomic_load(&t->early_posted),
-                     (unsigned long long)atomic_load(&t->early_hit),
-                     (unsigned long long)atomic_load(&t->early_bad),
-                     (unsigned long long)atomic_load(&t->early_gaveup),
-                     (unsigned long long)atomic_load(&t->early_msg_first));
+                     " sends chained to a copy %llu; sent before their copy (ready word) %llu;",
+                     (unsigned long long)t->chained, (unsigned long long)t->readied);
         fprintf(stderr, "%s\n", line);
     }
     team_free(t);

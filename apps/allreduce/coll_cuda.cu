@@ -58,13 +58,6 @@ struct coll_gpu_slot {
     int next;                        /* free list */
 };
 
-/* A soft wait's host words (xtq_coll_cuda_args.cancel points at `cancel`). */
-struct coll_gpu_soft {
-    uint32_t cancel;
-    uint32_t pad;
-    uint64_t stamp[3];
-};
-
 struct coll_gpu {
     struct coll_gpu_opts opts;
     xtq_agent_t *agent;
@@ -83,10 +76,8 @@ struct coll_gpu {
     struct coll_gpu_slot slot[COLL_GPU_SLOTS];
     /* Pinned, per slot: a waiting task's error (xtq_coll_cuda_args.fail),
      * which a local packet's completion does not carry; after them, per
-     * slot, a soft wait's cancel word and the GPU clock stamps its task
-     * leaves (xtq_coll_cuda_args.cancel). */
-    int32_t *fail;
-    struct coll_gpu_soft *soft;
+     * slot, a soft wait's cancel word (cancel = fail + COLL_GPU_SLOTS). */
+    int32_t *fail, *cancel;
     /* Device, per slot: where a soft wait's work-items agree (seq). */
     uint64_t *decide;
     uint64_t seq;
@@ -129,8 +120,7 @@ static void free_args(void *arg)
         }
     if (g->fail) {
         cudaFreeHost(g->fail);
-        g->fail = NULL;
-        g->soft = NULL;
+        g->fail = g->cancel = NULL;
     }
 }
 
@@ -302,8 +292,7 @@ static int open_on_device(xtq_ctx_t *ctx, uint64_t task, int dev, const struct c
     g->free_head = 0;
     {
         void *p = NULL;
-        if (cudaHostAlloc(&p,
-                          COLL_GPU_SLOTS * (sizeof(int32_t) + sizeof(struct coll_gpu_soft)),
+        if (cudaHostAlloc(&p, 2 * COLL_GPU_SLOTS * sizeof(int32_t),
                           cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
             cudaGetLastError();
             snprintf(why, len, "CUDA task status words: out of pinned memory");
@@ -311,8 +300,8 @@ static int open_on_device(xtq_ctx_t *ctx, uint64_t task, int dev, const struct c
             goto fail;
         }
         g->fail = (int32_t *)p;
-        g->soft = (struct coll_gpu_soft *)(g->fail + COLL_GPU_SLOTS);
-        memset(g->fail, 0, COLL_GPU_SLOTS * (sizeof(int32_t) + sizeof(struct coll_gpu_soft)));
+        g->cancel = g->fail + COLL_GPU_SLOTS;
+        memset(g->fail, 0, 2 * COLL_GPU_SLOTS * sizeof(int32_t));
         g->decide = (uint64_t *)coll_gpu_alloc(g, COLL_GPU_SLOTS * sizeof(uint64_t));
         if (!g->decide ||
             cudaMemsetAsync(g->decide, 0, COLL_GPU_SLOTS * sizeof(uint64_t), g->stream) !=
@@ -541,17 +530,6 @@ static void slot_give(struct coll_gpu *g, int idx, int keep)
     pthread_mutex_unlock(&g->lock);
 }
 
-/* Whether a task over `count` elements runs in the processor's blocks
- * rather than on a grid it launches. A soft wait always does: a launched
- * grid spinning on a peer's word would hold every SM, the ones the
- * stream's own copies (which advance this GPU's words) need included. */
-extern "C" int coll_gpu_on_processor(const struct coll_gpu *g, uint64_t count)
-{
-    return !(g->opts.grid_min && g->grid_max > g->groups_max &&
-             xtq_cuda_stride_groups(count, XTQ_CUDA_MAX_WORKGROUP, COLL_GPU_PER_ITEM,
-                                    g->grid_max) >= g->opts.grid_min);
-}
-
 /* The packet of one task: arguments at `args` (pinned), completion `sig`;
  * submitted with the arguments (and a payload of `payload` bytes) in the
  * queue slot where the team does so. */
@@ -578,7 +556,9 @@ static int submit(struct coll_gpu *g, const struct xtq_coll_cuda_args *a,
      * the processor launches over the whole GPU (this module is built
      * with -rdc): every SM reads the piece where it landed at once,
      * rather than the processor's few blocks in turn. */
-    if (!a->decide && !coll_gpu_on_processor(g, a->count))
+    if (g->opts.grid_min && g->grid_max > cap &&
+        xtq_cuda_stride_groups(a->count, XTQ_CUDA_MAX_WORKGROUP, COLL_GPU_PER_ITEM, g->grid_max) >=
+            g->opts.grid_min)
         cap = g->grid_max;
     xtq_cuda_stride_geometry(a->count, XTQ_CUDA_MAX_WORKGROUP, COLL_GPU_PER_ITEM, cap, &grid, &wg);
     pkt.kernel.workgroup_size_x = (uint16_t)wg;
@@ -620,11 +600,10 @@ static int start(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint64_
         with.fail = (uint64_t)(uintptr_t)&g->fail[idx];
     }
     if (soft) {
-        memset(g->soft[idx].stamp, 0, sizeof(g->soft[idx].stamp));
-        __atomic_store_n(&g->soft[idx].cancel, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&g->cancel[idx], 0, __ATOMIC_RELEASE);
         with.decide = (uint64_t)(uintptr_t)&g->decide[idx];
         with.seq = __atomic_add_fetch(&g->seq, 1, __ATOMIC_RELAXED);
-        with.cancel = (uint64_t)(uintptr_t)&g->soft[idx].cancel;
+        with.cancel = (uint64_t)(uintptr_t)&g->cancel[idx];
     }
     rc = submit(g, &with, s->args, s->sig, payload, timeout_ns);
     if (rc) {
@@ -649,7 +628,7 @@ extern "C" int coll_gpu_start_soft(struct coll_gpu *g, const struct xtq_coll_cud
 extern "C" void coll_gpu_cancel(struct coll_gpu *g, int ticket)
 {
     if (ticket >= 0 && ticket < COLL_GPU_SLOTS)
-        __atomic_store_n(&g->soft[ticket].cancel, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&g->cancel[ticket], 1, __ATOMIC_RELEASE);
 }
 
 extern "C" int coll_gpu_can_chain(const struct coll_gpu *g)
@@ -676,18 +655,6 @@ extern "C" int coll_gpu_fence(struct coll_gpu *g, int64_t timeout_ns)
     a.esize = 1;
     int ticket = coll_gpu_start(g, &a, 0, timeout_ns);
     return ticket < 0 ? ticket : coll_gpu_finish(g, ticket, timeout_ns);
-}
-
-extern "C" int coll_gpu_finish_stamped(struct coll_gpu *g, int ticket, int64_t timeout_ns,
-                                       uint64_t stamp[2])
-{
-    int rc = xtq_signal_wait(g->slot[ticket].sig, XTQ_SIGNAL_EQ, 0, timeout_ns, NULL);
-    stamp[0] = stamp[1] = 0;
-    if (rc == 0) {
-        stamp[0] = __atomic_load_n(&g->soft[ticket].stamp[0], __ATOMIC_ACQUIRE);
-        stamp[1] = __atomic_load_n(&g->soft[ticket].stamp[1], __ATOMIC_ACQUIRE);
-    }
-    return coll_gpu_finish(g, ticket, timeout_ns);
 }
 
 extern "C" int coll_gpu_finish(struct coll_gpu *g, int ticket, int64_t timeout_ns)

@@ -65,18 +65,10 @@ int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint6
  * without writing anything and coll_gpu_finish returns -XTQ_EAGAIN. */
 int coll_gpu_start_soft(struct coll_gpu *g, const struct xtq_coll_cuda_args *a,
                         int64_t timeout_ns);
-/* Whether a task over `count` elements runs in the processor's blocks (1)
- * or on a grid the processor launches over the whole GPU (0; never for a
- * soft wait). */
-int coll_gpu_on_processor(const struct coll_gpu *g, uint64_t count);
 /* Ask a soft wait to give up (a no-op once it decided); its task still
  * needs coll_gpu_finish. A task cancelled before it started never reads
  * the word. */
 void coll_gpu_cancel(struct coll_gpu *g, int ticket);
-/* coll_gpu_finish of a soft wait, with the GPU clock (%globaltimer, ns)
- * when its first work-item began waiting and when it saw the outcome
- * (0 where it did not get there). */
-int coll_gpu_finish_stamped(struct coll_gpu *g, int ticket, int64_t timeout_ns, uint64_t stamp[2]);
 /* Wait for a started task and give its ticket back. */
 int coll_gpu_finish(struct coll_gpu *g, int ticket, int64_t timeout_ns);
 /* Whether a task's completion may decrement any host signal (the agent's

@@ -67,20 +67,9 @@ int coll_gpu_start_soft(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, 
     (void)g, (void)a, (void)timeout_ns;
     return -XTQ_ENOAGENT;
 }
-int coll_gpu_on_processor(const struct coll_gpu *g, uint64_t count)
-{
-    (void)g, (void)count;
-    return 1;
-}
 void coll_gpu_cancel(struct coll_gpu *g, int ticket)
 {
     (void)g, (void)ticket;
-}
-int coll_gpu_finish_stamped(struct coll_gpu *g, int ticket, int64_t timeout_ns, uint64_t stamp[2])
-{
-    (void)g, (void)ticket, (void)timeout_ns;
-    stamp[0] = stamp[1] = 0;
-    return -XTQ_ENOAGENT;
 }
 int coll_gpu_finish(struct coll_gpu *g, int ticket, int64_t timeout_ns)
 {

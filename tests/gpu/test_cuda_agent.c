@@ -433,10 +433,7 @@ XTQ_TEST(coll_task_soft_wait_host)
 {
     float dst[4] = {1, 2, 3, 4}, in[4] = {10, 20, 30, 40};
     uint64_t word = 7, decide = 0;
-    struct {
-        uint32_t cancel, pad;
-        uint64_t stamp[3]; /* where the first work-item stamps the clock */
-    } soft = {0, 0, {0, 0, 0}};
+    uint32_t cancel = 0;
     int32_t fail = 0;
     struct xtq_coll_cuda_args a = {.dst = (uint64_t)(uintptr_t)dst,
                                    .in = (uint64_t)(uintptr_t)in,
@@ -451,7 +448,7 @@ XTQ_TEST(coll_task_soft_wait_host)
                                    .fail = (uint64_t)(uintptr_t)&fail,
                                    .decide = (uint64_t)(uintptr_t)&decide,
                                    .seq = 1,
-                                   .cancel = (uint64_t)(uintptr_t)&soft.cancel};
+                                   .cancel = (uint64_t)(uintptr_t)&cancel};
     coll_task_run_host(&a, 4, 4); /* the word is there: all reduce */
     CHECK(dst[0] == 11 && dst[3] == 44);
     CHECK_EQ(decide, (1u << 1) | 1);
@@ -471,13 +468,13 @@ XTQ_TEST(coll_task_soft_wait_host)
     CHECK_EQ(fail, -XTQ_EAGAIN);
     fail = 0;
     a.seq = 4;
-    soft.cancel = 1; /* cancelled: the word is there, nobody reduces */
+    cancel = 1; /* cancelled: the word is there, nobody reduces */
     coll_task_run_host(&a, 4, 4);
     CHECK(dst[0] == 11 && dst[3] == 44);
     CHECK_EQ(decide, 4u << 1);
     CHECK_EQ(fail, -XTQ_EAGAIN);
     fail = 0;
-    soft.cancel = 0;
+    cancel = 0;
     a.seq = 5;
     decide = (5u << 1) | 1; /* another work-item saw the word: this one reduces */
     coll_task_run_host(&a, 4, 4);

@@ -319,16 +319,8 @@ __host__ __device__ __forceinline__ int soft_cancelled(const struct xtq_coll_cud
  * word, which all then follow: nobody waits for another work-item, so a
  * dispatch with more work-groups than run at once cannot hang on it. The
  * cancel word is read first, before the peer's word is touched. */
-__host__ __device__ __forceinline__ void soft_stamp(const struct xtq_coll_cuda_args *a, bool first,
-                                                   unsigned k)
+__host__ __device__ __forceinline__ int soft_wait(const struct xtq_coll_cuda_args *a)
 {
-    if (first && a->cancel)
-        ((volatile uint64_t *)(uintptr_t)(a->cancel + 8))[k] = ready_clock();
-}
-
-__host__ __device__ __forceinline__ int soft_wait(const struct xtq_coll_cuda_args *a, bool first)
-{
-    soft_stamp(a, first, 0);
     uint64_t *dw = (uint64_t *)(uintptr_t)a->decide;
     const uint64_t *w = (const uint64_t *)(uintptr_t)a->ready;
     const uint64_t go = a->seq << 1 | 1, stop = a->seq << 1;
@@ -343,7 +335,6 @@ __host__ __device__ __forceinline__ int soft_wait(const struct xtq_coll_cuda_arg
              * orders its reads of the piece. */
             while (ready_load(w) < a->ready_val) {
             }
-            soft_stamp(a, first, 1);
             return 1;
         }
         uint64_t want;
@@ -364,7 +355,6 @@ __host__ __device__ __forceinline__ int soft_wait(const struct xtq_coll_cuda_arg
         }
         decide_cas(dw, d, want);
     }
-    soft_stamp(a, first, 1);
     if (a->fail) {
 #if defined(__CUDA_ARCH__)
         *(volatile int32_t *)(uintptr_t)a->fail = -XTQ_EAGAIN;
@@ -532,7 +522,7 @@ static __host__ __device__ void xtq_coll_cuda_task(const xtq_cuda_dispatch_t *d,
     }
     if (first >= a->count)
         return;
-    if (a->ready && !(a->decide ? soft_wait(a, first == 0) : ready_wait(d, a)))
+    if (a->ready && !(a->decide ? soft_wait(a) : ready_wait(d, a)))
         return;
     switch (a->type) {
     case XTQ_DT_INT8:

@@ -60,13 +60,7 @@ struct xtq_coll_cuda_args {
      */
     uint64_t decide;
     uint64_t seq;
-    /**
-     * Mapped host memory: a uint32_t that, nonzero, ends a soft wait; 8
-     * bytes on, two uint64_t where the dispatch's first work-item leaves
-     * the GPU clock (%globaltimer) when it began waiting and when it saw
-     * the outcome (the library's profile).
-     */
-    uint64_t cancel;
+    uint64_t cancel; /**< mapped host uint32_t: nonzero ends a soft wait */
 };
 
 #ifdef __cplusplus
