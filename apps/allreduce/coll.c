@@ -163,13 +163,12 @@ struct coll_slot {
     uint32_t pgen;
     xtq_signal_t **trig; /* engine triggers, reused */
     struct xtq_coll_cuda_args *chain_args; /* CUDA teams: the chained copies' (pinned) */
-    /* Peer reads: what the ready words' copies decrement (nobody waits:
-     * peers wait for the words themselves), and each receiver's word's
-     * value once every copy posted so far ran (elements written to the
-     * buffer for sends to that rank; t->size of them). */
+    /* Peer reads: what the ready word's copies decrement (nobody waits:
+     * peers wait for the word itself), and the word's value once every
+     * copy posted so far ran (elements written to the buffer). */
     xtq_signal_t *ready_sig;
-    uint64_t *ready_total;
-    uint64_t *ready_host; /* pinned: the totals the stream copies to the words */
+    uint64_t ready_total;
+    uint64_t *ready_host; /* pinned: the total the stream copies to the word */
     uint32_t ntrig;
     struct coll_early early[COLL_EARLY_MAX];
 };
@@ -197,8 +196,8 @@ struct xtq_coll_req {
     _Atomic uint8_t *issued;     /* per send: handed to xtq_put(v) */
     uint8_t *gated;              /* per send: armed on its mirror copy's completion */
     uint8_t *ready;              /* per send: goes at once, the peer waits for the ready word */
-    int ready_path;              /* enum coll_ready: the post's copies advance the ready words */
-    struct coll_early_red *early; /* per receive: reductions queued at the post (NULL: none) */
+    int ready_path;              /* enum coll_ready: the post's copies advance the ready word */
+    uint64_t ready_val;          /* ... to this */
     struct gpu_copy *copies;     /* CUDA teams: the copies the post chains */
     unsigned ncopies;
     uint32_t send_cursor;        /* sends known DONE below this */
@@ -218,43 +217,20 @@ enum {
     PROF_TO_MSG,    /* posted to its first message's task */
     PROF_TASK,      /* one message's task, start to end */
     PROF_GPU,       /* CUDA teams: one reduction dispatched and seen done */
-    PROF_EARLY,     /* CUDA teams: a message's wait for its early reduction */
     PROF_TO_DONE,   /* last message reduced to the call seen complete */
     PROF_STASH,     /* bytes of one call kept because they came early (not ns) */
     PROF_COUNT
 };
 static const char *const prof_names[PROF_COUNT] = {
     "call", "post", "gpu copies", "posted->first message", "message task", "gpu reduction",
-    "early reduction", "last message->done", "stashed"};
-
-/* Which receives of a schedule a CUDA team with ready words queues at its
- * post (XTQ_COLL_GPU_EARLY_US), worked out once per cached schedule from
- * each peer's own schedule. */
-struct coll_early_plan {
-    int done;
-    uint64_t *total; /* per peer: elements its input's sends bring to this rank */
-    int64_t *src;    /* per receive: byte of the piece in the peer's buffer, or -1 */
-};
-
-/* One reduction queued at the post: its ticket (+1; 0: none, or taken),
- * the ready word's value it waits for, and whether the message then said
- * otherwise (it must not have reduced). */
-struct coll_early_red {
-    _Atomic int ticket;
-    _Atomic int bad;
-    int peer;
-    uint64_t val;
-};
+    "last message->done", "stashed"};
 
 struct coll_cached {
     struct coll_params p;
     struct coll_sched s;
-    struct coll_early_plan early;
     unsigned refs;
     uint64_t used;
 };
-
-static void early_plan_free(struct coll_early_plan *pl);
 
 struct coll_deferred {
     struct xtq_coll_req *req;
@@ -266,14 +242,6 @@ struct coll_peer_map {
     _Atomic uint32_t gen;
     uint64_t size;
     uint8_t *base;
-    /* The sender's ready word for this rank as its last READY message said
-     * (its total after that call), that call, and the mapping's generation
-     * then: where an early reduction's wait starts from. */
-    _Atomic uint64_t rx_total, rx_inst;
-    _Atomic uint32_t rx_gen;
-    /* An early reduction reading this mapping (ticket + 1; 0: none): a new
-     * handle cancels it before the old mapping goes (under pmap_lock). */
-    _Atomic int early;
 };
 
 /* A completed call's puts whose acknowledgements have not come yet: the
@@ -338,10 +306,6 @@ struct xtq_coll_team {
     int ready;      /* XTQ_COLL_GPU_READY: enum coll_ready */
     int drop_ready; /* tests: the ready word is never stored */
     struct coll_peer_map *pmap;
-    pthread_mutex_t pmap_lock; /* a mapping replaced against an early reduction queued on it */
-    uint64_t ready_bytes;      /* the ready words at the start of a peer-read buffer */
-    int64_t early_ns;          /* XTQ_COLL_GPU_EARLY_US (0: no early reductions) */
-    _Atomic uint64_t early_posted, early_hit; /* tests and the profile */
     _Atomic int32_t peer_votes, peer_yes; /* team creation: peers' verdicts */
     enum xtq_coll_alg alg;
     int64_t timeout_ns;
@@ -526,7 +490,6 @@ static struct coll_cached *sched_get(struct xtq_coll_team *t, struct coll_params
         return NULL;
     }
     coll_sched_free(&victim->s);
-    early_plan_free(&victim->early);
     memset(victim, 0, sizeof(*victim));
     p->handshake = need_handshake(t, p);
     *rc = coll_sched_build(p, &victim->s);
@@ -759,8 +722,6 @@ static void task_fail(struct xtq_coll_team *t, int err)
     (void)t;
 }
 
-static void early_check(struct xtq_coll_req *req, uint32_t ri, const struct coll_hdr *h);
-
 /* A message for a posted instance. */
 static int deliver(struct xtq_coll_req *req, const struct coll_hdr *h, const struct coll_src *src,
                    int stashed)
@@ -794,8 +755,6 @@ static int deliver(struct xtq_coll_req *req, const struct coll_hdr *h, const str
              h->sender, (unsigned long long)h->cnt);
         return -XTQ_EPROTO;
     }
-    if (req->early)
-        early_check(req, (uint32_t)ri, h);
     int rc = stashed ? coll_exec_arrive(&slot->exec, (uint32_t)ri, src->local, 1)
                      : coll_exec_arrive_src(&slot->exec, (uint32_t)ri, src);
     if (rc)
@@ -891,8 +850,7 @@ static int payload_fits(const struct coll_hdr *h, size_t len)
 
 /* ---- peer reads (CUDA teams on one host) ---------------------------------------- */
 
-/* The start of a peer-read buffer: one ready word per receiver
- * (COLL_HDR_READY), at least this many bytes (t->ready_bytes). */
+/* The start of a peer-read buffer: the ready word (COLL_HDR_READY). */
 #define COLL_READY_BYTES 256
 
 /* Who advances the ready word (XTQ_COLL_GPU_READY). */
@@ -908,10 +866,10 @@ static int64_t gpu_timeout(const struct xtq_coll_team *t);
 static int put_sync_data(struct xtq_coll_team *t, int peer, const struct coll_hdr *h,
                          const void *payload, size_t len, int64_t deadline);
 
-/* Peer reads: the slot's device buffer starts with its ready words (per
- * receiving rank, the elements the copies of calls so far wrote to it for
- * sends to that rank, in the first t->ready_bytes), then holds WORK's,
- * SEND's and SCRATCH's ranges that sends read. A larger one replaces it: every peer maps the
+/* Peer reads: the slot's device buffer starts with its ready word (the
+ * elements the copies of calls so far wrote to it, in the first
+ * COLL_READY_BYTES), then holds WORK's, SEND's and SCRATCH's ranges that
+ * sends read. A larger one replaces it: every peer maps the
  * new one (its handle, synchronously) before anything of this call is
  * sent, then the old one goes. A slot is reused only after its previous
  * call's sends were read (they complete remotely), so no peer still reads
@@ -922,23 +880,21 @@ static int peer_fit(struct xtq_coll_req *req, const struct coll_sched *s)
     struct coll_slot *slot = &t->slots[req->slot];
     uint64_t es = slot->exec.esize, n = (req->count * es + 255) & ~(uint64_t)255;
     uint64_t sb = (s->scratch_elems * s->p.elem_size + 255) & ~(uint64_t)255;
-    uint64_t rb = t->ready_bytes, need = rb + 2 * n + sb;
+    uint64_t need = COLL_READY_BYTES + 2 * n + sb;
+    static const uint64_t zero[COLL_READY_BYTES / 8];
 
-    slot->poff[COLL_BUF_WORK] = rb;
-    slot->poff[COLL_BUF_SEND] = rb + n;
-    slot->poff[COLL_BUF_SCRATCH] = rb + 2 * n;
+    slot->poff[COLL_BUF_WORK] = COLL_READY_BYTES;
+    slot->poff[COLL_BUF_SEND] = COLL_READY_BYTES + n;
+    slot->poff[COLL_BUF_SCRATCH] = COLL_READY_BYTES + 2 * n;
     if (slot->pmirror && slot->pmirror_cap >= need)
         return 0;
-    if (!slot->ready_total && !(slot->ready_total = calloc((size_t)t->size, sizeof(uint64_t))))
-        return -XTQ_ENOMEM;
     uint8_t handle[COLL_GPU_IPC_HANDLE];
-    void *p = NULL, *zero = calloc(1, rb);
+    void *p = NULL;
     /* Grow by half again: a vector that creeps up maps once, not per call. */
     uint64_t cap = need + need / 2 > 4096 ? need + need / 2 : 4096;
-    int rc = zero ? coll_gpu_ipc_alloc(t->gpu, cap, &p, handle) : -XTQ_ENOMEM;
+    int rc = coll_gpu_ipc_alloc(t->gpu, cap, &p, handle);
     if (rc == 0) /* nothing written yet */
-        rc = coll_gpu_copy(t->gpu, p, zero, rb, 1);
-    free(zero);
+        rc = coll_gpu_copy(t->gpu, p, zero, sizeof(zero), 1);
     if (rc) {
         coll_gpu_ipc_free(t->gpu, p);
         return rc;
@@ -967,7 +923,7 @@ static int peer_fit(struct xtq_coll_req *req, const struct coll_sched *s)
     slot->pmirror = p;
     slot->pmirror_cap = cap;
     slot->pgen = gen;
-    memset(slot->ready_total, 0, (size_t)t->size * sizeof(uint64_t));
+    slot->ready_total = 0;
     return 0;
 }
 
@@ -984,19 +940,11 @@ static int gpu_handle_task(struct xtq_coll_team *t, const struct coll_hdr *h, co
     int rc = coll_gpu_ipc_open(t->gpu, payload, &p);
     if (rc)
         return rc;
-    /* An early reduction queued on the old mapping gives up before it
-     * reads (one that runs already ends before the unmapping, which
-     * pauses the processor); the message then reduces from the new one. */
-    pthread_mutex_lock(&t->pmap_lock);
-    int early = atomic_load_explicit(&m->early, memory_order_acquire);
-    if (early)
-        coll_gpu_cancel(t->gpu, early - 1);
     atomic_store_explicit(&m->gen, 0, memory_order_release);
     coll_gpu_ipc_close(t->gpu, m->base);
     m->base = p;
     m->size = h->count;
     atomic_store_explicit(&m->gen, (uint32_t)h->status, memory_order_release);
-    pthread_mutex_unlock(&t->pmap_lock);
     return 0;
 }
 
@@ -1027,24 +975,17 @@ static const uint8_t *gpu_src_at(struct xtq_coll_team *t, const struct coll_hdr 
     uint32_t gen = atomic_load_explicit(&m->gen, memory_order_acquire);
     uint64_t bytes = h->cnt * xtq_datatype_size((enum xtq_datatype)h->type);
     if (gen == 0 || gen != (uint32_t)h->src_pid || h->src_addr > m->size ||
-        bytes > m->size - h->src_addr ||
-        ((h->flags & COLL_HDR_READY) && 8 * ((uint64_t)t->rank + 1) > m->size))
+        bytes > m->size - h->src_addr)
         return NULL;
     return m->base + h->src_addr;
 }
 
 /* A DATA_GPU piece sent before the sender's GPU wrote it (COLL_HDR_READY):
- * the sender's ready word for this rank, where it is mapped here (in the
- * buffer's first bytes; gpu_src_at checked the mapping's generation and
- * that it reaches this far). The message's total is noted: this rank's
- * next early reduction of the slot waits from there. */
+ * the sender's ready word, where it is mapped here (the buffer's first
+ * bytes; gpu_src_at checked the mapping's generation). */
 static const void *gpu_ready_at(struct xtq_coll_team *t, const struct coll_hdr *h)
 {
-    struct coll_peer_map *m = &t->pmap[(size_t)h->sender * t->nslots + h->slot];
-    atomic_store_explicit(&m->rx_total, h->ready, memory_order_relaxed);
-    atomic_store_explicit(&m->rx_gen, (uint32_t)h->src_pid, memory_order_relaxed);
-    atomic_store_explicit(&m->rx_inst, h->instance, memory_order_release);
-    return m->base + 8 * (uint64_t)t->rank;
+    return t->pmap[(size_t)h->sender * t->nslots + h->slot].base;
 }
 
 /* How long a GPU task waits for a peer's ready word. */
@@ -1271,66 +1212,37 @@ static int64_t gpu_timeout(const struct xtq_coll_team *t)
     return t->timeout_ns ? t->timeout_ns : XTQ_TIMEOUT_INFINITE;
 }
 
-/* The sends that read their range before any receive wrote it: their
- * mirror is copied before the post (later ones the reductions write). */
-static int send_reads_input(const struct coll_sched *s, const struct coll_op *op)
-{
-    if (op->type != COLL_OP_SEND || op->cnt == 0)
-        return 0;
-    for (uint32_t k = 0; k < op->ndeps; k++)
-        if (s->ops[s->recv_op[s->deps[op->dep_first + k]]].type != COLL_OP_RECV_CREDIT)
-            return 0;
-    return 1;
-}
-
-/* The arguments of receive `op`'s data operation on the CUDA agent, the
- * piece at `in` (host memory, or a peer GPU's mapped). */
-static void gpu_recv_args(const struct coll_exec *e, struct coll_slot *slot,
-                          const struct coll_op *op, const void *in, struct xtq_coll_cuda_args *a)
-{
-    uint8_t *m = gpu_mirror(slot, op->buf);
-
-    memset(a, 0, sizeof(*a));
-    a->dst = (uint64_t)(uintptr_t)((uint8_t *)e->buf[op->buf] + op->off * e->esize);
-    a->in = (uint64_t)(uintptr_t)in;
-    a->mirror = m ? (uint64_t)(uintptr_t)(m + op->off * e->esize) : 0;
-    a->count = op->cnt;
-    a->type = (uint32_t)e->type;
-    a->op = (uint32_t)e->op;
-    a->esize = (uint32_t)e->esize;
-    switch (op->type) {
-    case COLL_OP_RECV_REDUCE:
-        a->mode = XTQ_COLL_CUDA_REDUCE;
-        break;
-    case COLL_OP_RECV_REDUCE_TO:
-        a->mode = op->in_first ? XTQ_COLL_CUDA_REDUCE_IN_A : XTQ_COLL_CUDA_REDUCE_A_IN;
-        a->a = (uint64_t)(uintptr_t)((uint8_t *)e->buf[op->abuf] + op->aoff * e->esize);
-        break;
-    default:
-        a->mode = XTQ_COLL_CUDA_COPY;
-        break;
-    }
-}
-
-static int early_take(struct xtq_coll_req *req, uint32_t ri);
-
 /* The receive's data operation on the CUDA agent, from an agent worker. */
 static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *in,
                      const struct coll_src *dsrc)
 {
     struct xtq_coll_req *req = e->user;
     struct xtq_coll_team *t = req->team;
+    struct coll_slot *slot = &t->slots[req->slot];
     struct xtq_coll_cuda_args a;
-    int64_t t0 = t->prof ? now_ns() : 0;
-    int rc;
+    uint8_t *m = gpu_mirror(slot, op->buf);
 
-    /* Queued at the post: done already (or soon), unless it gave up. */
-    if (req->early && (rc = early_take(req, op->index)) != -XTQ_EAGAIN) {
-        if (t0)
-            prof_add(t, PROF_EARLY, t0, now_ns());
-        return rc;
+    memset(&a, 0, sizeof(a));
+    a.dst = (uint64_t)(uintptr_t)((uint8_t *)e->buf[op->buf] + op->off * e->esize);
+    a.in = (uint64_t)(uintptr_t)in;
+    a.mirror = m ? (uint64_t)(uintptr_t)(m + op->off * e->esize) : 0;
+    a.count = op->cnt;
+    a.type = (uint32_t)e->type;
+    a.op = (uint32_t)e->op;
+    a.esize = (uint32_t)e->esize;
+    switch (op->type) {
+    case COLL_OP_RECV_REDUCE:
+        a.mode = XTQ_COLL_CUDA_REDUCE;
+        break;
+    case COLL_OP_RECV_REDUCE_TO:
+        a.mode = op->in_first ? XTQ_COLL_CUDA_REDUCE_IN_A : XTQ_COLL_CUDA_REDUCE_A_IN;
+        a.a = (uint64_t)(uintptr_t)((uint8_t *)e->buf[op->abuf] + op->aoff * e->esize);
+        break;
+    default:
+        a.mode = XTQ_COLL_CUDA_COPY;
+        break;
     }
-    gpu_recv_args(e, &t->slots[req->slot], op, in, &a);
+    int64_t t0 = t->prof ? now_ns() : 0;
     /* The piece is in host memory (where it landed, the stash or a
      * bounce buffer): small ones may travel with the packet. Or it is
      * still in the sender's GPU (peer reads), read there in place. */
@@ -1339,205 +1251,10 @@ static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *
         a.ready_val = dsrc->ready_val;
         a.ready_ns = (uint64_t)gpu_ready_ns(t);
     }
-    rc = coll_gpu_apply(t->gpu, &a, dsrc ? 0 : op->cnt * e->esize, gpu_timeout(t));
+    int rc = coll_gpu_apply(t->gpu, &a, dsrc ? 0 : op->cnt * e->esize, gpu_timeout(t));
     if (t0)
         prof_add(t, PROF_GPU, t0, now_ns());
     return rc;
-}
-
-/* ---- early reductions (XTQ_COLL_GPU_EARLY_US) ------------------------------------------
- *
- * With ready words, a receiver knows before any message where a peer's
- * input will be read (peer_src: the SEND range of the peer's buffer) and
- * which value of the peer's word for it says it is written: the value the
- * peer's last READY message of the slot gave (rx_total), plus the elements
- * the peer's sends of its input bring this rank in this call (from the
- * peer's own schedule). So the post queues the first reduction from each
- * such peer on the processor at once, waiting on the peer's word with a
- * soft bound; the message, when it comes, only finds it done. Between the
- * two GPUs there is then no host at all. The wait gives up (and nothing is
- * written) after XTQ_COLL_GPU_EARLY_US, when the message says otherwise
- * (deliver: cancelled), or when the peer replaces its buffer
- * (gpu_handle_task): then the message's reduction is queued as before.
- * No cycle of waits: every rank queues its copies before its early
- * reductions, and a peer's copies of a call precede its waits of it. */
-
-/* Work out (once per cached schedule) which receives go early and what
- * each peer's word must reach. */
-static const struct coll_early_plan *early_plan(struct xtq_coll_team *t, struct coll_cached *c)
-{
-    struct coll_early_plan *pl = &c->early;
-    const struct coll_sched *s = &c->s;
-    uint64_t es = c->p.elem_size, n = (c->p.count * es + 255) & ~(uint64_t)255;
-
-    if (pl->done)
-        return pl->total ? pl : NULL;
-    pl->done = 1;
-    pl->total = calloc((size_t)t->size, sizeof(uint64_t));
-    pl->src = malloc((size_t)(s->nrecvs ? s->nrecvs : 1) * sizeof(int64_t));
-    uint8_t *seen = calloc((size_t)t->size, 1);
-    int any = 0;
-    if (!pl->total || !pl->src || !seen)
-        goto none;
-    for (uint32_t ri = 0; ri < s->nrecvs; ri++)
-        pl->src[ri] = -1;
-    for (int q = 0; q < t->size; q++) {
-        struct coll_params pq = c->p;
-        struct coll_sched qs;
-        if (q == t->rank || s->peer_first[q] == s->peer_first[q + 1])
-            continue;
-        pq.rank = q;
-        if (coll_sched_build(&pq, &qs) != 0)
-            goto none;
-        for (uint32_t si = 0; si < qs.nsends; si++) {
-            const struct coll_op *so = &qs.ops[qs.send_op[si]];
-            if (so->peer != t->rank || !send_reads_input(&qs, so))
-                continue;
-            pl->total[q] += so->cnt;
-            int64_t ri = coll_sched_lookup(s, q, so->seq);
-            const struct coll_op *ro = ri < 0 ? NULL : &s->ops[s->recv_op[ri]];
-            if (!ro || seen[q] || ro->ndeps || ro->cnt != so->cnt || ro->type == COLL_OP_RECV_CREDIT ||
-                so->off + so->cnt > c->p.count)
-                continue;
-            seen[q] = 1;
-            pl->src[ri] = (int64_t)(t->ready_bytes + n + so->off * es); /* peer_src */
-            any = 1;
-        }
-        coll_sched_free(&qs);
-    }
-    free(seen);
-    if (any)
-        return pl;
-none:
-    free(seen);
-    free(pl->total);
-    free(pl->src);
-    pl->total = NULL;
-    pl->src = NULL;
-    return NULL;
-}
-
-static void early_plan_free(struct coll_early_plan *pl)
-{
-    free(pl->total);
-    free(pl->src);
-    memset(pl, 0, sizeof(*pl));
-}
-
-/* At the post, after this rank's copies: queue the early reductions. */
-static void early_post(struct xtq_coll_req *req)
-{
-    struct xtq_coll_team *t = req->team;
-    struct coll_slot *slot = &t->slots[req->slot];
-    const struct coll_sched *s = &req->sched->s;
-    const struct coll_early_plan *pl = early_plan(t, req->sched);
-
-    if (!pl || !(req->early = calloc(s->nrecvs, sizeof(*req->early))))
-        return;
-    for (uint32_t ri = 0; ri < s->nrecvs; ri++) {
-        const struct coll_op *op = &s->ops[s->recv_op[ri]];
-        struct coll_peer_map *m = &t->pmap[(size_t)op->peer * t->nslots + req->slot];
-        uint64_t bytes = op->cnt * slot->exec.esize, base = 0;
-        if (pl->src[ri] < 0)
-            continue;
-        /* Under the lock, a new handle for this mapping waits until the
-         * reduction is queued and known, then cancels it. */
-        pthread_mutex_lock(&t->pmap_lock);
-        uint32_t gen = atomic_load_explicit(&m->gen, memory_order_acquire);
-        uint64_t off = (uint64_t)pl->src[ri];
-        if (gen == 0 || off > m->size || bytes > m->size - off ||
-            8 * ((uint64_t)t->rank + 1) > m->size) {
-            pthread_mutex_unlock(&t->pmap_lock);
-            continue;
-        }
-        if (atomic_load_explicit(&m->rx_gen, memory_order_acquire) == gen) {
-            if (atomic_load_explicit(&m->rx_inst, memory_order_acquire) >= req->instance) {
-                pthread_mutex_unlock(&t->pmap_lock); /* its message came already */
-                continue;
-            }
-            base = atomic_load_explicit(&m->rx_total, memory_order_relaxed);
-        }
-        struct xtq_coll_cuda_args a;
-        gpu_recv_args(&slot->exec, slot, op, m->base + off, &a);
-        a.ready = (uint64_t)(uintptr_t)(m->base + 8 * (uint64_t)t->rank);
-        a.ready_val = base + pl->total[op->peer];
-        a.ready_ns = (uint64_t)t->early_ns;
-        int tk = coll_gpu_start_soft(t->gpu, &a, gpu_timeout(t));
-        if (tk >= 0) {
-            req->early[ri].peer = op->peer;
-            req->early[ri].val = a.ready_val;
-            atomic_store_explicit(&req->early[ri].ticket, tk + 1, memory_order_release);
-            atomic_store_explicit(&m->early, tk + 1, memory_order_release);
-            atomic_fetch_add_explicit(&t->early_posted, 1, memory_order_relaxed);
-        }
-        pthread_mutex_unlock(&t->pmap_lock);
-        if (tk < 0) {
-            note(t, "queueing an early reduction: %s", xtq_strerror(tk));
-            return; /* the messages reduce as they come */
-        }
-    }
-}
-
-/* The message of receive `ri` says where its piece is and what the word
- * reaches: an early reduction that waits for something else must not
- * reduce (it gives up; early_take then fails the call if it had). */
-static void early_check(struct xtq_coll_req *req, uint32_t ri, const struct coll_hdr *h)
-{
-    struct coll_early_red *r = &req->early[ri];
-    int tk = atomic_load_explicit(&r->ticket, memory_order_acquire);
-    const struct coll_early_plan *pl = &req->sched->early;
-
-    if (!tk)
-        return;
-    if (h->kind == COLL_MSG_DATA_GPU && (h->flags & COLL_HDR_READY) && h->ready == r->val &&
-        pl->src && (int64_t)h->src_addr == pl->src[ri])
-        return;
-    atomic_store_explicit(&r->bad, 1, memory_order_release);
-    coll_gpu_cancel(req->team->gpu, tk - 1);
-}
-
-/* Receive `ri`'s early reduction, if any, finished: 0 (it reduced),
- * -XTQ_EAGAIN (none, or it gave up: reduce as usual), or an error. */
-static int early_take(struct xtq_coll_req *req, uint32_t ri)
-{
-    struct xtq_coll_team *t = req->team;
-    struct coll_early_red *r = &req->early[ri];
-    int tk = atomic_exchange_explicit(&r->ticket, 0, memory_order_acq_rel);
-
-    if (!tk)
-        return -XTQ_EAGAIN;
-    struct coll_peer_map *m = &t->pmap[(size_t)r->peer * t->nslots + req->slot];
-    int rc = coll_gpu_finish(t->gpu, tk - 1, gpu_timeout(t));
-    /* Known to a new handle until it ran (it may still cancel the ticket's
-     * next user: that one gives up, no more). Not under pmap_lock: a post
-     * holding it may wait for this ticket. */
-    int mine = tk;
-    (void)atomic_compare_exchange_strong(&m->early, &mine, 0);
-    if (rc == 0 && atomic_load_explicit(&r->bad, memory_order_acquire)) {
-        note(t,
-             "rank %d's message disagrees with the early reduction of its piece, which ran "
-             "(ready word %llu)",
-             r->peer, (unsigned long long)r->val);
-        return -XTQ_EPROTO;
-    }
-    if (rc == 0)
-        atomic_fetch_add_explicit(&t->early_hit, 1, memory_order_relaxed);
-    return rc;
-}
-
-/* A call that ends with early reductions left (failed, or their messages
- * never came): each gives up and is finished. */
-static void early_drain(struct xtq_coll_req *req)
-{
-    const struct coll_sched *s = &req->sched->s;
-    for (uint32_t ri = 0; req->early && ri < s->nrecvs; ri++) {
-        int tk = atomic_load_explicit(&req->early[ri].ticket, memory_order_acquire);
-        if (tk)
-            coll_gpu_cancel(req->team->gpu, tk - 1);
-        (void)early_take(req, ri);
-    }
-    free(req->early);
-    req->early = NULL;
 }
 
 static int grow_mirror(struct xtq_coll_team *t, struct coll_slot *slot, unsigned buf, size_t need)
@@ -1550,18 +1267,16 @@ static int grow_mirror(struct xtq_coll_team *t, struct coll_slot *slot, unsigned
     return slot->mirror[buf] ? 0 : -XTQ_ENOMEM;
 }
 
-/* Where send `op` leaves from in the buffer peers read (peer reads): a
- * send that reads the input from the SEND range at its offset, whichever
- * buffer it reads here, so that a receiver's early reduction knows where
- * to look without knowing whether this rank called in place; every other
- * send from its own buffer's range. */
-static uint8_t *peer_src(const struct coll_slot *slot, const struct coll_sched *s,
-                         const struct coll_op *op, size_t es)
+/* The sends that read their range before any receive wrote it: their
+ * mirror is copied before the post (later ones the reductions write). */
+static int send_reads_input(const struct coll_sched *s, const struct coll_op *op)
 {
-    unsigned b = op->buf;
-    if (send_reads_input(s, op) && op->off + op->cnt <= s->p.count)
-        b = COLL_BUF_SEND;
-    return slot->pmirror + slot->poff[b] + op->off * es;
+    if (op->type != COLL_OP_SEND || op->cnt == 0)
+        return 0;
+    for (uint32_t k = 0; k < op->ndeps; k++)
+        if (s->ops[s->recv_op[s->deps[op->dep_first + k]]].type != COLL_OP_RECV_CREDIT)
+            return 0;
+    return 1;
 }
 
 /* One copy of a call's prologue: src to dst and, where a send reads the
@@ -1631,10 +1346,9 @@ static int gpu_copies_run(struct xtq_coll_team *t, const struct coll_exec *e,
  *   send that reads what it wrote, and the engine sends it once the GPU
  *   wrote it, with no host thread between.
  * - Ready word (peer reads, req->ready_path): those that write what a
- *   send reads (in the buffer peers map) advance its receiver's ready word
- *   by the elements they wrote, and the sends carry the word's total after
- *   them. Submitted before any of the call's sends goes out (and before
- *   this rank's early reductions),
+ *   send reads (in the buffer peers map) advance its ready word by the
+ *   elements they wrote, and the sends carry the word's total after them
+ *   (req->ready_val). Submitted before any of the call's sends goes out,
  *   so a peer's task that waits for the word never waits for a task
  *   queued behind one of this GPU's own waits. */
 static int gpu_copies_signal(struct xtq_coll_req *req)
@@ -1655,12 +1369,9 @@ static int gpu_copies_signal(struct xtq_coll_req *req)
         xtq_signal_t *sig;
         gpu_copy_args(e, c, &a);
         if (req->ready_path) {
-            sig = slot->ready_sig; /* nobody waits: peers wait for the words */
-            if (c->send >= 0 && !t->drop_ready) {
-                const struct coll_sched *s = &req->sched->s;
-                int peer = s->ops[s->send_op[c->send]].peer;
-                a.mirror_count = (uint64_t)(uintptr_t)(slot->pmirror + 8 * (uint64_t)peer);
-            }
+            sig = slot->ready_sig; /* nobody waits: peers wait for the word */
+            if (c->send >= 0 && !t->drop_ready)
+                a.mirror_count = (uint64_t)(uintptr_t)slot->pmirror;
         } else {
             sig = slot->trig[(uint32_t)c->send];
         }
@@ -1674,13 +1385,12 @@ static int gpu_copies_signal(struct xtq_coll_req *req)
     return 0;
 }
 
-/* Send `si` goes with the call, its receiver waiting for its ready word
- * to count the `cnt` elements its copy writes (the header carries the
- * receiver's total after every copy of the call). */
+/* Send `si` goes with the call, its receiver waiting for the ready word to
+ * count the `cnt` elements its copy writes (gpu_prepare sets the total,
+ * req->ready_val, after its last send). */
 static void ready_send(struct xtq_coll_req *req, uint32_t si, uint64_t cnt)
 {
-    const struct coll_sched *s = &req->sched->s;
-    req->team->slots[req->slot].ready_total[s->ops[s->send_op[si]].peer] += cnt;
+    req->team->slots[req->slot].ready_total += cnt;
     req->ready[si] = 1;
     req->team->readied++;
 }
@@ -1714,27 +1424,27 @@ static int gpu_prepare_stream_ready(struct xtq_coll_req *req, const struct coll_
     }
     if (nc == 0)
         return 0;
-    if (!slot->ready_host &&
-        !(slot->ready_host = coll_gpu_host_alloc(t->gpu, (size_t)t->size * sizeof(uint64_t))))
+    if (!slot->ready_host && !(slot->ready_host = coll_gpu_host_alloc(t->gpu, 64)))
         return 0;
     nc = 0;
     for (uint32_t si = 0; si < s->nsends; si++) {
         const struct coll_op *op = &s->ops[s->send_op[si]];
         if (!send_reads_input(s, op))
             continue;
-        req->copies[nc++] = (struct gpu_copy){peer_src(slot, s, op, es), NULL,
+        req->copies[nc++] = (struct gpu_copy){gpu_mirror(slot, op->buf) + op->off * es, NULL,
                                               (uint8_t *)e->buf[op->buf] + op->off * es, op->cnt,
                                               si};
         ready_send(req, si, op->cnt);
     }
     req->ncopies = nc;
     req->ready_path = COLL_READY_STREAM;
+    req->ready_val = slot->ready_total;
     return 1;
 }
 
 /* The stream's copies of a call that went with XTQ_COLL_GPU_READY=stream,
  * after its sends: each range to the buffer peers read, then the ready
- * words' new totals (from pinned memory, in stream order after them). */
+ * word's new total (from pinned memory, in stream order after them). */
 static int gpu_copies_stream(struct xtq_coll_req *req)
 {
     struct xtq_coll_team *t = req->team;
@@ -1746,9 +1456,8 @@ static int gpu_copies_stream(struct xtq_coll_req *req)
         rc = coll_gpu_copy(t->gpu, req->copies[k].dst, req->copies[k].src,
                            req->copies[k].cnt * es, 0);
     if (rc == 0 && !t->drop_ready) {
-        memcpy(slot->ready_host, slot->ready_total, (size_t)t->size * sizeof(uint64_t));
-        rc = coll_gpu_copy(t->gpu, slot->pmirror, slot->ready_host,
-                           (size_t)t->size * sizeof(uint64_t), 0);
+        *slot->ready_host = req->ready_val;
+        rc = coll_gpu_copy(t->gpu, slot->pmirror, slot->ready_host, sizeof(uint64_t), 0);
     }
     return rc;
 }
@@ -1791,7 +1500,7 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
         if (!send_reads_input(s, op))
             continue;
         void *from = (uint8_t *)e->buf[op->buf] + op->off * es;
-        void *to = t->peer ? peer_src(slot, s, op, es) : gpu_mirror(slot, op->buf) + op->off * es;
+        void *to = gpu_mirror(slot, op->buf) + op->off * es;
         unsigned k = 0;
         while (k < nc &&
                !(c[k].cnt == op->cnt && !c[k].mirror && (c[k].src == from || c[k].dst == from)))
@@ -1813,6 +1522,7 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
         for (unsigned k = 0; k < nc; k++)
             if (c[k].send >= 0) /* it writes the range the send reads */
                 ready_send(req, (uint32_t)c[k].send, c[k].cnt);
+        req->ready_val = slot->ready_total;
         return 0;
     }
     if (!stream && t->engine && coll_gpu_can_chain(t->gpu)) {
@@ -1840,9 +1550,7 @@ static int gpu_prepare(struct xtq_coll_req *req, const struct coll_sched *s)
     for (uint32_t si = 0; si < s->nsends && rc == 0; si++) {
         const struct coll_op *op = &s->ops[s->send_op[si]];
         if (send_reads_input(s, op))
-            rc = coll_gpu_copy(t->gpu,
-                               t->peer ? peer_src(slot, s, op, es)
-                                       : gpu_mirror(slot, op->buf) + op->off * es,
+            rc = coll_gpu_copy(t->gpu, gpu_mirror(slot, op->buf) + op->off * es,
                                (uint8_t *)e->buf[op->buf] + op->off * es, op->cnt * es, 0);
     }
     /* One wait for all of them (in stream order: a mirror copied from a
@@ -1872,7 +1580,6 @@ static int post(struct xtq_coll_req *req)
     req->gated = calloc(ns + 1, 1);
     req->ready = calloc(ns + 1, 1);
     req->ready_path = 0;
-    req->early = NULL;
     req->copies = t->gpu ? calloc(GPU_COPIES_MAX, sizeof(*req->copies)) : NULL;
     req->ncopies = 0;
     if (!req->comp || !req->cmd || !req->send_left || !req->issued || !req->gated || !req->ready ||
@@ -1947,10 +1654,10 @@ static int post(struct xtq_coll_req *req)
         } else if (send_by_peer(t, op)) {
             h.kind = COLL_MSG_DATA_GPU;
             h.src_pid = (int32_t)slot->pgen;
-            h.src_addr = (uint64_t)(peer_src(slot, s, op, e->esize) - slot->pmirror);
+            h.src_addr = (uint64_t)(gpu_mirror(slot, op->buf) - slot->pmirror) + op->off * e->esize;
             if (req->ready[si]) {
                 h.flags |= COLL_HDR_READY;
-                h.ready = slot->ready_total[op->peer];
+                h.ready = req->ready_val;
             }
         }
         rc = build_cmd(t, &h, req->cmd + (size_t)si * req->cmd_len, req->cmd_len, &len);
@@ -1967,9 +1674,6 @@ static int post(struct xtq_coll_req *req)
         req->ncopies = 0;
         return rc;
     }
-    /* This rank's copies are queued: its first reductions may follow. */
-    if (req->ready_path && t->early_ns > 0 && t->pmap)
-        early_post(req);
 
     int kept_err = atomic_load(&e->error);
     coll_exec_reset(e);
@@ -2185,7 +1889,6 @@ static void reap(struct xtq_coll_req *req)
     struct xtq_coll_team *t = req->team;
     struct coll_slot *slot = &t->slots[req->slot];
 
-    early_drain(req); /* before the slot (and its mappings' next use) goes on */
     slot->inst = NULL;
     atomic_store_explicit(&slot->exec.stash_used, 0, memory_order_relaxed);
     uint64_t used = atomic_load_explicit(&slot->ctl, memory_order_acquire) & ~COLL_CTL_POSTED;
@@ -2604,15 +2307,6 @@ XTQ_COLL_API int64_t coll_team_ready_sends(const struct xtq_coll_team *t)
     return (int64_t)t->readied;
 }
 
-XTQ_COLL_API int64_t coll_team_early(const struct xtq_coll_team *t, int64_t *reduced)
-{
-    if (reduced)
-        *reduced = (int64_t)atomic_load(&t->early_hit);
-    if (!t->gpu || !t->peer || t->ready == COLL_READY_OFF || t->early_ns <= 0)
-        return -1;
-    return (int64_t)atomic_load(&t->early_posted);
-}
-
 XTQ_COLL_API void coll_team_drop_ready(struct xtq_coll_team *t)
 {
     t->drop_ready = 1;
@@ -2873,13 +2567,6 @@ static int peer_setup(struct xtq_coll_team *t)
      * pipeline, not the stash or the transport's copies. */
     if (t->peer)
         t->piece_bytes = param_size("XTQ_COLL_GPU_PEER_PIECE", 1u << 20);
-    /* One ready word per receiving rank at the start of each buffer. */
-    t->ready_bytes = ((uint64_t)8 * (uint64_t)t->size + COLL_READY_BYTES - 1) &
-                     ~(uint64_t)(COLL_READY_BYTES - 1);
-    if (t->peer && t->ready != COLL_READY_OFF) {
-        uint64_t us = param_size("XTQ_COLL_GPU_EARLY_US", 200);
-        t->early_ns = us < (uint64_t)INT64_MAX / 1000 ? (int64_t)us * 1000 : 0;
-    }
     return 0;
 }
 
@@ -2937,7 +2624,6 @@ static void team_free(struct xtq_coll_team *t)
         if (s->ready_sig)
             xtq_signal_destroy(s->ready_sig);
         free(s->exec.stash);
-        free(s->ready_total);
         free(s->scratch);
         free(s->rwork);
         for (uint32_t k = 0; k < s->ntrig; k++)
@@ -2945,14 +2631,11 @@ static void team_free(struct xtq_coll_team *t)
         free(s->trig);
     }
     free(t->slots);
-    for (unsigned i = 0; i < COLL_CACHE; i++) {
+    for (unsigned i = 0; i < COLL_CACHE; i++)
         coll_sched_free(&t->cache[i].s);
-        early_plan_free(&t->cache[i].early);
-    }
     if (t->event)
         xtq_signal_destroy(t->event);
     pthread_mutex_destroy(&t->defer_lock);
-    pthread_mutex_destroy(&t->pmap_lock);
     free(t->deferred);
     if (t->gpu) {
         pmap_close(t);
@@ -2988,7 +2671,6 @@ int xtq_coll_team_create(xtq_ctx_t *ctx, const xtq_coll_team_attr_t *attr, xtq_c
     if (!t)
         return -XTQ_ENOMEM;
     pthread_mutex_init(&t->defer_lock, NULL);
-    pthread_mutex_init(&t->pmap_lock, NULL);
     atomic_store(&t->broken_at, UINT64_MAX);
     t->ctx = ctx;
     t->rank = -1;

@@ -75,12 +75,8 @@ struct coll_gpu {
     int free_head;
     struct coll_gpu_slot slot[COLL_GPU_SLOTS];
     /* Pinned, per slot: a waiting task's error (xtq_coll_cuda_args.fail),
-     * which a local packet's completion does not carry; after them, per
-     * slot, a soft wait's cancel word (cancel = fail + COLL_GPU_SLOTS). */
-    int32_t *fail, *cancel;
-    /* Device, per slot: where a soft wait's work-items agree (seq). */
-    uint64_t *decide;
-    uint64_t seq;
+     * which a local packet's completion does not carry. */
+    int32_t *fail;
 };
 
 /* The team's device current for the calls of a scope, the caller's put
@@ -120,7 +116,7 @@ static void free_args(void *arg)
         }
     if (g->fail) {
         cudaFreeHost(g->fail);
-        g->fail = g->cancel = NULL;
+        g->fail = NULL;
     }
 }
 
@@ -176,8 +172,6 @@ extern "C" void coll_gpu_close(struct coll_gpu *g)
         if (g->slot[i].sig)
             xtq_cuda_signal_destroy(g->agent, g->slot[i].sig);
     quiesced(g, free_args, g);
-    if (g->decide)
-        coll_gpu_free(g, g->decide);
     if (g->kernel)
         xtq_kernel_destroy(g->kernel);
     if (g->queue)
@@ -292,7 +286,7 @@ static int open_on_device(xtq_ctx_t *ctx, uint64_t task, int dev, const struct c
     g->free_head = 0;
     {
         void *p = NULL;
-        if (cudaHostAlloc(&p, 2 * COLL_GPU_SLOTS * sizeof(int32_t),
+        if (cudaHostAlloc(&p, COLL_GPU_SLOTS * sizeof(int32_t),
                           cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
             cudaGetLastError();
             snprintf(why, len, "CUDA task status words: out of pinned memory");
@@ -300,18 +294,7 @@ static int open_on_device(xtq_ctx_t *ctx, uint64_t task, int dev, const struct c
             goto fail;
         }
         g->fail = (int32_t *)p;
-        g->cancel = g->fail + COLL_GPU_SLOTS;
-        memset(g->fail, 0, 2 * COLL_GPU_SLOTS * sizeof(int32_t));
-        g->decide = (uint64_t *)coll_gpu_alloc(g, COLL_GPU_SLOTS * sizeof(uint64_t));
-        if (!g->decide ||
-            cudaMemsetAsync(g->decide, 0, COLL_GPU_SLOTS * sizeof(uint64_t), g->stream) !=
-                cudaSuccess ||
-            cudaStreamSynchronize(g->stream) != cudaSuccess) {
-            cudaGetLastError();
-            snprintf(why, len, "CUDA decide words: out of device memory");
-            rc = -XTQ_ENOMEM;
-            goto fail;
-        }
+        memset(g->fail, 0, COLL_GPU_SLOTS * sizeof(int32_t));
     }
     for (int i = 0; i < COLL_GPU_SLOTS; i++) {
         void *p = NULL;
@@ -579,31 +562,22 @@ static int submit(struct coll_gpu *g, const struct xtq_coll_cuda_args *a,
     return xtq_queue_submit(g->queue, &pkt, timeout_ns, NULL);
 }
 
-static int start(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint64_t payload,
-                 int soft, int64_t timeout_ns)
+extern "C" int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_args *a,
+                              uint64_t payload, int64_t timeout_ns)
 {
     struct coll_gpu_slot *s;
     int idx, rc;
 
     if (a->count > UINT32_MAX)
         return -XTQ_EMSGSIZE;
-    if (soft && (!a->ready || !g->decide))
-        return -XTQ_EINVAL;
     idx = slot_take(g);
     s = &g->slot[idx];
     xtq_signal_store(s->sig, 1);
     struct xtq_coll_cuda_args with = *a;
-    with.decide = with.seq = with.cancel = 0;
     if (a->ready) {
         /* A task that waits: its failure comes back through g->fail. */
         __atomic_store_n(&g->fail[idx], 0, __ATOMIC_RELAXED);
         with.fail = (uint64_t)(uintptr_t)&g->fail[idx];
-    }
-    if (soft) {
-        __atomic_store_n(&g->cancel[idx], 0, __ATOMIC_RELEASE);
-        with.decide = (uint64_t)(uintptr_t)&g->decide[idx];
-        with.seq = __atomic_add_fetch(&g->seq, 1, __ATOMIC_RELAXED);
-        with.cancel = (uint64_t)(uintptr_t)&g->cancel[idx];
     }
     rc = submit(g, &with, s->args, s->sig, payload, timeout_ns);
     if (rc) {
@@ -611,24 +585,6 @@ static int start(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint64_
         return rc;
     }
     return idx;
-}
-
-extern "C" int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_args *a,
-                              uint64_t payload, int64_t timeout_ns)
-{
-    return start(g, a, payload, 0, timeout_ns);
-}
-
-extern "C" int coll_gpu_start_soft(struct coll_gpu *g, const struct xtq_coll_cuda_args *a,
-                                   int64_t timeout_ns)
-{
-    return start(g, a, 0, 1, timeout_ns);
-}
-
-extern "C" void coll_gpu_cancel(struct coll_gpu *g, int ticket)
-{
-    if (ticket >= 0 && ticket < COLL_GPU_SLOTS)
-        __atomic_store_n(&g->cancel[ticket], 1, __ATOMIC_RELEASE);
 }
 
 extern "C" int coll_gpu_can_chain(const struct coll_gpu *g)

@@ -59,16 +59,6 @@ size_t coll_gpu_copy_max(const struct coll_gpu *g);
  * memory). Tasks run in the order they were started. */
 int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint64_t payload,
                    int64_t timeout_ns);
-/* Start a task whose wait is soft (a->ready set; the reduction a receiver
- * queues at its post, before the message came): if the word does not get
- * there within a->ready_ns, or coll_gpu_cancel came first, the task ends
- * without writing anything and coll_gpu_finish returns -XTQ_EAGAIN. */
-int coll_gpu_start_soft(struct coll_gpu *g, const struct xtq_coll_cuda_args *a,
-                        int64_t timeout_ns);
-/* Ask a soft wait to give up (a no-op once it decided); its task still
- * needs coll_gpu_finish. A task cancelled before it started never reads
- * the word. */
-void coll_gpu_cancel(struct coll_gpu *g, int ticket);
 /* Wait for a started task and give its ticket back. */
 int coll_gpu_finish(struct coll_gpu *g, int ticket, int64_t timeout_ns);
 /* Whether a task's completion may decrement any host signal (the agent's

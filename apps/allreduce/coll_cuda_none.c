@@ -62,15 +62,6 @@ int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint6
     (void)g, (void)a, (void)payload, (void)timeout_ns;
     return -XTQ_ENOAGENT;
 }
-int coll_gpu_start_soft(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, int64_t timeout_ns)
-{
-    (void)g, (void)a, (void)timeout_ns;
-    return -XTQ_ENOAGENT;
-}
-void coll_gpu_cancel(struct coll_gpu *g, int ticket)
-{
-    (void)g, (void)ticket;
-}
 int coll_gpu_finish(struct coll_gpu *g, int ticket, int64_t timeout_ns)
 {
     (void)g, (void)ticket, (void)timeout_ns;

@@ -102,9 +102,6 @@ int64_t coll_team_ready_sends(const struct xtq_coll_team *t); /* exported for te
 /* For tests: the team's later calls never store their ready word (a peer
  * whose GPU is wedged after its messages left). */
 void coll_team_drop_ready(struct xtq_coll_team *t); /* exported for tests only */
-/* Early reductions queued at the posts so far (-1: the team queues none),
- * and those that reduced (*reduced). Exported for tests only. */
-int64_t coll_team_early(const struct xtq_coll_team *t, int64_t *reduced);
 
 #ifdef __cplusplus
 }

@@ -424,64 +424,6 @@ XTQ_TEST(coll_task_ready_word_host)
     CHECK_EQ(fail, -XTQ_ETIMEDOUT);
 }
 
-/* A soft wait (an early reduction), on the CPU: the work-items follow one
- * outcome per dispatch (seq) in the decide word: all reduce once the word
- * is there; none does when the wait ran out, when the decision says so
- * although the word is there now, or when cancelled (read first); then
- * `fail` holds -XTQ_EAGAIN. */
-XTQ_TEST(coll_task_soft_wait_host)
-{
-    float dst[4] = {1, 2, 3, 4}, in[4] = {10, 20, 30, 40};
-    uint64_t word = 7, decide = 0;
-    uint32_t cancel = 0;
-    int32_t fail = 0;
-    struct xtq_coll_cuda_args a = {.dst = (uint64_t)(uintptr_t)dst,
-                                   .in = (uint64_t)(uintptr_t)in,
-                                   .count = 4,
-                                   .mode = XTQ_COLL_CUDA_REDUCE,
-                                   .type = XTQ_DT_FLOAT,
-                                   .op = XTQ_OP_SUM,
-                                   .esize = 4,
-                                   .ready = (uint64_t)(uintptr_t)&word,
-                                   .ready_val = 7,
-                                   .ready_ns = 1000000,
-                                   .fail = (uint64_t)(uintptr_t)&fail,
-                                   .decide = (uint64_t)(uintptr_t)&decide,
-                                   .seq = 1,
-                                   .cancel = (uint64_t)(uintptr_t)&cancel};
-    coll_task_run_host(&a, 4, 4); /* the word is there: all reduce */
-    CHECK(dst[0] == 11 && dst[3] == 44);
-    CHECK_EQ(decide, (1u << 1) | 1);
-    CHECK_EQ(fail, 0);
-    a.seq = 2;
-    a.ready_val = 8; /* never reached: the first work-item gives up, all follow */
-    coll_task_run_host(&a, 4, 4);
-    CHECK(dst[0] == 11 && dst[3] == 44);
-    CHECK_EQ(decide, 2u << 1);
-    CHECK_EQ(fail, -XTQ_EAGAIN);
-    fail = 0;
-    a.seq = 3;
-    a.ready_val = 7;
-    decide = 3u << 1; /* decided "give up" before the word came */
-    coll_task_run_host(&a, 4, 4);
-    CHECK(dst[0] == 11 && dst[3] == 44);
-    CHECK_EQ(fail, -XTQ_EAGAIN);
-    fail = 0;
-    a.seq = 4;
-    cancel = 1; /* cancelled: the word is there, nobody reduces */
-    coll_task_run_host(&a, 4, 4);
-    CHECK(dst[0] == 11 && dst[3] == 44);
-    CHECK_EQ(decide, 4u << 1);
-    CHECK_EQ(fail, -XTQ_EAGAIN);
-    fail = 0;
-    cancel = 0;
-    a.seq = 5;
-    decide = (5u << 1) | 1; /* another work-item saw the word: this one reduces */
-    coll_task_run_host(&a, 4, 4);
-    CHECK(dst[0] == 21 && dst[3] == 84);
-    CHECK_EQ(fail, 0);
-}
-
 struct ready_later {
     uint64_t *word;
     uint64_t val;

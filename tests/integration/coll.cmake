@@ -159,19 +159,6 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   xtq_add_mpi_case(NAME coll.gpu_ready_lost.stream.shm.np2 NP 2 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> gpu_ready_lost TIMEOUT 120
                    ENV XTQ_COLL_TIMEOUT_MS=3000 XTQ_COLL_GPU_READY=stream)
-  # Early reductions: queued at the post, found done by the message (a
-  # bound long enough that they do), or given up on (rank 1 posts 30 ms
-  # late, past a 2 ms bound); mismatched counts fail on both ranks.
-  xtq_add_mpi_case(NAME coll.gpu_early.shm.np2 NP 2 PROVIDER shm LABEL coll
-                   COMMAND $<TARGET_FILE:test_coll> gpu_early TIMEOUT 300
-                   ENV XTQ_COLL_TIMEOUT_MS=20000 XTQ_COLL_GPU_EARLY_US=1000000)
-  xtq_add_mpi_case(NAME coll.gpu_early.stream.shm.np2 NP 2 PROVIDER shm LABEL coll
-                   COMMAND $<TARGET_FILE:test_coll> gpu_early TIMEOUT 300
-                   ENV XTQ_COLL_TIMEOUT_MS=20000 XTQ_COLL_GPU_EARLY_US=1000000
-                       XTQ_COLL_GPU_READY=stream)
-  xtq_add_mpi_case(NAME coll.gpu_early_late.shm.np2 NP 2 PROVIDER shm LABEL coll
-                   COMMAND $<TARGET_FILE:test_coll> gpu_early_late TIMEOUT 300
-                   ENV XTQ_COLL_TIMEOUT_MS=20000 XTQ_COLL_GPU_EARLY_US=2000)
   if(TARGET xtq_allreduce)
     # Every GPU path of the application, each checked (skips without a GPU).
     xtq_add_mpi_case(NAME coll.gpu_paths.shm.np2 NP 2 PROVIDER shm LABEL coll
@@ -192,8 +179,7 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   set(coll_gpu_cases coll.gpu_team.shm.np2 coll.gpu_team.stream.shm.np2
       coll.gpu_team.host.shm.np2 coll.gpu_team.peer.shm.np2 coll.gpu_team.ready_off.shm.np2
       coll.gpu_team.ready.shm.np2 coll.gpu_team.ready_stream.shm.np2 coll.gpu_ready_lost.shm.np2
-      coll.gpu_ready_lost.stream.shm.np2 coll.gpu_early.shm.np2 coll.gpu_early.stream.shm.np2
-      coll.gpu_early_late.shm.np2)
+      coll.gpu_ready_lost.stream.shm.np2)
   foreach(t IN LISTS coll_gpu_cases ITEMS coll.gpu_paths.shm.np2)
     if(TEST ${t})
       set_property(TEST ${t} APPEND PROPERTY LABELS gpu)

@@ -279,92 +279,6 @@ __host__ __device__ __forceinline__ int ready_wait(const xtq_cuda_dispatch_t *d,
     return 0;
 }
 
-/* The word where a soft wait's work-items agree (seq << 1 | reduce): read
- * and swapped at device scope (it is this GPU's memory). */
-__host__ __device__ __forceinline__ uint64_t decide_load(const uint64_t *w)
-{
-#if defined(__CUDA_ARCH__)
-    uint64_t v;
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(w) : "memory");
-    return v;
-#else
-    return __atomic_load_n(w, __ATOMIC_ACQUIRE);
-#endif
-}
-
-__host__ __device__ __forceinline__ void decide_cas(uint64_t *w, uint64_t old, uint64_t v)
-{
-#if defined(__CUDA_ARCH__)
-    (void)atomicCAS((unsigned long long *)w, (unsigned long long)old, (unsigned long long)v);
-#else
-    (void)__atomic_compare_exchange_n(w, &old, v, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-#endif
-}
-
-__host__ __device__ __forceinline__ int soft_cancelled(const struct xtq_coll_cuda_args *a)
-{
-    if (!a->cancel)
-        return 0;
-#if defined(__CUDA_ARCH__)
-    return *(const volatile uint32_t *)(uintptr_t)a->cancel != 0;
-#else
-    return __atomic_load_n((const uint32_t *)(uintptr_t)a->cancel, __ATOMIC_ACQUIRE) != 0;
-#endif
-}
-
-/* A soft wait (a->decide): 1 when every work-item of the dispatch reduces,
- * 0 when none does (the wait ran out, or a->cancel was set: then a->fail
- * holds -XTQ_EAGAIN and the dispatch itself succeeds). Each work-item waits
- * on its own and the first to conclude swaps its outcome into the decide
- * word, which all then follow: nobody waits for another work-item, so a
- * dispatch with more work-groups than run at once cannot hang on it. The
- * cancel word is read first, before the peer's word is touched. */
-__host__ __device__ __forceinline__ int soft_wait(const struct xtq_coll_cuda_args *a)
-{
-    uint64_t *dw = (uint64_t *)(uintptr_t)a->decide;
-    const uint64_t *w = (const uint64_t *)(uintptr_t)a->ready;
-    const uint64_t go = a->seq << 1 | 1, stop = a->seq << 1;
-    uint64_t start = 0;
-    int timed = 0;
-    for (unsigned spin = 0;; spin++) {
-        const uint64_t d = decide_load(dw);
-        if ((d >> 1) == a->seq) {
-            if (!(d & 1))
-                break;
-            /* Another work-item saw the word: this one's own acquire of it
-             * orders its reads of the piece. */
-            while (ready_load(w) < a->ready_val) {
-            }
-            return 1;
-        }
-        uint64_t want;
-        if ((spin & 63) == 0 && soft_cancelled(a)) {
-            want = stop;
-        } else if (ready_load(w) >= a->ready_val) {
-            want = go;
-        } else {
-            const uint64_t now = ready_clock();
-            if (!timed) {
-                start = now;
-                timed = 1;
-                continue;
-            }
-            if (now - start <= a->ready_ns && !(now == 0 && spin > (1u << 20)))
-                continue;
-            want = stop;
-        }
-        decide_cas(dw, d, want);
-    }
-    if (a->fail) {
-#if defined(__CUDA_ARCH__)
-        *(volatile int32_t *)(uintptr_t)a->fail = -XTQ_EAGAIN;
-#else
-        __atomic_store_n((int32_t *)(uintptr_t)a->fail, -XTQ_EAGAIN, __ATOMIC_RELEASE);
-#endif
-    }
-    return 0;
-}
-
 /*
  * dst[i] = lhs[i] op rhs[i] (COPY: dst[i] = in[i]) for i = first,
  * first + stride, ... < count, `rounds<T>::n` elements per round; the
@@ -522,7 +436,7 @@ static __host__ __device__ void xtq_coll_cuda_task(const xtq_cuda_dispatch_t *d,
     }
     if (first >= a->count)
         return;
-    if (a->ready && !(a->decide ? soft_wait(a) : ready_wait(d, a)))
+    if (a->ready && !ready_wait(d, a))
         return;
     switch (a->type) {
     case XTQ_DT_INT8:

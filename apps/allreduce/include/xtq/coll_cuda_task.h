@@ -49,18 +49,6 @@ struct xtq_coll_cuda_args {
      * or, without one, in `dst`) is written.
      */
     uint64_t mirror_count;
-    /**
-     * A soft wait (a reduction queued before its message came, at the
-     * receiver's post: XTQ_COLL_GPU_EARLY_US), or 0 (the wait above). The
-     * work-items agree on one outcome of dispatch `seq` (> 0) in the device
-     * word `decide`: every one of them reduces, or none does because the
-     * wait ran out or the mapped host word `cancel` became nonzero (read
-     * before the ready word: a cancelled task never touches the peer's
-     * memory). Then the dispatch succeeds and `fail` holds -XTQ_EAGAIN.
-     */
-    uint64_t decide;
-    uint64_t seq;
-    uint64_t cancel; /**< mapped host uint32_t: nonzero ends a soft wait */
 };
 
 #ifdef __cplusplus
