@@ -386,6 +386,11 @@ static void team_break(struct xtq_coll_team *t, uint64_t instance, int err)
     while (instance < at && !atomic_compare_exchange_weak(&t->broken_at, &at, instance))
         ;
     atomic_compare_exchange_strong(&t->broken, &zero, err);
+    /* A GPU task waiting for a peer's ready word would hold the processor
+     * until its bound (for ever with XTQ_COLL_TIMEOUT_MS=0): it ends now,
+     * and the failed call returns without waiting for it. */
+    if (t->gpu)
+        coll_gpu_cancel_waits(t->gpu);
     wake(t);
 }
 
@@ -994,13 +999,22 @@ static int64_t gpu_ready_ns(const struct xtq_coll_team *t)
     return t->timeout_ns ? t->timeout_ns : INT64_MAX;
 }
 
+/* How long the host waits for such a task: longer than the task's own
+ * bound, so that the task ends first and says why (-XTQ_ETIMEDOUT from
+ * the GPU), and its slot is free again, rather than a host timeout
+ * leaving a task that still waits on the processor. */
+static int64_t gpu_wait_timeout(const struct xtq_coll_team *t)
+{
+    return t->timeout_ns ? t->timeout_ns + t->timeout_ns / 2 + 1000000000 : XTQ_TIMEOUT_INFINITE;
+}
+
 /* A piece kept before the post: copied out once the sender's GPU wrote it. */
 static int gpu_src_read(const struct coll_src *src, uint64_t off, void *dst, size_t bytes)
 {
     struct xtq_coll_team *t = src->ctx;
     if (src->ready) {
         int rc = coll_gpu_wait_ready(t->gpu, src->ready, src->ready_val, gpu_ready_ns(t),
-                                     gpu_timeout(t));
+                                     gpu_wait_timeout(t));
         if (rc)
             return rc;
     }
@@ -1251,7 +1265,8 @@ static int gpu_apply(struct coll_exec *e, const struct coll_op *op, const void *
         a.ready_val = dsrc->ready_val;
         a.ready_ns = (uint64_t)gpu_ready_ns(t);
     }
-    int rc = coll_gpu_apply(t->gpu, &a, dsrc ? 0 : op->cnt * e->esize, gpu_timeout(t));
+    int rc = coll_gpu_apply(t->gpu, &a, dsrc ? 0 : op->cnt * e->esize,
+                            a.ready ? gpu_wait_timeout(t) : gpu_timeout(t));
     if (t0)
         prof_add(t, PROF_GPU, t0, now_ns());
     return rc;
@@ -1721,22 +1736,28 @@ static void reap(struct xtq_coll_req *req);
 
 /* A post that failed before its messages went out: tell every member (they
  * would wait for ours), fail this and every later instance here. */
-static void post_failed(struct xtq_coll_req *r, int rc)
+/* Fail `instance` (in `slot`) and every later one here and at every
+ * member: they would wait for this rank's messages. */
+static void abort_everywhere(struct xtq_coll_team *t, unsigned slot, uint64_t instance, int rc)
 {
-    struct xtq_coll_team *t = r->team;
     int64_t deadline = now_ns() + (t->timeout_ns ? t->timeout_ns : INT64_MAX / 4);
 
-    team_break(t, r->instance, rc);
+    team_break(t, instance, rc);
     for (int q = 0; q < t->size; q++) {
         struct coll_hdr h;
         if (q == t->rank)
             continue;
         hdr_init(t, &h, COLL_MSG_ABORT);
-        h.slot = (uint16_t)r->slot;
-        h.instance = r->instance;
+        h.slot = (uint16_t)slot;
+        h.instance = instance;
         h.status = rc;
         (void)put_sync(t, q, &h, deadline);
     }
+}
+
+static void post_failed(struct xtq_coll_req *r, int rc)
+{
+    abort_everywhere(r->team, r->slot, r->instance, rc);
     r->status = rc;
     reap(r);
 }
@@ -2305,6 +2326,16 @@ XTQ_COLL_API int64_t coll_team_ready_sends(const struct xtq_coll_team *t)
     if (t->ready == COLL_READY_AUTO && !coll_gpu_can_chain(t->gpu))
         return -1; /* small calls wait for their copies in the post */
     return (int64_t)t->readied;
+}
+
+XTQ_COLL_API void coll_team_abort(struct xtq_coll_team *t, uint64_t instance, int err)
+{
+    abort_everywhere(t, (unsigned)(instance % t->nslots), instance, err);
+}
+
+XTQ_COLL_API uint64_t coll_team_next_instance(const struct xtq_coll_team *t)
+{
+    return t->next_instance;
 }
 
 XTQ_COLL_API void coll_team_drop_ready(struct xtq_coll_team *t)

@@ -75,8 +75,11 @@ struct coll_gpu {
     int free_head;
     struct coll_gpu_slot slot[COLL_GPU_SLOTS];
     /* Pinned, per slot: a waiting task's error (xtq_coll_cuda_args.fail),
-     * which a local packet's completion does not carry. */
+     * which a local packet's completion does not carry; after them the
+     * word that ends every wait (xtq_coll_cuda_args.cancel, one per team:
+     * coll_gpu_cancel_waits). */
     int32_t *fail;
+    uint32_t *cancel;
 };
 
 /* The team's device current for the calls of a scope, the caller's put
@@ -117,6 +120,7 @@ static void free_args(void *arg)
     if (g->fail) {
         cudaFreeHost(g->fail);
         g->fail = NULL;
+        g->cancel = NULL;
     }
 }
 
@@ -286,7 +290,7 @@ static int open_on_device(xtq_ctx_t *ctx, uint64_t task, int dev, const struct c
     g->free_head = 0;
     {
         void *p = NULL;
-        if (cudaHostAlloc(&p, COLL_GPU_SLOTS * sizeof(int32_t),
+        if (cudaHostAlloc(&p, (COLL_GPU_SLOTS + 1) * sizeof(int32_t),
                           cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
             cudaGetLastError();
             snprintf(why, len, "CUDA task status words: out of pinned memory");
@@ -294,7 +298,8 @@ static int open_on_device(xtq_ctx_t *ctx, uint64_t task, int dev, const struct c
             goto fail;
         }
         g->fail = (int32_t *)p;
-        memset(g->fail, 0, COLL_GPU_SLOTS * sizeof(int32_t));
+        memset(g->fail, 0, (COLL_GPU_SLOTS + 1) * sizeof(int32_t));
+        g->cancel = (uint32_t *)(g->fail + COLL_GPU_SLOTS);
     }
     for (int i = 0; i < COLL_GPU_SLOTS; i++) {
         void *p = NULL;
@@ -578,6 +583,7 @@ extern "C" int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_arg
         /* A task that waits: its failure comes back through g->fail. */
         __atomic_store_n(&g->fail[idx], 0, __ATOMIC_RELAXED);
         with.fail = (uint64_t)(uintptr_t)&g->fail[idx];
+        with.cancel = (uint64_t)(uintptr_t)g->cancel;
     }
     rc = submit(g, &with, s->args, s->sig, payload, timeout_ns);
     if (rc) {
@@ -585,6 +591,12 @@ extern "C" int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_arg
         return rc;
     }
     return idx;
+}
+
+extern "C" void coll_gpu_cancel_waits(struct coll_gpu *g)
+{
+    if (g && g->cancel)
+        __atomic_store_n(g->cancel, 1u, __ATOMIC_RELEASE);
 }
 
 extern "C" int coll_gpu_can_chain(const struct coll_gpu *g)

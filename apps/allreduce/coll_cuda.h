@@ -87,6 +87,10 @@ void coll_gpu_ipc_close(struct coll_gpu *g, void *ptr);
  * same way before it reads; its failure is coll_gpu_finish's result. */
 int coll_gpu_wait_ready(struct coll_gpu *g, const void *word, uint64_t val, int64_t wait_ns,
                         int64_t timeout_ns);
+/* End every wait of a task started here, now and later, at once: those
+ * tasks fail with -XTQ_ECANCELED (the team failed: its waits would only
+ * hold the processor until their bound, or for ever without one). */
+void coll_gpu_cancel_waits(struct coll_gpu *g);
 /* Start and finish one piece's reduction (an agent worker). */
 int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint64_t payload,
                    int64_t timeout_ns);

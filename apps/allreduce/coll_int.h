@@ -102,6 +102,11 @@ int64_t coll_team_ready_sends(const struct xtq_coll_team *t); /* exported for te
 /* For tests: the team's later calls never store their ready word (a peer
  * whose GPU is wedged after its messages left). */
 void coll_team_drop_ready(struct xtq_coll_team *t); /* exported for tests only */
+/* For tests: fail call `instance` and every later one here and at every
+ * member (what this rank does when its post fails), and the number of the
+ * team's next call. */
+void coll_team_abort(struct xtq_coll_team *t, uint64_t instance, int err);
+uint64_t coll_team_next_instance(const struct xtq_coll_team *t);
 
 #ifdef __cplusplus
 }

@@ -110,6 +110,30 @@ static void count_retire(void *cookie, int status)
     atomic_fetch_add(&retired[(uintptr_t)cookie - 1], 1);
 }
 
+/* One packet of `k` (arguments `ka`, `ka_len` bytes) through the agent's
+ * enqueue, retired by count_retire with `cookie` (retired[] holds room for
+ * it): waits for its completion and its retirement, returns its status. */
+static int enqueue_retired(xtq_queue_t *q, xtq_kernel_t *k, void *ka, size_t ka_len, int dims,
+                           const uint32_t grid[3], const uint16_t wg[3], xtq_signal_t *sig,
+                           uint32_t cookie)
+{
+    atomic_store(&last_status, 0);
+    xtq_signal_store(sig, 1);
+    xtq_aql_packet_t p;
+    kernel_packet(&p, k, ka, dims, grid, wg, sig);
+    struct xtq__enqueue d = {.packet = &p,
+                             .kernarg = ka,
+                             .kernarg_len = ka_len,
+                             .retire = count_retire,
+                             .cookie = (void *)(uintptr_t)cookie};
+    CHECK_OK(xtq__cuda_enqueue(q, &d, NULL));
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    for (int t = 0; atomic_load(&retired[cookie - 1]) == 0 && t < 20000; t++)
+        usleep(1000);
+    CHECK_EQ(atomic_load(&retired[cookie - 1]), 1);
+    return atomic_load(&last_status);
+}
+
 XTQ_TEST(probe_reports_reason)
 {
     char reason[192] = "";
@@ -422,6 +446,19 @@ XTQ_TEST(coll_task_ready_word_host)
     coll_task_run_host(&a, 4, 4);
     CHECK(dst[0] == 11 && dst[3] == 44);
     CHECK_EQ(fail, -XTQ_ETIMEDOUT);
+    /* The host ends the waits (the team failed): at once, -XTQ_ECANCELED. */
+    uint32_t cancel = 1;
+    fail = 0;
+    a.cancel = (uint64_t)(uintptr_t)&cancel;
+    coll_task_run_host(&a, 4, 4);
+    CHECK(dst[0] == 11 && dst[3] == 44);
+    CHECK_EQ(fail, -XTQ_ECANCELED);
+    cancel = 0; /* not cancelled: the word decides as before */
+    fail = 0;
+    a.ready_val = 7;
+    coll_task_run_host(&a, 4, 4);
+    CHECK(dst[0] == 21 && dst[3] == 84);
+    CHECK_EQ(fail, 0);
 }
 
 struct ready_later {
@@ -1494,21 +1531,7 @@ XTQ_TEST(task_fail_status_reaches_retire)
         ka->seen = seen;
         ka->status = cases[c].status;
         ka->fail_group = cases[c].fail_group;
-        atomic_store(&last_status, 0);
-        xtq_signal_store(sig, 1);
-        xtq_aql_packet_t p;
-        kernel_packet(&p, k, ka, 1, grid, wg, sig);
-        struct xtq__enqueue d = {.packet = &p,
-                                 .kernarg = ka,
-                                 .kernarg_len = sizeof(*ka),
-                                 .retire = count_retire,
-                                 .cookie = (void *)(uintptr_t)(c + 1)};
-        CHECK_OK(xtq__cuda_enqueue(q, &d, NULL));
-        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
-        for (int t = 0; atomic_load(&retired[c]) == 0 && t < 20000; t++)
-            usleep(1000);
-        CHECK_EQ(atomic_load(&retired[c]), 1);
-        CHECK_EQ(atomic_load(&last_status), cases[c].status);
+        CHECK_EQ(enqueue_retired(q, k, ka, sizeof(*ka), 1, grid, wg, sig, c + 1), cases[c].status);
         for (uint32_t i = 0; i < cases[c].groups * 32; i++)
             CHECK_EQ(seen[i], 1);
     }
@@ -1522,6 +1545,21 @@ XTQ_TEST(task_fail_status_reaches_retire)
     CHECK_OK(xtq_kernel_destroy(k));
     agent->ops->close(agent);
     free(retired);
+}
+
+/* A plain packet of `k` (xtq_queue_submit: no enqueue descriptor) on a
+ * 64-item grid, `info` set to 0xff first; waits for it. */
+static void plain_packet(xtq_queue_t *q, xtq_kernel_t *k, void *ka, uint32_t *info,
+                         xtq_signal_t *sig)
+{
+    const uint32_t grid1[3] = {64, 1, 1};
+    const uint16_t wg1[3] = {64, 1, 1};
+    xtq_aql_packet_t p;
+    memset(info, 0xff, 64);
+    xtq_signal_store(sig, 1);
+    kernel_packet(&p, k, ka, 1, grid1, wg1, sig);
+    submit(q, &p, NULL);
+    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
 }
 
 /* A fetching put's reply buffer reaches the task (d->result, result_len)
@@ -1563,14 +1601,7 @@ XTQ_TEST(result_buffer_reaches_task)
             CHECK_EQ(result[i], 0);
     }
     /* Without one: NULL and 0. */
-    memset(info, 0xff, 64);
-    xtq_signal_store(sig, 1);
-    const uint32_t grid1[3] = {64, 1, 1};
-    const uint16_t wg1[3] = {64, 1, 1};
-    xtq_aql_packet_t p;
-    kernel_packet(&p, k, ka, 1, grid1, wg1, sig);
-    submit(q, &p, NULL);
-    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    plain_packet(q, k, ka, info, sig);
     CHECK_EQ(info[0], 0);
     CHECK_EQ(info[1], 0);
     CHECK_OK(xtq_queue_destroy(q));
@@ -1625,14 +1656,7 @@ XTQ_TEST(payload_len_reaches_task)
         }
     }
     /* A plain packet gives no length. */
-    memset(info, 0xff, 64);
-    xtq_signal_store(sig, 1);
-    const uint32_t grid1[3] = {64, 1, 1};
-    const uint16_t wg1[3] = {64, 1, 1};
-    xtq_aql_packet_t p;
-    kernel_packet(&p, k, ka, 1, grid1, wg1, sig);
-    submit(q, &p, NULL);
-    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+    plain_packet(q, k, ka, info, sig);
     CHECK_EQ(info[2], 0);
     CHECK_EQ(info[3], 0);
     CHECK_EQ(info[4], 0);
@@ -1706,21 +1730,7 @@ static int run_geom(xtq_queue_t *q, xtq_kernel_t *k, struct geom_args *ka, uint3
 {
     const uint32_t cells = grid[0] * grid[1] * grid[2], guard = 256;
     memset(out, 0, (cells + guard) * 4);
-    atomic_store(&last_status, 0);
-    xtq_signal_store(sig, 1);
-    xtq_aql_packet_t p;
-    kernel_packet(&p, k, ka, dims, grid, wg, sig);
-    struct xtq__enqueue d = {.packet = &p,
-                             .kernarg = ka,
-                             .kernarg_len = sizeof(*ka),
-                             .retire = count_retire,
-                             .cookie = (void *)(uintptr_t)cookie};
-    CHECK_OK(xtq__cuda_enqueue(q, &d, NULL));
-    CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
-    for (int t = 0; atomic_load(&retired[cookie - 1]) == 0 && t < 20000; t++)
-        usleep(1000);
-    CHECK_EQ(atomic_load(&retired[cookie - 1]), 1);
-    int status = atomic_load(&last_status);
+    int status = enqueue_retired(q, k, ka, sizeof(*ka), dims, grid, wg, sig, cookie);
     for (uint32_t z = 0; z < grid[2]; z++)
         for (uint32_t y = 0; y < grid[1]; y++)
             for (uint32_t x = 0; x < grid[0]; x++) {

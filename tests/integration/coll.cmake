@@ -159,6 +159,10 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   xtq_add_mpi_case(NAME coll.gpu_ready_lost.stream.shm.np2 NP 2 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> gpu_ready_lost TIMEOUT 120
                    ENV XTQ_COLL_TIMEOUT_MS=3000 XTQ_COLL_GPU_READY=stream)
+  # No timeout at all: the wait ends when a rank fails the call.
+  xtq_add_mpi_case(NAME coll.gpu_ready_abort.shm.np2 NP 2 PROVIDER shm LABEL coll
+                   COMMAND $<TARGET_FILE:test_coll> gpu_ready_abort TIMEOUT 60
+                   ENV XTQ_COLL_TIMEOUT_MS=0 XTQ_COLL_GPU_READY=copy)
   if(TARGET xtq_allreduce)
     # Every GPU path of the application, each checked (skips without a GPU).
     xtq_add_mpi_case(NAME coll.gpu_paths.shm.np2 NP 2 PROVIDER shm LABEL coll
@@ -179,7 +183,7 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   set(coll_gpu_cases coll.gpu_team.shm.np2 coll.gpu_team.stream.shm.np2
       coll.gpu_team.host.shm.np2 coll.gpu_team.peer.shm.np2 coll.gpu_team.ready_off.shm.np2
       coll.gpu_team.ready.shm.np2 coll.gpu_team.ready_stream.shm.np2 coll.gpu_ready_lost.shm.np2
-      coll.gpu_ready_lost.stream.shm.np2)
+      coll.gpu_ready_lost.stream.shm.np2 coll.gpu_ready_abort.shm.np2)
   foreach(t IN LISTS coll_gpu_cases ITEMS coll.gpu_paths.shm.np2)
     if(TEST ${t})
       set_property(TEST ${t} APPEND PROPERTY LABELS gpu)

@@ -873,7 +873,10 @@ static int64_t now_us(void)
  * sender's own call may complete: what it read was ready); the team is
  * broken on both from then on. Skips without two GPUs that
  * map each other's memory. */
-XTQ_TEST(gpu_ready_lost)
+/* The ready-word tests' start: a recursive-doubling CUDA team that sends
+ * with the ready word (or SKIP), its 16-float buffers (rank + 1 in din),
+ * and one good call: the buffers are mapped, the word works. */
+static xtq_coll_team_t *ready_team_after_one_call(float **din, float **dout)
 {
     gpu_setup_or_skip();
     xtq_coll_team_t *t = cuda_team_or_skip(XTQ_COLL_ALG_RD);
@@ -885,15 +888,23 @@ XTQ_TEST(gpu_ready_lost)
         teardown();
         XTQ_SKIP("the CUDA team does not send before its copies (no peer reads here)");
     }
-    const uint64_t count = 16;
-    float h[16], *din = ar_gpu_malloc(sizeof(h)), *dout = ar_gpu_malloc(sizeof(h));
-    for (unsigned i = 0; i < count; i++)
+    float h[16];
+    *din = ar_gpu_malloc(sizeof(h));
+    *dout = ar_gpu_malloc(sizeof(h));
+    for (unsigned i = 0; i < 16; i++)
         h[i] = (float)(rank + 1);
-    CHECK(ar_gpu_h2d(din, h, sizeof(h)) == 0);
-    /* One good call first: the buffers are mapped, the word works. */
-    CHECK_OK(xtq_coll_allreduce(t, din, dout, count, XTQ_DT_FLOAT, XTQ_OP_SUM));
-    CHECK(ar_gpu_d2h(h, dout, sizeof(h)) == 0);
+    CHECK(ar_gpu_h2d(*din, h, sizeof(h)) == 0);
+    CHECK_OK(xtq_coll_allreduce(t, *din, *dout, 16, XTQ_DT_FLOAT, XTQ_OP_SUM));
+    CHECK(ar_gpu_d2h(h, *dout, sizeof(h)) == 0);
     CHECK(h[0] == (float)(size * (size + 1) / 2));
+    return t;
+}
+
+XTQ_TEST(gpu_ready_lost)
+{
+    const uint64_t count = 16;
+    float h[16], *din, *dout;
+    xtq_coll_team_t *t = ready_team_after_one_call(&din, &dout);
     if (rank == 1)
         coll_team_drop_ready(t); /* its next call's word is never stored */
     int64_t t0 = now_us();
@@ -909,6 +920,39 @@ XTQ_TEST(gpu_ready_lost)
         CHECK(h[0] == (float)(size * (size + 1) / 2));
     }
     /* The team is broken on both from here (rank 0's abort reaches rank 1). */
+    CHECK(xtq_coll_allreduce(t, din, dout, count, XTQ_DT_FLOAT, XTQ_OP_SUM) != 0);
+    xtq_coll_team_destroy(t);
+    CHECK_OK(xtq_coll_team_destroy(host_team));
+    teardown();
+}
+
+/* The same wedged peer with no timeout at all (XTQ_COLL_TIMEOUT_MS=0):
+ * rank 0's GPU task would wait for rank 1's word for ever, holding its
+ * processor. Rank 1 then fails the call (what a rank does when its post
+ * fails, or when it finds a peer gone): rank 0's wait ends at once
+ * (-XTQ_ECANCELED on the GPU) and its call fails instead of hanging; the
+ * test's timeout is the hang detector. */
+XTQ_TEST(gpu_ready_abort)
+{
+    const uint64_t count = 16;
+    float *din, *dout;
+    xtq_coll_team_t *t = ready_team_after_one_call(&din, &dout);
+    uint64_t inst = coll_team_next_instance(t);
+    int64_t t0 = now_us();
+    int rc;
+    if (rank == 0) {
+        rc = xtq_coll_allreduce(t, din, dout, count, XTQ_DT_FLOAT, XTQ_OP_SUM);
+    } else {
+        xtq_coll_req_t *r = NULL;
+        coll_team_drop_ready(t); /* this call's word is never stored */
+        CHECK_OK(xtq_coll_iallreduce(t, din, dout, count, XTQ_DT_FLOAT, XTQ_OP_SUM, &r));
+        usleep(300000); /* rank 0's GPU task waits by now */
+        coll_team_abort(t, inst, -XTQ_EPROTO);
+        rc = xtq_coll_wait(r, XTQ_TIMEOUT_INFINITE);
+    }
+    printf("rank %d: allreduce without rank 1's ready word, failed by rank 1: %s after %.1f s\n",
+           rank, xtq_strerror(rc), (double)(now_us() - t0) / 1e6);
+    CHECK(rc != 0);
     CHECK(xtq_coll_allreduce(t, din, dout, count, XTQ_DT_FLOAT, XTQ_OP_SUM) != 0);
     xtq_coll_team_destroy(t);
     CHECK_OK(xtq_coll_team_destroy(host_team));

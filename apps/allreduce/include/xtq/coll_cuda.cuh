@@ -250,17 +250,36 @@ __host__ __device__ __forceinline__ uint64_t ready_clock(void)
 #endif
 }
 
-/* Wait until a->ready holds a->ready_val or more: 1, or 0 once a->ready_ns passed
- * (the dispatch then fails with -XTQ_ETIMEDOUT, also left at a->fail for
- * the host, which does not see a local packet's status). */
+/* Whether the host asked waits to end (a->cancel: the team failed). */
+__host__ __device__ __forceinline__ int ready_cancelled(const struct xtq_coll_cuda_args *a)
+{
+    if (!a->cancel)
+        return 0;
+#if defined(__CUDA_ARCH__)
+    return *(const volatile uint32_t *)(uintptr_t)a->cancel != 0;
+#else
+    return __atomic_load_n((const uint32_t *)(uintptr_t)a->cancel, __ATOMIC_ACQUIRE) != 0;
+#endif
+}
+
+/* Wait until a->ready holds a->ready_val or more: 1, or 0 once a->ready_ns
+ * passed or the host cancelled waits (a->cancel, looked at every 64 polls:
+ * a read of host memory). The dispatch then fails with -XTQ_ETIMEDOUT or
+ * -XTQ_ECANCELED, also left at a->fail for the host, which does not see a
+ * local packet's status. */
 __host__ __device__ __forceinline__ int ready_wait(const xtq_cuda_dispatch_t *d,
                                                    const struct xtq_coll_cuda_args *a)
 {
     const uint64_t *w = (const uint64_t *)(uintptr_t)a->ready;
     uint64_t start = 0;
+    int err = -XTQ_ETIMEDOUT;
     for (unsigned spin = 0;; spin++) {
         if (ready_load(w) >= a->ready_val)
             return 1;
+        if ((spin & 63) == 0 && ready_cancelled(a)) {
+            err = -XTQ_ECANCELED;
+            break;
+        }
         const uint64_t now = ready_clock();
         if (spin == 0)
             start = now;
@@ -268,13 +287,13 @@ __host__ __device__ __forceinline__ int ready_wait(const xtq_cuda_dispatch_t *d,
             break;
     }
 #if defined(__CUDA_ARCH__)
-    xtq_cuda_task_fail(d, -XTQ_ETIMEDOUT);
+    xtq_cuda_task_fail(d, err);
     if (a->fail)
-        atomicCAS_system((int *)(uintptr_t)a->fail, 0, -XTQ_ETIMEDOUT);
+        atomicCAS_system((int *)(uintptr_t)a->fail, 0, err);
 #else
     (void)d;
     if (a->fail)
-        __atomic_store_n((int32_t *)(uintptr_t)a->fail, -XTQ_ETIMEDOUT, __ATOMIC_RELEASE);
+        __atomic_store_n((int32_t *)(uintptr_t)a->fail, err, __ATOMIC_RELEASE);
 #endif
     return 0;
 }

@@ -49,6 +49,13 @@ struct xtq_coll_cuda_args {
      * or, without one, in `dst`) is written.
      */
     uint64_t mirror_count;
+    /**
+     * Mapped host uint32_t, or 0: while the task waits for `ready`, a
+     * nonzero value here ends the wait at once (the team failed: a peer
+     * is gone or reported an error), and the dispatch fails with
+     * -XTQ_ECANCELED, also written to `fail`.
+     */
+    uint64_t cancel;
 };
 
 #ifdef __cplusplus
