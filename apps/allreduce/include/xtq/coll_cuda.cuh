@@ -250,7 +250,8 @@ __host__ __device__ __forceinline__ uint64_t ready_clock(void)
 #endif
 }
 
-/* Whether the host asked waits to end (a->cancel: the team failed). */
+/* Whether the host asked waits to end (a->cancel, this GPU's memory: the
+ * team failed). */
 __host__ __device__ __forceinline__ int ready_cancelled(const struct xtq_coll_cuda_args *a)
 {
     if (!a->cancel)
@@ -264,7 +265,7 @@ __host__ __device__ __forceinline__ int ready_cancelled(const struct xtq_coll_cu
 
 /* Wait until a->ready holds a->ready_val or more: 1, or 0 once a->ready_ns
  * passed or the host cancelled waits (a->cancel, looked at every 64 polls:
- * a read of host memory). The dispatch then fails with -XTQ_ETIMEDOUT or
+ * a word in device memory). The dispatch then fails with -XTQ_ETIMEDOUT or
  * -XTQ_ECANCELED, also left at a->fail for the host, which does not see a
  * local packet's status. */
 __host__ __device__ __forceinline__ int ready_wait(const xtq_cuda_dispatch_t *d,

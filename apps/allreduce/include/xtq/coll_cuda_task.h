@@ -50,10 +50,10 @@ struct xtq_coll_cuda_args {
      */
     uint64_t mirror_count;
     /**
-     * Mapped host uint32_t, or 0: while the task waits for `ready`, a
-     * nonzero value here ends the wait at once (the team failed: a peer
-     * is gone or reported an error), and the dispatch fails with
-     * -XTQ_ECANCELED, also written to `fail`.
+     * A uint32_t in this GPU's memory, or 0: while the task waits for
+     * `ready`, a nonzero value here (read every 64 polls) ends the wait
+     * (the team failed: a peer is gone or reported an error), and the
+     * dispatch fails with -XTQ_ECANCELED, also written to `fail`.
      */
     uint64_t cancel;
 };
