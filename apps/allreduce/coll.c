@@ -1734,8 +1734,6 @@ static int post(struct xtq_coll_req *req)
 static int put_sync(struct xtq_coll_team *t, int peer, const struct coll_hdr *h, int64_t deadline);
 static void reap(struct xtq_coll_req *req);
 
-/* A post that failed before its messages went out: tell every member (they
- * would wait for ours), fail this and every later instance here. */
 /* Fail `instance` (in `slot`) and every later one here and at every
  * member: they would wait for this rank's messages. */
 static void abort_everywhere(struct xtq_coll_team *t, unsigned slot, uint64_t instance, int rc)
@@ -1755,6 +1753,8 @@ static void abort_everywhere(struct xtq_coll_team *t, unsigned slot, uint64_t in
     }
 }
 
+/* A post that failed before its messages went out: tell every member (they
+ * would wait for ours), fail this and every later instance here. */
 static void post_failed(struct xtq_coll_req *r, int rc)
 {
     abort_everywhere(r->team, r->slot, r->instance, rc);
