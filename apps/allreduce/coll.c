@@ -316,6 +316,7 @@ struct xtq_coll_team {
     int64_t spin_ns;
     int prof; /* XTQ_COLL_PROFILE */
     _Atomic uint64_t prof_ns[PROF_COUNT], prof_n[PROF_COUNT];
+    _Atomic uint64_t prof_max[PROF_COUNT]; /* the longest: a first call maps buffers (ms) */
     _Atomic int why_taken; /* the first failure's explanation, printed once: */
     _Atomic int why_ready; /* claimed, then written */
     int why_printed;
@@ -350,8 +351,13 @@ static void prof_add(struct xtq_coll_team *t, int stage, int64_t from, int64_t t
 {
     if (!t->prof || !from || to < from)
         return;
-    atomic_fetch_add_explicit(&t->prof_ns[stage], (uint64_t)(to - from), memory_order_relaxed);
+    uint64_t d = (uint64_t)(to - from), m = atomic_load_explicit(&t->prof_max[stage], memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->prof_ns[stage], d, memory_order_relaxed);
     atomic_fetch_add_explicit(&t->prof_n[stage], 1, memory_order_relaxed);
+    while (d > m && !atomic_compare_exchange_weak_explicit(&t->prof_max[stage], &m, d,
+                                                           memory_order_relaxed,
+                                                           memory_order_relaxed))
+        ;
 }
 
 static void cpu_pause(void)
@@ -2930,7 +2936,7 @@ int xtq_coll_team_destroy(xtq_coll_team_t *t)
         free(r);
     }
     if (t->prof && atomic_load(&t->prof_n[PROF_CALL])) {
-        char line[1024];
+        char line[2048];
         int n = snprintf(line, sizeof(line), "xtq_coll profile: rank %d, %s team of %d, %llu calls:",
                          t->rank, t->gpu ? "CUDA" : "host", t->size,
                          (unsigned long long)atomic_load(&t->prof_n[PROF_CALL]));
@@ -2939,10 +2945,17 @@ int xtq_coll_team_destroy(xtq_coll_team_t *t)
             if (cnt && k == PROF_STASH)
                 n += snprintf(line + n, sizeof(line) - (size_t)n, " %s %.1f KiB per call;",
                               prof_names[k], (double)atomic_load(&t->prof_ns[k]) / cnt / 1024);
-            else if (cnt)
-                n += snprintf(line + n, sizeof(line) - (size_t)n, " %s %.2f us (x%llu);",
+            else if (cnt > 1) /* the mean, and the mean of all but the longest */
+                n += snprintf(line + n, sizeof(line) - (size_t)n,
+                              " %s %.2f us (x%llu; without the longest %.2f, longest %.1f);",
                               prof_names[k], (double)atomic_load(&t->prof_ns[k]) / cnt / 1e3,
-                              (unsigned long long)cnt);
+                              (unsigned long long)cnt,
+                              (double)(atomic_load(&t->prof_ns[k]) - atomic_load(&t->prof_max[k])) /
+                                  (double)(cnt - 1) / 1e3,
+                              (double)atomic_load(&t->prof_max[k]) / 1e3);
+            else if (cnt)
+                n += snprintf(line + n, sizeof(line) - (size_t)n, " %s %.2f us (x1);",
+                              prof_names[k], (double)atomic_load(&t->prof_ns[k]) / 1e3);
         }
         if (t->gpu && n > 0 && (size_t)n < sizeof(line))
             snprintf(line + n, sizeof(line) - (size_t)n,
