@@ -24,10 +24,4 @@ for g in 1 0; do
       --modes staged,hsa,xtqgpu,nccl --sizes 8-64M --iters 10; echo "rc=$?"
   } > "$R/grid/ar2_grid$g.txt" 2>&1; pack
 done
-if [ "$NG" -ge 3 ] && [ "${STRONG:-1}" = 1 ]; then
-  BUILD=$B OUT=$R/grid/strong RANKS="2 3 $NG" SWEEP_NP=$NG SWEEP_SIZES=64K-4M \
-    MODES=mpi,xtq,staged,hsa,xtqgpu,nccl ITERS=10 COMMIT=${COMMIT:-} \
-    MPIRUN_ARGS="-x CUDA_MODULE_LOADING=EAGER -x NCCL_NVLS_ENABLE=0 -x XTQ_COLL_GPU_GRID=1" \
-    timeout 280 bash "$ROOT/apps/allreduce/strong_scaling.sh" > "$R/grid/strong.txt" 2>&1
-  echo "rc=$?" >> "$R/grid/strong.txt"; pack
-fi
+strong "$R/grid/strong" 280 "-x XTQ_COLL_GPU_GRID=1"

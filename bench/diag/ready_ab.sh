@@ -40,10 +40,4 @@ for np in 3 4; do
     timeout 60 $MPI -np $np -x $VAR=$LAST "$AR" --modes hsa,xtqgpu --sizes 8-4M --iters 5; echo "rc=$?"
   } > "$D/ar${np}_$LAST.txt" 2>&1; pack
 done
-if [ "$NG" -ge 3 ] && [ "${STRONG:-1}" = 1 ]; then
-  BUILD=$B OUT=$D/strong RANKS="2 3 $NG" SWEEP_NP=$NG SWEEP_SIZES=64K-4M \
-    MODES=mpi,xtq,staged,hsa,xtqgpu,nccl ITERS=10 COMMIT=${COMMIT:-} \
-    MPIRUN_ARGS="-x CUDA_MODULE_LOADING=EAGER -x NCCL_NVLS_ENABLE=0 -x $VAR=$LAST" \
-    timeout 150 bash "$ROOT/apps/allreduce/strong_scaling.sh" > "$D/strong.txt" 2>&1
-  echo "rc=$?" >> "$D/strong.txt"; pack
-fi
+strong "$D/strong" 150 "-x $VAR=$LAST"

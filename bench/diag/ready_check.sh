@@ -30,10 +30,4 @@ done
 { hdr "$MPI -np 2 xtq_allreduce --modes staged,hsa,xtqgpu,nccl --sizes 8-64M --iters 10 (defaults)"
   timeout 150 $MPI -np 2 "$AR" --modes staged,hsa,xtqgpu,nccl --sizes 8-64M --iters 10; echo "rc=$?"
 } > "$R/ready/ar2_all.txt" 2>&1; pack
-if [ "$NG" -ge 3 ] && [ "${STRONG:-1}" = 1 ]; then
-  BUILD=$B OUT=$R/ready/strong RANKS="2 3 $NG" SWEEP_NP=$NG SWEEP_SIZES=64K-4M \
-    MODES=mpi,xtq,staged,hsa,xtqgpu,nccl ITERS=10 COMMIT=${COMMIT:-} \
-    MPIRUN_ARGS="-x CUDA_MODULE_LOADING=EAGER -x NCCL_NVLS_ENABLE=0" \
-    timeout 200 bash "$ROOT/apps/allreduce/strong_scaling.sh" > "$R/ready/strong.txt" 2>&1
-  echo "rc=$?" >> "$R/ready/strong.txt"; pack
-fi
+strong "$R/ready/strong" 200
