@@ -35,13 +35,16 @@ echo "t_s,pid,rss_kib,fds" >"$csv"
 # Builtins only (no forks), so that a loaded machine still samples each second.
 t0=$SECONDS
 next=$t0
-while kill -0 $job 2>/dev/null; do
+# Until the first rank's puts stop (drain.RANK): after that a rank drains
+# and tears down, and its RSS and fds fall.
+drained() { compgen -G "$MH_TMP/drain.*" >/dev/null; }
+while kill -0 $job 2>/dev/null && ! drained; do
     t=$((SECONDS - t0))
     for p in "${pids[@]}"; do
         rss=
         while read -r k v _; do
             [ "$k" = VmRSS: ] && { rss=$v; break; }
-        done <"/proc/$p/status" 2>/dev/null
+        done 2>/dev/null <"/proc/$p/status"
         [ -n "$rss" ] || continue
         fds=(/proc/$p/fd/*)
         echo "$t,$p,$rss,${#fds[@]}" >>"$csv"
@@ -54,12 +57,12 @@ rc=$?
 cat "$MH_TMP/job.log"
 warm=60
 [ "$secs" -lt 180 ] && warm=$((secs / 2))
-# Per rank: RSS and fds at the end of the warm-up, then the largest after
-# it; the run ends when the puts stop (the last samples are the drain).
-if ! awk -F, -v warm="$warm" -v end="$secs" '
+# Per rank: RSS and fds at the end of the warm-up, then the largest and
+# smallest after it, up to the first rank's drain.
+if ! awk -F, -v warm="$warm" -v np="$np" '
     NR == 1 { next }
     $1 >= warm && !($2 in base) { base[$2] = $3; fbase[$2] = $4 }
-    $1 >= warm && $1 <= end && ($2 in base) {
+    $1 >= warm && ($2 in base) {
         if ($3 > peak[$2]) peak[$2] = $3
         if ($4 > fpeak[$2]) fpeak[$2] = $4
         if (!($2 in fmin) || $4 < fmin[$2]) fmin[$2] = $4
@@ -67,14 +70,23 @@ if ! awk -F, -v warm="$warm" -v end="$secs" '
     }
     END {
         bad = 0
+        for (p in base) ranks++
+        if (ranks != np) {
+            printf "soak: %d of %d ranks sampled after the warm-up\n", ranks, np
+            bad = 1
+        }
         for (p in base) {
+            if (n[p] < 5) {
+                printf "soak: pid %s: %d samples after the warm-up, too few to judge\n", p, n[p]
+                bad = 1
+            }
             g = 100.0 * (peak[p] - base[p]) / base[p]
             printf "soak: pid %s: RSS %d KiB at %d s, peak %d KiB after (%+.2f%%), last %d KiB; fds %d at %d s, %d-%d after (%d samples)\n", p, base[p], warm, peak[p], g, last[p], fbase[p], warm, fmin[p], fpeak[p], n[p]
             if (g >= 1.0 || fpeak[p] != fbase[p] || fmin[p] != fbase[p]) bad = 1
         }
         exit bad
     }' "$csv"; then
-    mh_log "FAIL: RSS grew by 1% or more, or the fd count moved, after the warm-up"
+    mh_log "FAIL: too few samples, or RSS grew by 1% or more, or the fd count moved, after the warm-up"
     rc=1
 fi
 mh_log "soak exit $rc"

@@ -28,7 +28,8 @@
  * registers them again with the other of two objects. Puts naming a stable index must all succeed;
  * puts naming a churning one succeed or get -XTQ_ENOKERNEL / -XTQ_ENOFUNC. At the end each target
  * checks, per source, that it ran exactly as many tasks as the source saw acknowledged, and no
- * payload was corrupted. The script samples RSS and open file descriptors every second.
+ * payload was corrupted. The script samples RSS and open file descriptors every second until
+ * the first rank writes drain.RANK (its put loop ended).
  *
  * `clock`: prints CLOCK_MONOTONIC in ns (the scripts' timestamps).
  */
@@ -822,6 +823,10 @@ XTQ_TEST(soak)
         if (!moved)
             nap_us(200);
     }
+    /* The steady run ends here: the script samples no further (what
+     * follows is the drain and the teardown, which free memory and close
+     * descriptors). */
+    write_blob("drain", rank, "1", 1, NULL, 0);
     for (int t = 0; t < size; t++)
         for (int k = 0; t != rank && k < SOAK_SLOTS; k++) {
             struct soak_slot *s = &slots[t][k];
