@@ -114,6 +114,7 @@ static struct {
 static struct {
     bh_opts_t o;
     unsigned window;
+    bool batched_only; /* --batched: the window-W rows only */
     int rank, nranks;
     xtq_ctx_t *ctx;
     struct fi_info *info;
@@ -436,6 +437,10 @@ static int extra_opt(const char *opt, const char *value, void *arg)
         g.window = (unsigned)strtoul(value, NULL, 0);
         return g.window >= 2 && g.window <= MAX_WINDOW ? 2 : -1;
     }
+    if (strcmp(opt, "--batched") == 0) {
+        g.batched_only = true;
+        return 1;
+    }
     return -1;
 }
 
@@ -450,7 +455,8 @@ int main(int argc, char **argv)
                       "  --iters N     tasks per initiator per phase\n"
                       "  --sizes S     payload bytes of each task (first size; default 8)\n"
                       "  --window W    tasks in flight per initiator in the window-W rows "
-                      "(2..64)\n") <
+                      "(2..64)\n"
+                      "  --batched     the window-W rows only (e.g. to profile them)\n") <
         0)
         MPI_Abort(MPI_COMM_WORLD, 2);
     size_t size = g.o.nsizes ? g.o.sizes[0] : 8;
@@ -519,6 +525,8 @@ int main(int argc, char **argv)
                 unsigned window = wi ? g.window : 1;
                 if (m == M_HSA_DB && window == 1)
                     continue; /* one task per doorbell: the hsa row */
+                if (g.batched_only && window == 1)
+                    continue;
                 const char *done_at = window == 1 ? "task" : "enqueue";
                 uint64_t total = (uint64_t)nin * g.o.iters;
                 xtq_signal_store(t.count, (int64_t)total);
