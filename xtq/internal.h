@@ -148,7 +148,8 @@ void xtq__futex_wake(_Atomic uint32_t *addr, int count);
  * somebody sleeps, and learns it either from a count (`waiters`: the
  * sleeper increments it before its last check) or from a bit of the word
  * itself (`sleeper_bit`: set with a read-modify-write, as completion words
- * do). Give one of the two. `ready` may do work itself (a progress turn)
+ * do), or from what `enlist` records. Give one of the three. `ready` may
+ * do work itself (a progress turn)
  * and is called again after every wake-up.
  */
 struct xtq__spin_wait {
@@ -157,6 +158,10 @@ struct xtq__spin_wait {
     _Atomic uint32_t *word;
     _Atomic uint32_t *waiters;
     uint32_t sleeper_bit;
+    /* Instead of `waiters`: how a sleeper announces itself, and leaves
+     * (signals: with the condition it waits for, signal.c). */
+    void (*enlist)(void *arg);
+    void (*delist)(void *arg);
     uint64_t spin_ns; /* 0: sleep at once */
     /* Longest single sleep, or XTQ_TIMEOUT_INFINITE: bounded where a
      * waker cannot wake futexes (a GPU changes the condition). */
@@ -191,10 +196,15 @@ uint64_t xtq__spin_ns(enum xtq__param_id id, unsigned local_ranks, int64_t roomy
 
 /* ---- signals ------------------------------------------------------------
  * value is first so a device can decrement it with one 64-bit atomic.
- * Waiters register in `waiters`, then sleep on the futex word `seq`, which
- * every host-side change bumps. A signal changed by a device that cannot
- * wake futexes has XTQ__SIGNAL_DEVICE set: its waiters sleep in short
- * bounded naps instead of indefinitely. */
+ * Waiters register, then sleep on the futex word `seq`, which every
+ * host-side change bumps. A sleeper registers its condition where it can
+ * (`cond_*`: one condition shared by every sleeper that waits for the
+ * same), and a change wakes them only when its new value meets it: a
+ * signal that counts down a batch wakes its waiter once, not at every
+ * task. A sleeper with another condition counts in `waiters`, and every
+ * change wakes it. A signal changed by a device that cannot wake futexes
+ * has XTQ__SIGNAL_DEVICE set: its waiters sleep in short bounded naps
+ * instead of indefinitely. */
 enum { XTQ__SIGNAL_DEVICE = 1u << 0, XTQ__SIGNAL_EXTERNAL_MEM = 1u << 1 };
 /* How long a waiter on a device-changed signal polls before its first nap:
  * a GPU agent raises it when it opens (xtq__spin_ns policy: long where each
@@ -253,7 +263,11 @@ struct xtq_signal {
     _Atomic uint32_t busy;
     _Atomic uint32_t refs;     /* registrations, queued tasks and armed puts naming it */
     _Atomic uint32_t watchers; /* armed puts: a host-side change kicks their engines */
-    uint8_t pad_[28];
+    _Atomic uint32_t cond_waiters; /* sleepers waiting for cond_kind/cond_compare */
+    _Atomic uint32_t cond_kind;    /* enum xtq_signal_condition */
+    _Atomic uint32_t cond_lock;    /* joining the condition (signal.c) */
+    _Atomic int64_t cond_compare;
+    uint8_t pad_[8];
 };
 XTQ_STATIC_ASSERT(sizeof(struct xtq_signal) == 64, "signal is one cache line");
 #define XTQ__SIGNAL_MAGIC 0x5851534eu
@@ -267,6 +281,10 @@ void xtq__triggers_kick(void);
 void xtq__signal_init_at(struct xtq_signal *sig, int64_t initial, uint32_t flags);
 /* Wake waiters after a change made without xtq_signal_store/add. */
 void xtq__signal_notify(struct xtq_signal *sig);
+/* Threads asleep on the signal, whatever they wait for (tests). */
+uint32_t xtq__signal_sleepers(const struct xtq_signal *sig);
+/* Futex wake-ups the changes of every signal have made (tests). */
+uint64_t xtq__signal_wakeups(void);
 
 /* ---- kernel and function objects --------------------------------------
  * Back-ends embed these first and recover themselves with container_of. */

@@ -2,12 +2,26 @@
  * Signals (HSA semantics): a 64-bit value plus a futex word.
  *
  * Every host-side change stores the value, then bumps `seq`, then wakes
- * the futex if somebody registered in `waiters`. A waiter registers, reads
+ * the futex if a sleeper registered for it. A waiter registers, reads
  * `seq`, re-checks the value and sleeps on `seq`: the seq_cst order of
- * (waiters++, seq load) against (seq++, waiters load) means either the
- * changer sees the waiter or the waiter sees the new seq, so no wake-up is
- * lost. A signal a device changes (XTQ__SIGNAL_DEVICE) never bumps `seq`,
- * so its waiters sleep in bounded naps.
+ * (registration, seq load) against (seq++, registration load) means either
+ * the changer sees the waiter or the waiter sees the new seq, so no
+ * wake-up is lost.
+ *
+ * A sleeper registers with its condition: the first one writes it into
+ * the signal (cond_kind, cond_compare) and every sleeper waiting for the
+ * same counts in cond_waiters; a change wakes them only when the value it
+ * produced meets the condition. Every change's own result is judged by
+ * that change, so the one that makes the condition true wakes them, and a
+ * value that later changes back is what a woken waiter re-checks anyway.
+ * A sleeper waiting for something else counts in `waiters`, and every
+ * change wakes it. Without this a waiter on a signal that counts down a
+ * batch (one decrement per task, the waiter for 0) was woken, and the
+ * task's thread paid a futex wake, at every task: one system call per
+ * task on the engine's thread with inline tasks (xtq_bench_msgrate).
+ *
+ * A signal a device changes (XTQ__SIGNAL_DEVICE) never bumps `seq`, so its
+ * waiters sleep in bounded naps.
  */
 #include "internal.h"
 
@@ -57,11 +71,58 @@ void xtq__signal_init_at(struct xtq_signal *sig, int64_t initial, uint32_t flags
     signal_init(sig, initial, flags | XTQ__SIGNAL_EXTERNAL_MEM);
 }
 
-static inline void signal_wake(struct xtq_signal *sig)
+static _Atomic uint64_t signal_wakeups;
+
+uint64_t xtq__signal_wakeups(void)
+{
+    return atomic_load_explicit(&signal_wakeups, memory_order_relaxed);
+}
+
+uint32_t xtq__signal_sleepers(const struct xtq_signal *sig)
+{
+    struct xtq_signal *s = (struct xtq_signal *)sig;
+    return atomic_load(&s->waiters) + atomic_load(&s->cond_waiters);
+}
+
+static bool signal_cond_holds(enum xtq_signal_condition cond, int64_t value, int64_t compare)
+{
+    switch (cond) {
+    case XTQ_SIGNAL_EQ:
+        return value == compare;
+    case XTQ_SIGNAL_NE:
+        return value != compare;
+    case XTQ_SIGNAL_LT:
+        return value < compare;
+    case XTQ_SIGNAL_GTE:
+        return value >= compare;
+    }
+    return false;
+}
+
+/* Whether a change that produced `value` must wake the sleepers (`any`:
+ * whatever the value, as after a change made outside this file). */
+static inline bool signal_must_wake(struct xtq_signal *sig, int64_t value, bool any)
+{
+    if (atomic_load_explicit(&sig->waiters, memory_order_seq_cst) != 0)
+        return true;
+    if (atomic_load_explicit(&sig->cond_waiters, memory_order_seq_cst) == 0)
+        return false;
+    /* Written before the count we read was raised; a pair torn by a
+     * sleeper that joins meanwhile concerns a sleeper that sees our seq
+     * (it registered after our load of the count) and does not sleep. */
+    return any || signal_cond_holds(
+                      (enum xtq_signal_condition)atomic_load_explicit(&sig->cond_kind,
+                                                                      memory_order_relaxed),
+                      value, atomic_load_explicit(&sig->cond_compare, memory_order_relaxed));
+}
+
+static inline void signal_wake_for(struct xtq_signal *sig, int64_t value, bool any)
 {
     atomic_fetch_add_explicit(&sig->seq, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&sig->waiters, memory_order_seq_cst) != 0)
+    if (signal_must_wake(sig, value, any)) {
+        atomic_fetch_add_explicit(&signal_wakeups, 1, memory_order_relaxed);
         xtq__futex_wake(&sig->seq, -1);
+    }
     /* A put armed on this signal fires from its engine: no application
      * thread between the change and the send. The engine registers as a
      * watcher before it reads the value, so either it sees the change or
@@ -86,7 +147,7 @@ static inline void signal_change_end(struct xtq_signal *sig)
 void xtq__signal_notify(struct xtq_signal *sig)
 {
     signal_change_begin(sig);
-    signal_wake(sig);
+    signal_wake_for(sig, 0, true);
     signal_change_end(sig);
 }
 
@@ -135,7 +196,7 @@ void xtq_signal_store(xtq_signal_t *signal, int64_t value)
 {
     signal_change_begin(signal);
     atomic_store_explicit(&signal->value, value, memory_order_release);
-    signal_wake(signal);
+    signal_wake_for(signal, value, false);
     signal_change_end(signal);
 }
 
@@ -145,7 +206,8 @@ int64_t xtq_signal_add(xtq_signal_t *signal, int64_t delta)
 
     signal_change_begin(signal);
     old = atomic_fetch_add_explicit(&signal->value, delta, memory_order_acq_rel);
-    signal_wake(signal);
+    /* Wrapping, as the atomic did. */
+    signal_wake_for(signal, (int64_t)((uint64_t)old + (uint64_t)delta), false);
     signal_change_end(signal);
     return old;
 }
@@ -156,7 +218,7 @@ int64_t xtq_signal_exchange(xtq_signal_t *signal, int64_t value)
 
     signal_change_begin(signal);
     old = atomic_exchange_explicit(&signal->value, value, memory_order_acq_rel);
-    signal_wake(signal);
+    signal_wake_for(signal, value, false);
     signal_change_end(signal);
     return old;
 }
@@ -170,24 +232,9 @@ int64_t xtq_signal_cas(xtq_signal_t *signal, int64_t expected, int64_t value)
     if (atomic_compare_exchange_strong_explicit(&signal->value, &seen, value,
                                                 memory_order_acq_rel, memory_order_acquire) &&
         value != expected)
-        signal_wake(signal);
+        signal_wake_for(signal, value, false);
     signal_change_end(signal);
     return seen;
-}
-
-static bool signal_cond_holds(enum xtq_signal_condition cond, int64_t value, int64_t compare)
-{
-    switch (cond) {
-    case XTQ_SIGNAL_EQ:
-        return value == compare;
-    case XTQ_SIGNAL_NE:
-        return value != compare;
-    case XTQ_SIGNAL_LT:
-        return value < compare;
-    case XTQ_SIGNAL_GTE:
-        return value >= compare;
-    }
-    return false;
 }
 
 struct signal_cond {
@@ -195,7 +242,44 @@ struct signal_cond {
     enum xtq_signal_condition cond;
     int64_t compare;
     int64_t value; /* last seen */
+    bool joined;   /* counted in cond_waiters, else in waiters */
 };
+
+/* A sleeper announces itself: with its condition where the signal holds
+ * none or the same one, else as one that every change wakes. */
+static void signal_enlist(void *arg)
+{
+    struct signal_cond *c = arg;
+    struct xtq_signal *sig = c->sig;
+    while (atomic_exchange_explicit(&sig->cond_lock, 1, memory_order_acquire))
+        xtq__cpu_relax();
+    uint32_t n = atomic_load_explicit(&sig->cond_waiters, memory_order_relaxed);
+    c->joined = n == 0 || (atomic_load_explicit(&sig->cond_kind, memory_order_relaxed) ==
+                               (uint32_t)c->cond &&
+                           atomic_load_explicit(&sig->cond_compare, memory_order_relaxed) ==
+                               c->compare);
+    if (c->joined) {
+        if (n == 0) {
+            atomic_store_explicit(&sig->cond_kind, (uint32_t)c->cond, memory_order_relaxed);
+            atomic_store_explicit(&sig->cond_compare, c->compare, memory_order_relaxed);
+        }
+        /* After the condition: a changer that sees the count sees it. */
+        atomic_fetch_add_explicit(&sig->cond_waiters, 1, memory_order_seq_cst);
+    }
+    atomic_store_explicit(&sig->cond_lock, 0, memory_order_release);
+    if (!c->joined)
+        atomic_fetch_add_explicit(&sig->waiters, 1, memory_order_seq_cst);
+}
+
+static void signal_delist(void *arg)
+{
+    struct signal_cond *c = arg;
+    /* Without the lock: a sleeper joining meanwhile sees the count before
+     * (and joins the same condition, or falls back to `waiters`) or after
+     * (0: it writes its own). */
+    atomic_fetch_sub_explicit(c->joined ? &c->sig->cond_waiters : &c->sig->waiters, 1,
+                              memory_order_relaxed);
+}
 
 static bool signal_cond_ready(void *arg)
 {
@@ -209,7 +293,7 @@ int xtq_signal_wait(const xtq_signal_t *signal, enum xtq_signal_condition cond, 
 {
     /* Waiting registers in the signal; the value itself is not changed. */
     struct xtq_signal *sig = (struct xtq_signal *)signal;
-    struct signal_cond c = {sig, cond, compare, 0};
+    struct signal_cond c = {sig, cond, compare, 0, false};
     uint64_t now, deadline;
     int rc = 0;
 
@@ -233,7 +317,8 @@ int xtq_signal_wait(const xtq_signal_t *signal, enum xtq_signal_condition cond, 
         .ready = signal_cond_ready,
         .arg = &c,
         .word = &sig->seq,
-        .waiters = &sig->waiters,
+        .enlist = signal_enlist,
+        .delist = signal_delist,
         .spin_ns = (sig->flags & XTQ__SIGNAL_DEVICE)
                        ? atomic_load_explicit(&device_spin_ns, memory_order_relaxed)
                        : SIGNAL_SPIN_NS,

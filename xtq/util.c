@@ -115,7 +115,9 @@ int xtq__spin_wait(const struct xtq__spin_wait *w, uint64_t deadline)
      * waker would pay for a wake-up nobody waits for). */
     if (xtq__now_ns() >= deadline)
         return -XTQ_ETIMEDOUT;
-    if (w->waiters)
+    if (w->enlist)
+        w->enlist(w->arg);
+    else if (w->waiters)
         atomic_fetch_add_explicit(w->waiters, 1, memory_order_seq_cst);
     for (bool slept = false;; slept = true) {
         /* The value the sleep compares against is read before the last
@@ -138,7 +140,9 @@ int xtq__spin_wait(const struct xtq__spin_wait *w, uint64_t deadline)
             nap = w->nap_ns;
         (void)xtq__futex_wait(w->word, v, nap);
     }
-    if (w->waiters)
+    if (w->delist)
+        w->delist(w->arg);
+    else if (w->waiters)
         atomic_fetch_sub_explicit(w->waiters, 1, memory_order_relaxed);
     return rc;
 }

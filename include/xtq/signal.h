@@ -60,7 +60,12 @@ XTQ_API int64_t xtq_signal_cas(xtq_signal_t *signal, int64_t expected, int64_t v
 
 /**
  * Wait until `value <cond> compare` holds or `timeout_ns` passes
- * (XTQ_TIMEOUT_INFINITE waits forever).
+ * (XTQ_TIMEOUT_INFINITE waits forever). The waiter polls a few
+ * microseconds, then sleeps; while it sleeps, only a change whose result
+ * meets its condition wakes it (and costs the changing thread a system
+ * call), so one signal counting down a batch of tasks costs one wake-up,
+ * not one per task. Waiters with different conditions on one signal are
+ * all correct; all but the first condition's are woken by every change.
  * @param observed if not NULL, receives the last value read.
  * @return 0 when the condition held, -XTQ_ETIMEDOUT, or -XTQ_EINVAL.
  */
