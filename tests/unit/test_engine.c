@@ -673,3 +673,93 @@ XTQ_TEST(doorbell_names_unique)
     CHECK_OK(xtq_finalize(a));
     CHECK_EQ(shm_names_with(prefix), 0);
 }
+
+/* ---- acks of one turn leave together (XTQ_ACK_COALESCE) ---------------- */
+
+static void count_fn(const uint64_t arg[4], void *ret, void *user)
+{
+    (void)arg;
+    (void)ret;
+    atomic_fetch_add((_Atomic uint32_t *)user, 1);
+}
+
+/* PUTS puts to ourselves with manual progress, sent before any turn reads
+ * them: the acks messages the target sent for them. */
+#define PUTS 32
+static uint64_t ack_messages_for_a_burst(const char *coalesce, uint32_t failed_sends)
+{
+    xtq_ctx_t *ctx;
+    xtq_agent_t *cpu;
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    xtq_completion_t c[PUTS];
+    _Atomic uint32_t ran = 0;
+    xtq_stats_t st;
+    uint8_t cmd[64];
+    size_t len;
+
+    setenv("XTQ_PROGRESS", "manual", 1);
+    setenv("XTQ_CPU_WORKERS", "1", 1);
+    setenv("XTQ_ACK_COALESCE", coalesce, 1);
+    CHECK_OK(xtq_init(NULL, &ctx));
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_queue_create(cpu, 64, &q));
+    CHECK_OK(xtq_function_create_cpu(cpu, count_fn, (void *)&ran, &f));
+    CHECK_OK(xtq_register_queue(ctx, 1, q));
+    CHECK_OK(xtq_register_function(ctx, 1, f, NULL));
+    CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), 1, 1, 0, 0, &len));
+    uint64_t msgs0 = atomic_load(&ctx->engine->ack_msgs);
+    CHECK_OK(xtq_get_stats(ctx, &st));
+    uint64_t acks0 = st.acks_sent;
+    /* Acknowledged at enqueue (no remote completion): every ack is made
+     * in the turn that reads the puts. */
+    atomic_store(&xtq__faults.ack_send, failed_sends);
+    for (int i = 0; i < PUTS; i++) {
+        memset(&c[i], 0, sizeof(c[i]));
+        CHECK_OK(xtq_put(ctx, 0, cmd, len, NULL, 0, 0, &c[i]));
+    }
+    for (int i = 0; i < PUTS; i++)
+        CHECK_OK(xtq_completion_wait(ctx, &c[i], 30ll * 1000000000));
+    CHECK_OK(xtq_flush(ctx, 0, 30ll * 1000000000));
+    for (int i = 0; i < PUTS; i++)
+        CHECK_OK(c[i].status);
+    CHECK_EQ(atomic_load(&xtq__faults.ack_send), 0);
+    uint64_t msgs = atomic_load(&ctx->engine->ack_msgs) - msgs0;
+    CHECK_OK(xtq_get_stats(ctx, &st));
+    CHECK_EQ(st.acks_sent - acks0, PUTS);
+    while (atomic_load(&ran) < PUTS)
+        xtq_progress(ctx);
+    printf("%d puts, XTQ_ACK_COALESCE=%s: %llu ack messages\n", PUTS, coalesce,
+           (unsigned long long)msgs);
+    CHECK_OK(xtq_unregister_function(ctx, 1));
+    CHECK_OK(xtq_unregister_queue(ctx, 1));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_function_destroy(f));
+    CHECK_OK(xtq_finalize(ctx));
+    return msgs;
+}
+
+/* The acks of puts that arrive in one turn leave as a few messages, each
+ * completing a run of the initiator's puts (wire.h: ack_count). Every put
+ * completes, each once. */
+XTQ_TEST(acks_of_one_turn_coalesce)
+{
+    uint64_t msgs = ack_messages_for_a_burst("1", 0);
+    CHECK(msgs >= 1);
+    CHECK(msgs <= PUTS / 8);
+}
+
+/* A run whose message fails goes back to its entries, each to the retry
+ * list, and leaves again as a run after the backoff: nothing is lost. */
+XTQ_TEST(ack_run_send_failed_retried)
+{
+    uint64_t msgs = ack_messages_for_a_burst("1", 2);
+    CHECK(msgs >= 1);
+    CHECK(msgs <= PUTS / 8);
+}
+
+/* XTQ_ACK_COALESCE=0: one message per ack, as before. */
+XTQ_TEST(acks_one_message_each_when_off)
+{
+    CHECK_EQ(ack_messages_for_a_burst("0", 0), PUTS);
+}
