@@ -64,10 +64,7 @@ int xtq__wire_validate(const void *msg, size_t len, uint64_t job_key, uint32_t n
      * that sets them expects a meaning we would silently ignore. */
     if (h.flags & ~XTQ__WIRE_FLAGS_OF(h.type))
         return -XTQ_EPROTO;
-    if (h.reserved0 || h.reserved1 || (h.type != XTQ__MSG_ACK && (h.status || h.ack_count)))
-        return -XTQ_EPROTO;
-    /* A run of acks carries one status and nothing else. */
-    if (h.ack_count > 1 && (h.result_len || (h.flags & XTQ__WIRE_MISSING)))
+    if (h.reserved1[0] || h.reserved1[1] || (h.type != XTQ__MSG_ACK && h.status))
         return -XTQ_EPROTO;
     if (h.job_key != job_key)
         return -XTQ_EJOBKEY;

@@ -19,13 +19,8 @@
  *   [hdr 64 B][result][pad to 64], hdr.result_len = result bytes.
  *   With MISSING: put `seq` never arrived, and will not run unless it is
  *   sent again with RESEND (a copy lost in a replaced connection).
- *   With ack_count n > 1: puts seq .. seq + n - 1 are acknowledged alike
- *   (one status, no result, not MISSING), n at most the put window; the
- *   target sends one for puts of one initiator acknowledged in the same
- *   progress turn (acks.c).
  *
  * Version 2: result_len (was reserved0), the result after an ACK; ASK.
- * Version 3: ack_count (was reserved1[0]'s low half).
  */
 #ifndef XTQ_WIRE_H
 #define XTQ_WIRE_H
@@ -33,7 +28,7 @@
 #include "internal.h"
 
 #define XTQ_WIRE_MAGIC 0x5154u /* "TQ" */
-#define XTQ_WIRE_VERSION 3u
+#define XTQ_WIRE_VERSION 2u
 
 /* Largest kernel-argument block a PUT may carry (cmd_len - 64). */
 #define XTQ__WIRE_MAX_KERNARG 65536u
@@ -76,11 +71,7 @@ struct xtq__wire_hdr {
     /* PUT: bytes of result the initiator takes back (0: none; needs
      * REMOTE_COMPLETION). ACK: result bytes after the header. */
     uint32_t result_len;
-    /* ACK: puts seq .. seq + ack_count - 1 acknowledged alike (0 and 1:
-     * seq alone). */
-    uint32_t ack_count;
-    uint32_t reserved0;
-    uint64_t reserved1;
+    uint64_t reserved1[2];
 };
 XTQ_STATIC_ASSERT(sizeof(struct xtq__wire_hdr) == 64, "wire header is 64 bytes");
 

@@ -272,11 +272,9 @@ void *xtq__ack_result(const struct ack_entry *a)
 
 /* ---- sending -------------------------------------------------------------- */
 
-/* Put an ack on the wire, for `count` consecutive puts from o->seq on
- * (more than one: no block): 0 (injected: gone), 1 (a send from the block
- * is in flight, listed), or the fabric's error (-FI_EAGAIN: not now). */
-static ssize_t ack_transmit(struct xtq__engine *e, struct ack_entry *a, const struct ack_out *o,
-                            uint32_t count)
+/* Put an ack on the wire: 0 (injected: gone), 1 (a send from the block is
+ * in flight, listed), or the fabric's error (-FI_EAGAIN: not now). */
+static ssize_t ack_transmit(struct xtq__engine *e, struct ack_entry *a, const struct ack_out *o)
 {
     struct xtq__wire_hdr h;
     xtq_ctx_t *ctx = e->ctx;
@@ -296,7 +294,6 @@ static ssize_t ack_transmit(struct xtq__engine *e, struct ack_entry *a, const st
 
     xtq__wire_hdr_init(&h, XTQ__MSG_ACK, ctx->job_key, (uint32_t)ctx->rank, o->seq);
     h.status = o->status;
-    h.ack_count = count > 1 ? count : 0;
     if (!o->block)
         return xtq__ctrl_send(e, o->dest, &h);
     h.result_len = o->result_len;
@@ -402,11 +399,9 @@ static void retry_due(struct xtq__engine *e, uint64_t now)
     }
 }
 
-/* `n` acks left in one message. */
-static void ack_counted(struct xtq__engine *e, int dest, uint32_t n)
+static void ack_counted(struct xtq__engine *e, int dest)
 {
-    atomic_fetch_add_explicit(&e->ctx->stats.acks_sent, n, memory_order_relaxed);
-    atomic_fetch_add_explicit(&e->ack_msgs, 1, memory_order_relaxed);
+    XTQ__STAT_INC(e->ctx, acks_sent);
     xtq__bell_ring(e, dest);
 }
 
@@ -453,20 +448,12 @@ void xtq__ack_done(struct xtq__engine *e, struct ack_entry *a, int status)
         return;
     }
     a->since = xtq__now_ns();
-    /* A turn reading arrivals (acks_defer) queues its acks and flushes
-     * them once the CQ is empty, consecutive ones as one message. */
-    bool in_turn = xtq__engine_in_turn(e);
-    if (in_turn && e->acks_defer) {
-        queue_push(e, a, false);
-        pthread_mutex_unlock(&e->ack_lock);
-        block_release(e, drop, drop_pooled, drop_len);
-        return;
-    }
     /* Nothing queued before it: send from this thread (an agent worker
      * retiring the task, or the progress turn), unless the progress thread
      * owns the endpoint (XTQ_ENDPOINT_OWNER=progress) and this is not its
      * turn. */
-    if (e->acks_head || e->ofi.inject_size < ACK_HDR || (e->owner_only && !in_turn)) {
+    if (e->acks_head || e->ofi.inject_size < ACK_HDR ||
+        (e->owner_only && !xtq__engine_in_turn(e))) {
         queue_push(e, a, false);
         pthread_mutex_unlock(&e->ack_lock);
         block_release(e, drop, drop_pooled, drop_len);
@@ -477,10 +464,10 @@ void xtq__ack_done(struct xtq__engine *e, struct ack_entry *a, int status)
     pthread_mutex_unlock(&e->ack_lock);
     block_release(e, drop, drop_pooled, drop_len);
 
-    ssize_t rc = ack_transmit(e, a, &o, 1);
+    ssize_t rc = ack_transmit(e, a, &o);
     if (rc == 0) {
         block_release(e, o.block, o.pooled, o.result_len);
-        ack_counted(e, o.dest, 1);
+        ack_counted(e, o.dest);
     } else if (rc < 0) {
         ack_failed(e, a, &o, rc, false);
         xtq__engine_wake(e);
@@ -493,7 +480,7 @@ void xtq__ack_unrecorded(struct xtq__engine *e, int dest, uint64_t seq, int stat
     xtq__wire_hdr_init(&h, XTQ__MSG_ACK, e->ctx->job_key, (uint32_t)e->ctx->rank, seq);
     h.status = status;
     if (xtq__ctrl_send(e, dest, &h) == 0)
-        ack_counted(e, dest, 1);
+        ack_counted(e, dest);
 }
 
 /* Caller holds ack_lock: the put `seq` has not arrived here, and entry `a`
@@ -555,7 +542,7 @@ void xtq__ack_reask(struct xtq__engine *e, uint32_t src, uint64_t seq, bool agai
         else
             XTQ_LOG_ONCE(ENGINE, INFO, "rank %u asked again for an ack (put %llu); sent", src,
                          (unsigned long long)seq);
-        ack_counted(e, (int)src, 1);
+        ack_counted(e, (int)src);
     }
 }
 
@@ -708,50 +695,7 @@ void xtq__ack_sent(struct xtq__engine *e, void *send, int status)
     pthread_mutex_unlock(&e->ack_lock);
     block_release(e, (uint8_t *)snd, snd->pooled, snd->result_len);
     if (!status)
-        ack_counted(e, dest, 1);
-}
-
-/* Caller holds ack_lock, and took `a` (sent as `o`) off the queue's head:
- * take the queued acks that follow it and may travel with it (the same
- * initiator's next puts, the same status, no result) off too; how many
- * acks the message carries. */
-static uint32_t run_take(struct xtq__engine *e, const struct ack_out *o)
-{
-    uint32_t n = 1;
-    if (!e->ack_coalesce || o->block)
-        return 1;
-    while (n < e->window) {
-        struct ack_entry *b = e->acks_head;
-        if (!b || b->dest != o->dest || b->block || b->status != o->status || b->seq != o->seq + n)
-            break;
-        queue_pop(e);
-        (void)ack_take(b, false);
-        n++;
-    }
-    return n;
-}
-
-/* A run's message did not leave: every ack goes back to its entry, and to
- * the queue's head in order (the transport is full) or the retry list. */
-static void run_failed(struct xtq__engine *e, const struct ack_out *o, uint32_t n, ssize_t rc)
-{
-    struct ack_entry *ring = e->peers[o->dest].acks;
-    if (rc != -FI_EAGAIN)
-        XTQ_LOG_ONCE(OFI, WARN, "sending %u acks to rank %d failed (%s); retrying", n, o->dest,
-                     fi_strerror((int)-rc));
-    xtq__mutex_lock(&e->ack_lock);
-    for (uint32_t i = n; i-- > 0;) {
-        struct ack_out oi = *o;
-        oi.seq = o->seq + i;
-        struct ack_entry *b = &ring[oi.seq % e->window];
-        if (e->acks_closed || !ack_giveback(b, &oi))
-            continue;
-        if (rc == -FI_EAGAIN)
-            queue_push(e, b, true);
-        else
-            retry_push(e, b);
-    }
-    pthread_mutex_unlock(&e->ack_lock);
+        ack_counted(e, dest);
 }
 
 /* Send queued acks (progress thread), in order; a destination that takes
@@ -787,13 +731,12 @@ int xtq__acks_flush(struct xtq__engine *e)
             continue;
         }
         struct ack_out o = ack_take(a, ack_async(e, a));
-        uint32_t run = run_take(e, &o);
         pthread_mutex_unlock(&e->ack_lock);
 
-        ssize_t rc = ack_transmit(e, a, &o, run);
+        ssize_t rc = ack_transmit(e, a, &o);
         if (rc == 0) {
             block_release(e, o.block, o.pooled, o.result_len);
-            ack_counted(e, o.dest, run);
+            ack_counted(e, o.dest);
         } else if (rc == -FI_EAGAIN && e->peer_timeout_ns && o.refused_at &&
                    xtq__now_ns() - o.refused_at >= e->peer_timeout_ns) {
             /* A destination that takes nothing for a whole peer timeout
@@ -806,14 +749,11 @@ int xtq__acks_flush(struct xtq__engine *e)
         } else if (rc < 0) {
             if (rc == -FI_EAGAIN && !o.refused_at)
                 o.refused_at = xtq__now_ns();
-            if (run > 1)
-                run_failed(e, &o, run, rc);
-            else
-                ack_failed(e, a, &o, rc, true);
+            ack_failed(e, a, &o, rc, true);
             if (rc == -FI_EAGAIN)
                 break;
         }
-        n += (int)run;
+        n++;
     }
     return n;
 }

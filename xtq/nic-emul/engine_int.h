@@ -327,12 +327,6 @@ struct xtq__engine {
     _Atomic uint32_t acks_retrying;
     struct ack_send *acks_inflight; /* results being sent */
     bool acks_closed;               /* after stop: acks are dropped, not queued */
-    /* XTQ_ACK_COALESCE: acks made in a turn's receive wait for its end
-     * (acks_defer, set and read by the turn's thread only), and queued
-     * acks of consecutive puts of one initiator leave as one message. */
-    bool ack_coalesce;
-    bool acks_defer;
-    _Atomic uint64_t ack_msgs; /* messages that carried acks (tests) */
     struct ctrl_rx *ctrl;           /* the control channel's receives */
     unsigned nctrl;
     uint64_t next_reask;           /* initiator.c, progress turn only */

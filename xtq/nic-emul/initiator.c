@@ -374,47 +374,9 @@ static void slot_missing(struct xtq__engine *e, struct put_slot *s, int status)
     pthread_mutex_unlock(&e->put_lock);
 }
 
-/* An ack for a run of puts (wire.h: ack_count > 1; no result, not
- * MISSING): each of them as a plain ack with the run's status. */
-static void ack_run(struct xtq__engine *e, const struct xtq__wire_hdr *hdr)
-{
-    uint32_t src = hdr->src_rank, stray = 0;
-    if (hdr->ack_count > e->window) {
-        XTQ_LOG_ONCE(ENGINE, WARN,
-                     "ack from rank %u names %u puts, more than the window (%u); dropped", src,
-                     hdr->ack_count, e->window);
-        return;
-    }
-    xtq__mutex_lock(&e->put_lock);
-    for (uint32_t i = 0; i < hdr->ack_count; i++) {
-        uint64_t seq = hdr->seq + i;
-        struct put_slot *s = &e->peers[src].slots[seq % e->window];
-        if (!(s->state & SLOT_BUSY) || (s->state & SLOT_ARMED) || s->seq != seq ||
-            (s->state & SLOT_ACKED) || s->target != (int)src) {
-            stray++;
-            continue;
-        }
-        s->state |= SLOT_ACKED;
-        if (hdr->status && !s->status)
-            s->status = hdr->status;
-        if (s->state & SLOT_LOCAL)
-            slot_finish(e, s);
-    }
-    pthread_mutex_unlock(&e->put_lock);
-    if (stray)
-        XTQ_LOG_ONCE(ENGINE, WARN,
-                     "ack from rank %u for puts %llu-%llu names %u not in flight; those dropped",
-                     src, (unsigned long long)hdr->seq,
-                     (unsigned long long)(hdr->seq + hdr->ack_count - 1), stray);
-}
-
 void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr, const void *result)
 {
     uint32_t src = hdr->src_rank;
-    if (hdr->ack_count > 1) {
-        ack_run(e, hdr);
-        return;
-    }
     struct put_slot *s = &e->peers[src].slots[hdr->seq % e->window];
     xtq__mutex_lock(&e->put_lock);
     if (!(s->state & SLOT_BUSY) || (s->state & SLOT_ARMED) || s->seq != hdr->seq ||

@@ -87,7 +87,6 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     xtq__mutex_init(&e->rx_lock);
     e->owner_only = strcmp(xtq__param_string(XTQ__PARAM_XTQ_ENDPOINT_OWNER), "progress") == 0;
     e->lone_waiter_on = !e->owner_only && xtq__param_int(XTQ__PARAM_XTQ_LONE_WAITER) != 0;
-    e->ack_coalesce = xtq__param_bool(XTQ__PARAM_XTQ_ACK_COALESCE);
     atomic_init(&e->txq.head, &e->txq.stub);
     atomic_init(&e->txq.stub.next, NULL);
     e->txq.tail = &e->txq.stub;

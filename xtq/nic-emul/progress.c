@@ -119,18 +119,11 @@ static int progress_locked(struct xtq__engine *e, bool polite)
     n += xtq__backlog_drain(e);
     n += xtq__triggers_poll(e);
     xtq__puts_reask(e);
-    /* The acks of what arrives now wait for the end of the read, so that
-     * those of one initiator's puts leave as one message (acks.c). */
-    e->acks_defer = e->ack_coalesce;
     rc = cq_poll(e, polite, &drained);
-    if (rc >= 0)
-        rc += xtq__backlog_drain(e);
-    e->acks_defer = false;
-    if (atomic_load_explicit(&e->acks_pending, memory_order_relaxed))
-        xtq__acks_flush(e);
     if (rc < 0)
         return rc;
     n += rc;
+    n += xtq__backlog_drain(e);
     /* Only once every arrival is read: a thread that did not run for a
      * while (a loaded host) finds its peers' answers waiting in the CQ,
      * and must not take its own silence for theirs. */
