@@ -17,8 +17,9 @@
 # SIZES (64,4K), MODES (xtq; e.g. hsa,xtq: the other modes' rows are
 # prefixed with their name, as a reference), AGENT (cpu; cuda: the round
 # trip's tasks on the GPU), RATE (0), NP_RATE (5), RATE_ITERS (20000), MACHINE,
-# MPIRUN, BUILD=0 to skip the build, BUILD_A and BUILD_B, and the usual
-# XTQ_* settings.
+# MPIRUN, BUILD=0 to skip the build, BUILD_A and BUILD_B, COMMIT (the
+# commit the result file names; default: git's, which a copied tree such
+# as the GPU machine's may have stale), and the usual XTQ_* settings.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 src="$(cd "$here/.." && pwd)"
@@ -102,7 +103,7 @@ done
   else
     echo "# $var=$a against $var=$b, $rounds alternating rounds"
   fi
-  echo "# machine: $machine ($cores cores), commit: $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "# machine: $machine ($cores cores), commit: ${COMMIT:-$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
   echo "# command: ${build_a:+BUILD_A=$build_a BUILD_B=$build_b }VAR=$var A=$a B=$b NAME=$name ROUNDS=$rounds ITERS=$iters SIZES=$sizes MODES=$modes AGENT=${agent:-cpu} RATE=$rate NP_RATE=$np_rate RATE_ITERS=$rate_iters bench/ab_compare.sh $*"
   echo "# value round metric figure unit loadavg"
   cat "$tmp/all.txt"
