@@ -160,7 +160,7 @@ if [ -d "$ROOT/.carry/root" ]; then
   ldconfig -p | grep -q 'libfabric.so.1 ' ||
     export LD_LIBRARY_PATH=$ROOT/.carry/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 fi
-COMMIT=${COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+export COMMIT=${COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 MPI=(mpirun --bind-to none)
 NGPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
 MACH="$(hostname), $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1) x$NGPUS"
