@@ -1,6 +1,7 @@
 /*
- * The context: bootstrap, lookup tables, agents and the engine, brought up
- * in that order and torn down in reverse.
+ * The context: bootstrap, lookup tables, agents and the engine's planes
+ * (XTQ_PROGRESS_THREADS), brought up in that order and torn down in
+ * reverse.
  */
 #include "internal.h"
 #include "bootstrap.h"
@@ -47,6 +48,42 @@ static int check_attr(const xtq_init_attr_t *attr)
         attr->progress != XTQ_PROGRESS_MANUAL)
         return -XTQ_EINVAL;
     return 0;
+}
+
+/*
+ * XTQ_PROGRESS_THREADS, agreed by every rank: rank i's puts travel on
+ * plane i % n at both ends, so a rank that counted differently would send
+ * where nobody listens. Manual progress keeps one plane (its turns are
+ * the caller's, on one engine).
+ */
+static int planes_count(xtq_ctx_t *ctx, unsigned *out)
+{
+    int64_t want = xtq__param_int(XTQ__PARAM_XTQ_PROGRESS_THREADS);
+    if (want < 1 || want > XTQ__PLANES_MAX) {
+        xtq_err(CORE, "XTQ_PROGRESS_THREADS=%lld out of range 1..%d", (long long)want,
+                XTQ__PLANES_MAX);
+        return -XTQ_EINVAL;
+    }
+    if (ctx->progress == XTQ_PROGRESS_MANUAL && want > 1) {
+        XTQ_LOG_ONCE(CORE, WARN, "XTQ_PROGRESS_THREADS=%lld with manual progress: one plane",
+                     (long long)want);
+        want = 1;
+    }
+    uint32_t mine = (uint32_t)want, *all = calloc((size_t)ctx->size, sizeof(*all));
+    if (!all)
+        return -XTQ_ENOMEM;
+    int rc = xtq__bootstrap_allgather(ctx->bootstrap, "xtq.planes", &mine, sizeof(mine), all);
+    for (int r = 0; rc == 0 && r < ctx->size; r++) {
+        if (all[r] != mine) {
+            xtq_err(CORE, "rank %d: XTQ_PROGRESS_THREADS (or the progress mode) differs: %u "
+                    "here, %u at rank %d",
+                    ctx->rank, mine, all[r], r);
+            rc = -XTQ_EINVAL;
+        }
+    }
+    free(all);
+    *out = mine;
+    return rc;
 }
 
 int xtq_init(const xtq_init_attr_t *attr, xtq_ctx_t **out)
@@ -97,12 +134,20 @@ int xtq_init(const xtq_init_attr_t *attr, xtq_ctx_t **out)
     const char *prov = has_field(attr, XTQ_INIT_ATTR_FIELD_PROVIDER) && attr->provider
                            ? attr->provider
                            : xtq__param_string(XTQ__PARAM_XTQ_PROVIDER);
-    rc = xtq__engine_create(ctx, prov, ctx->progress, &ctx->engine);
+    rc = planes_count(ctx, &ctx->nplanes);
     if (rc)
         goto err_agents;
-    rc = xtq__engine_start(ctx->engine);
-    if (rc)
-        goto err_engine;
+    for (unsigned j = 0; j < ctx->nplanes; j++) {
+        rc = xtq__engine_create(ctx, prov, ctx->progress, j, &ctx->planes[j]);
+        if (rc)
+            goto err_engine;
+    }
+    ctx->engine = ctx->planes[(unsigned)ctx->rank % ctx->nplanes];
+    for (unsigned j = 0; j < ctx->nplanes; j++) {
+        rc = xtq__engine_start(ctx->planes[j]);
+        if (rc)
+            goto err_engine;
+    }
     /* Nobody sends before every endpoint is up and every receive posted. */
     rc = xtq_barrier(ctx);
     if (rc)
@@ -111,7 +156,8 @@ int xtq_init(const xtq_init_attr_t *attr, xtq_ctx_t **out)
     return 0;
 
 err_engine:
-    xtq__engine_destroy(ctx->engine);
+    for (unsigned j = 0; j < ctx->nplanes; j++)
+        xtq__engine_destroy(ctx->planes[j]);
 err_agents:
     xtq__agents_close(ctx);
 err_registry:
@@ -142,15 +188,21 @@ int xtq_finalize(xtq_ctx_t *ctx)
         xtq_warn(CORE, "rank %d: puts still in flight at finalize; failing them", ctx->rank);
     /* A dead peer would hang the launcher's fence: with one declared down,
      * finalize is local only (drain what runs here, then close). */
-    bool degraded = xtq__engine_peers_down(ctx->engine) > 0;
+    unsigned down = 0;
+    for (unsigned j = 0; j < ctx->nplanes; j++)
+        down += xtq__engine_peers_down(ctx->planes[j]);
+    bool degraded = down > 0;
     if (degraded) {
-        xtq_warn(CORE, "rank %d: %u peer(s) down; finalizing without the barriers", ctx->rank,
-                 xtq__engine_peers_down(ctx->engine));
+        xtq_warn(CORE, "rank %d: peer(s) down; finalizing without the barriers", ctx->rank);
         rc = -XTQ_EHOSTDOWN;
     } else {
         rc = xtq_barrier(ctx);
     }
-    drc = xtq__engine_drain_tasks(ctx->engine, xtq__deadline_ns(timeout_ns));
+    uint64_t tasks_deadline = xtq__deadline_ns(timeout_ns);
+    drc = 0;
+    for (unsigned j = 0; j < ctx->nplanes; j++)
+        if (xtq__engine_drain_tasks(ctx->planes[j], tasks_deadline))
+            drc = -XTQ_ETIMEDOUT;
     if (drc)
         xtq_warn(CORE, "rank %d: tasks still running after XTQ_FINALIZE_TIMEOUT_MS", ctx->rank);
     /* A last barrier so no peer closes its endpoint while acks to it are
@@ -159,17 +211,26 @@ int xtq_finalize(xtq_ctx_t *ctx)
         int brc = xtq_barrier(ctx);
         if (!rc)
             rc = brc;
-    } else if (xtq__engine_close_with_peers(ctx->engine, xtq__deadline_ns(timeout_ns))) {
-        xtq_warn(CORE, "rank %d: not every live peer finalized within XTQ_FINALIZE_TIMEOUT_MS",
-                 ctx->rank);
+    } else {
+        uint64_t fin_deadline = xtq__deadline_ns(timeout_ns);
+        bool all = true;
+        for (unsigned j = 0; j < ctx->nplanes; j++)
+            if (xtq__engine_close_with_peers(ctx->planes[j], fin_deadline))
+                all = false;
+        if (!all)
+            xtq_warn(CORE,
+                     "rank %d: not every live peer finalized within XTQ_FINALIZE_TIMEOUT_MS",
+                     ctx->rank);
     }
     /* Agents close between stop and destroy: a task still running may
      * retire into the engine until its worker is joined. */
-    xtq__engine_stop(ctx->engine);
+    for (unsigned j = 0; j < ctx->nplanes; j++)
+        xtq__engine_stop(ctx->planes[j]);
     /* The tables reference queues that closing the agents frees. */
     xtq__registry_destroy(ctx->registry);
     xtq__agents_close(ctx);
-    xtq__engine_destroy(ctx->engine);
+    for (unsigned j = 0; j < ctx->nplanes; j++)
+        xtq__engine_destroy(ctx->planes[j]);
     xtq__bootstrap_fini(ctx->bootstrap);
     free(ctx);
     return rc;
@@ -198,7 +259,14 @@ int xtq_progress(xtq_ctx_t *ctx)
 {
     if (!ctx)
         return -XTQ_EINVAL;
-    return xtq__engine_progress(ctx->engine);
+    int n = 0;
+    for (unsigned j = 0; j < ctx->nplanes; j++) {
+        int rc = xtq__engine_progress(ctx->planes[j]);
+        if (rc < 0)
+            return rc;
+        n += rc;
+    }
+    return n;
 }
 
 const char *xtq_provider_name(const xtq_ctx_t *ctx)

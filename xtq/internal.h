@@ -527,6 +527,7 @@ struct xtq__stats {
  * through this. */
 void xtq__stats_rejected(xtq_ctx_t *ctx, int err);
 
+#define XTQ__PLANES_MAX 16
 struct xtq_ctx {
     int rank;
     int size;
@@ -538,7 +539,14 @@ struct xtq_ctx {
     int kind_status[XTQ_AGENT_KIND_COUNT];
     char kind_reason[XTQ_AGENT_KIND_COUNT][160];
     struct xtq__registry *registry;
+    /* The engine's planes (XTQ_PROGRESS_THREADS), each an endpoint and a
+     * progress thread; `engine` is this rank's own, planes[rank % nplanes],
+     * which carries every put this rank makes and their acks. The others
+     * only receive puts (from ranks of their index mod nplanes) and ack
+     * them. */
     struct xtq__engine *engine;
+    struct xtq__engine *planes[XTQ__PLANES_MAX];
+    unsigned nplanes;
     struct xtq__bootstrap *bootstrap;
     struct xtq__stats stats;
 };

@@ -1,6 +1,9 @@
 /*
  * The target-side engine (paper Fig. 4, steps 3-7) and the initiator's put
- * path, over one libfabric RDM endpoint. One engine per context. This is
+ * path, over one libfabric RDM endpoint. A context has one engine per
+ * plane (XTQ_PROGRESS_THREADS, default 1; xtq/context.c): each plane is a
+ * whole engine with its own endpoint and progress thread, and rank i's
+ * puts, with their acks, travel on plane i % nplanes at both ends. This is
  * what the rest of libxtq calls; the engine's own files share
  * nic-emul/engine_int.h.
  */
@@ -76,8 +79,10 @@ int xtq__ofi_list_providers(char names[][64], int max);
 struct xtq__engine;
 
 /* lifecycle.c */
+/* Plane `plane` of the context's engine (ctx->planes): its own endpoint,
+ * address exchange, doorbells and progress thread. */
 int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_mode mode,
-                       struct xtq__engine **engine);
+                       unsigned plane, struct xtq__engine **engine);
 /* Wait until tasks enqueued here have retired, up to deadline. */
 int xtq__engine_drain_tasks(struct xtq__engine *e, uint64_t deadline);
 /* Stop the thread, fail puts still pending with -XTQ_EFINALIZED, drop the

@@ -263,6 +263,7 @@ struct doorbell {
 
 struct xtq__engine {
     xtq_ctx_t *ctx;
+    unsigned plane; /* index in ctx->planes: rank i's puts travel on plane i % nplanes */
     struct xtq__ofi ofi;
     bool manual;
     uint32_t window;
@@ -471,12 +472,20 @@ void xtq__peers_check(struct xtq__engine *e);
 /* One step of a bounded wait at finalize (lifecycle.c): a progress turn
  * where no progress thread runs, else a 200 us nap. */
 void xtq__engine_wait_step(struct xtq__engine *e);
+/* The bootstrap key of this plane's exchange: `base` on plane 0, else
+ * "base.PLANE" (lifecycle.c). */
+#define XTQ__KEY_MAX 32
+void xtq__engine_key(const struct xtq__engine *e, const char *base, char out[XTQ__KEY_MAX]);
 
 /* ---- progress.c ----------------------------------------------------------- */
 /* Whether this thread is taking a progress turn of `e` now: where the
  * progress thread owns the endpoint (XTQ_ENDPOINT_OWNER=progress), only
  * such a thread may use it. */
 bool xtq__engine_in_turn(const struct xtq__engine *e);
+/* Whether this thread is taking a progress turn of any plane of `ctx`: a
+ * task running in it cannot wait for the put window (initiator.c), which
+ * a peer's plane may free only once this one moves on. */
+bool xtq__ctx_in_turn(const xtq_ctx_t *ctx);
 
 /* ---- wakeup.c ----------------------------------------------------------- */
 /* Doorbells (same host, CQ without a wait fd) and the eventfd. */

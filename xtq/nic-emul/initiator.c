@@ -1067,9 +1067,11 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
             trig_discard(trig);
             return -XTQ_EAGAIN;
         }
-        /* A short task running in this engine's turn (XTQ_REGISTER_SHORT)
-         * cannot wait: only its own turn would free the window. */
-        if (xtq__engine_in_turn(e)) {
+        /* A short task running in a progress turn (XTQ_REGISTER_SHORT)
+         * cannot wait: only its own turn would free the window, or (a
+         * turn of another plane) the peer's plane that frees it may wait
+         * on this one. */
+        if (xtq__ctx_in_turn(ctx)) {
             XTQ_LOG_ONCE(ENGINE, WARN,
                          "a put from a task running in the progress turn found "
                          "the window full: -XTQ_EAGAIN instead of waiting");

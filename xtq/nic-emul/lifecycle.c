@@ -43,8 +43,16 @@ static void engine_free(struct xtq__engine *e)
     free(e);
 }
 
+void xtq__engine_key(const struct xtq__engine *e, const char *base, char out[XTQ__KEY_MAX])
+{
+    if (e->plane == 0)
+        snprintf(out, XTQ__KEY_MAX, "%s", base);
+    else
+        snprintf(out, XTQ__KEY_MAX, "%s.%u", base, e->plane);
+}
+
 int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_mode mode,
-                       struct xtq__engine **out)
+                       unsigned plane, struct xtq__engine **out)
 {
     struct xtq__engine *e = calloc(1, sizeof(*e));
     struct xtq__bootstrap *bs = ctx->bootstrap;
@@ -57,6 +65,7 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     if (!e)
         return -XTQ_ENOMEM;
     e->ctx = ctx;
+    e->plane = plane;
     e->manual = mode == XTQ_PROGRESS_MANUAL;
     e->wake_fd = -1;
     e->progress_cpu = (int)xtq__param_int(XTQ__PARAM_XTQ_PROGRESS_CPU);
@@ -116,7 +125,9 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     uint32_t alen32 = (uint32_t)alen;
     memcpy(blob, &alen32, sizeof(alen32));
     xtq__wakeup_name(e, blob + bell_off);
-    rc = xtq__bootstrap_allgather(bs, "xtq.addr", blob, stride, all);
+    char key[XTQ__KEY_MAX];
+    xtq__engine_key(e, "xtq.addr", key);
+    rc = xtq__bootstrap_allgather(bs, key, blob, stride, all);
     if (rc)
         goto err_engine;
     rc = xtq__ofi_insert(&e->ofi, all, stride, ctx->size);
@@ -151,8 +162,9 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     free(blob);
     free(all);
     xtq_info(ENGINE,
-             "rank %d: engine on %s, %u regions of %zu bytes, window %u, %s progress, endpoint %s",
-             ctx->rank, e->ofi.prov_name, e->nregions, e->regions[0].len, e->window,
+             "rank %d: engine plane %u on %s, %u regions of %zu bytes, window %u, %s progress, "
+             "endpoint %s",
+             ctx->rank, e->plane, e->ofi.prov_name, e->nregions, e->regions[0].len, e->window,
              e->manual ? "manual" : "thread", e->owner_only ? "owned by progress" : "shared");
     *out = e;
     return 0;

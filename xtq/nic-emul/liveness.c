@@ -42,14 +42,34 @@ bool xtq__fault_dropped(uint32_t src)
            (atomic_load_explicit(&xtq__fault_drop_from, memory_order_relaxed) >> src & 1);
 }
 
+/* A peer is up or down for the whole context: what one plane learns, the
+ * others take (finalize judges by all of them, and only this rank's own
+ * plane has puts to fail). */
+static bool peer_up_one(struct xtq__engine *e, uint32_t src)
+{
+    struct peer *p = &e->peers[src];
+    if (atomic_load_explicit(&p->down, memory_order_relaxed) && atomic_exchange(&p->down, false)) {
+        atomic_fetch_sub(&e->peers_down, 1);
+        return true;
+    }
+    return false;
+}
+
 static void peer_heard(struct xtq__engine *e, uint32_t src)
 {
     struct peer *p = &e->peers[src];
     atomic_store_explicit(&p->last_heard, xtq__now_ns(), memory_order_relaxed);
-    if (atomic_load_explicit(&p->down, memory_order_relaxed) && atomic_exchange(&p->down, false)) {
-        atomic_fetch_sub(&e->peers_down, 1);
+    if (peer_up_one(e, src)) {
         xtq_warn(ENGINE, "rank %d: peer %u heard from again; its new puts go out", e->ctx->rank,
                  src);
+        for (unsigned j = 0; j < e->ctx->nplanes; j++) {
+            struct xtq__engine *f = e->ctx->planes[j];
+            if (f && f != e) {
+                atomic_store_explicit(&f->peers[src].last_heard, xtq__now_ns(),
+                                      memory_order_relaxed);
+                peer_up_one(f, src);
+            }
+        }
     }
 }
 
@@ -119,13 +139,25 @@ int xtq__engine_close_with_peers(struct xtq__engine *e, uint64_t deadline)
 /* Fail every put pending to `r` with -XTQ_EHOSTDOWN; later puts fail at
  * once. Slots stay unused afterwards, so a late completion from the
  * provider finds them idle and is ignored. */
-void xtq__peer_down(struct xtq__engine *e, int r, const char *why)
+static bool peer_down_one(struct xtq__engine *e, int r)
 {
     if (atomic_exchange(&e->peers[r].down, true))
-        return;
+        return false;
     atomic_fetch_add(&e->peers_down, 1);
-    xtq_warn(ENGINE, "rank %d: peer %d %s; declared down, its puts fail", e->ctx->rank, r, why);
     xtq__puts_fail_peer(e, r, -XTQ_EHOSTDOWN);
+    return true;
+}
+
+void xtq__peer_down(struct xtq__engine *e, int r, const char *why)
+{
+    if (!peer_down_one(e, r))
+        return;
+    xtq_warn(ENGINE, "rank %d: peer %d %s; declared down, its puts fail", e->ctx->rank, r, why);
+    for (unsigned j = 0; j < e->ctx->nplanes; j++) {
+        struct xtq__engine *f = e->ctx->planes[j];
+        if (f && f != e)
+            peer_down_one(f, r);
+    }
 }
 
 /* Progress thread: ping quiet peers we wait on, declare silent ones down,

@@ -146,6 +146,11 @@ bool xtq__engine_in_turn(const struct xtq__engine *e)
     return turn_of == e;
 }
 
+bool xtq__ctx_in_turn(const xtq_ctx_t *ctx)
+{
+    return turn_of && turn_of->ctx == ctx;
+}
+
 /* One turn. `polite`: the progress thread's busy poll, which leaves the
  * endpoint to a thread waiting to send rather than contend for it. */
 
@@ -186,6 +191,11 @@ void xtq__engine_poll_cb(void *engine)
 static void place_thread(struct xtq__engine *e)
 {
     hwloc_topology_t topo;
+    /* Further planes go where the scheduler puts them unless told: pinned
+     * below the ranks' first threads, they would meet other ranks' ones on
+     * a host with fewer cores than threads. */
+    if (e->plane > 0 && e->progress_cpu < 0)
+        return;
     if (hwloc_topology_init(&topo))
         return;
     /* The x86 backend binds to every PU to run cpuid: seconds on a busy
@@ -201,7 +211,9 @@ static void place_thread(struct xtq__engine *e)
     int n = hwloc_get_nbobjs_by_type(topo, type);
     int want = e->progress_cpu;
     if (n > 0) {
-        if (want < 0) {
+        if (want >= 0) {
+            want += (int)e->plane;
+        } else {
             /* Last core, then backwards for further ranks on the host. */
             int lr = e->ctx->bootstrap ? e->ctx->bootstrap->local_rank : 0;
             want = n - 1 - (lr % n);

@@ -159,7 +159,9 @@ int xtq__wakeup_connect(struct xtq__engine *e, const char *names, size_t stride)
     uint8_t one = 1, *all = calloc((size_t)e->ctx->size, 1);
     if (!all)
         return -XTQ_ENOMEM;
-    int rc = xtq__bootstrap_allgather(e->ctx->bootstrap, "xtq.bells", &one, 1, all);
+    char key[XTQ__KEY_MAX];
+    xtq__engine_key(e, "xtq.bells", key);
+    int rc = xtq__bootstrap_allgather(e->ctx->bootstrap, key, &one, 1, all);
     free(all);
     bell_unlink(e);
     return rc;
