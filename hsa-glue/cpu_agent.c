@@ -116,6 +116,7 @@ struct cpu_agent {
     unsigned nstarted;
     uint64_t spin_ns; /* XTQ_AGENT_SPIN_US */
     bool run_here;    /* XTQ_CPU_INLINE_TASKS */
+    bool run_beside;  /* XTQ_CPU_INLINE_TASKS=2: also beside running packets */
     pthread_t *workers;
 
     pthread_rwlock_t qlock; /* workers scan under the read lock */
@@ -545,20 +546,32 @@ static void cpu_run(struct cpu_agent *a, struct cpu_task *t)
  * holds a reserved slot either), and no packet of it running (state count
  * 0, which also satisfies the task's barrier bit and ends any barrier-AND/
  * OR's hold). Taken as cpu_try_take takes a packet; false: enqueue it.
+ *
+ * XTQ_CPU_INLINE_TASKS=2 (run_beside) applies the workers' own rule
+ * instead: packets of the queue may be running, as a second worker would
+ * start this one beside them, unless its barrier bit is set or a
+ * barrier-AND/OR holds the queue. Several receiving threads (engine
+ * planes) then run their short tasks at once rather than hand all but
+ * one to the workers; they wait for the take lock rather than give up.
  */
 static bool cpu_run_here(struct cpu_queue *cq, const struct xtq__enqueue *d)
 {
     xtq_queue_t *q = &cq->base;
     unsigned type = xtq_aql_header_type(d->packet->header);
+    bool beside = cq->agent->run_beside;
     struct cpu_task t;
 
     if (type != XTQ_PACKET_TYPE_KERNEL_DISPATCH && type != XTQ_PACKET_TYPE_AGENT_DISPATCH)
         return false;
-    if (pthread_mutex_trylock(&cq->take_lock) != 0)
+    if (beside)
+        pthread_mutex_lock(&cq->take_lock);
+    else if (pthread_mutex_trylock(&cq->take_lock) != 0)
         return false; /* a worker is taking from it */
+    bool running = (atomic_load_explicit(&cq->state, memory_order_acquire) & CQ_COUNT) != 0;
+    bool held = xtq_aql_header_barrier(d->packet->header) || cq->after_barrier;
     if (atomic_load_explicit(q->write_index, memory_order_acquire) !=
             atomic_load_explicit(q->read_index, memory_order_relaxed) ||
-        (atomic_load_explicit(&cq->state, memory_order_acquire) & CQ_COUNT) != 0) {
+        (running && (!beside || held))) {
         pthread_mutex_unlock(&cq->take_lock);
         return false;
     }
@@ -849,7 +862,9 @@ static int cpu_agent_create(xtq_ctx_t *ctx, unsigned device_index, unsigned work
     a->base.info.max_queue_size = CPU_MAX_QUEUE_SIZE;
     a->nworkers = workers;
     a->spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_AGENT_SPIN_US, ctx ? ctx->local_ranks : 1, 50, 0);
-    a->run_here = xtq__param_int(XTQ__PARAM_XTQ_CPU_INLINE_TASKS) != 0;
+    int64_t inl = xtq__param_int(XTQ__PARAM_XTQ_CPU_INLINE_TASKS);
+    a->run_here = inl != 0;
+    a->run_beside = inl >= 2;
     pthread_rwlock_init(&a->qlock, NULL);
     pthread_mutex_init(&a->obj_lock, NULL);
 

@@ -53,8 +53,9 @@ static int check_attr(const xtq_init_attr_t *attr)
 /*
  * XTQ_PROGRESS_THREADS, agreed by every rank: rank i's puts travel on
  * plane i % n at both ends, so a rank that counted differently would send
- * where nobody listens. Manual progress keeps one plane (its turns are
- * the caller's, on one engine).
+ * where nobody listens. A rank in manual progress has the planes too,
+ * without threads: each of its turns is a turn of every plane
+ * (progress.c), and ranks may mix the two modes.
  */
 static int planes_count(xtq_ctx_t *ctx, unsigned *out)
 {
@@ -64,19 +65,13 @@ static int planes_count(xtq_ctx_t *ctx, unsigned *out)
                 XTQ__PLANES_MAX);
         return -XTQ_EINVAL;
     }
-    if (ctx->progress == XTQ_PROGRESS_MANUAL && want > 1) {
-        XTQ_LOG_ONCE(CORE, WARN, "XTQ_PROGRESS_THREADS=%lld with manual progress: one plane",
-                     (long long)want);
-        want = 1;
-    }
     uint32_t mine = (uint32_t)want, *all = calloc((size_t)ctx->size, sizeof(*all));
     if (!all)
         return -XTQ_ENOMEM;
     int rc = xtq__bootstrap_allgather(ctx->bootstrap, "xtq.planes", &mine, sizeof(mine), all);
     for (int r = 0; rc == 0 && r < ctx->size; r++) {
         if (all[r] != mine) {
-            xtq_err(CORE, "rank %d: XTQ_PROGRESS_THREADS (or the progress mode) differs: %u "
-                    "here, %u at rank %d",
+            xtq_err(CORE, "rank %d: XTQ_PROGRESS_THREADS differs: %u here, %u at rank %d",
                     ctx->rank, mine, all[r], r);
             rc = -XTQ_EINVAL;
         }
@@ -259,14 +254,9 @@ int xtq_progress(xtq_ctx_t *ctx)
 {
     if (!ctx)
         return -XTQ_EINVAL;
-    int n = 0;
-    for (unsigned j = 0; j < ctx->nplanes; j++) {
-        int rc = xtq__engine_progress(ctx->planes[j]);
-        if (rc < 0)
-            return rc;
-        n += rc;
-    }
-    return n;
+    /* Manual: a turn of every plane (progress.c). Threads: this rank's own
+     * plane, as any wait does; the others' threads serve their peers. */
+    return xtq__engine_progress(ctx->engine);
 }
 
 const char *xtq_provider_name(const xtq_ctx_t *ctx)

@@ -161,11 +161,16 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
         goto err_engine;
     free(blob);
     free(all);
-    xtq_info(ENGINE,
-             "rank %d: engine plane %u on %s, %u regions of %zu bytes, window %u, %s progress, "
-             "endpoint %s",
-             ctx->rank, e->plane, e->ofi.prov_name, e->nregions, e->regions[0].len, e->window,
-             e->manual ? "manual" : "thread", e->owner_only ? "owned by progress" : "shared");
+    /* Plane 0 keeps the line tools look for ("engine on PROVIDER"). */
+    if (e->plane == 0)
+        xtq_info(ENGINE,
+                 "rank %d: engine on %s, %u regions of %zu bytes, window %u, %s progress, "
+                 "endpoint %s",
+                 ctx->rank, e->ofi.prov_name, e->nregions, e->regions[0].len, e->window,
+                 e->manual ? "manual" : "thread", e->owner_only ? "owned by progress" : "shared");
+    else
+        xtq_info(ENGINE, "rank %d: engine plane %u: %s, %u regions of %zu bytes", ctx->rank,
+                 e->plane, e->ofi.prov_name, e->nregions, e->regions[0].len);
     *out = e;
     return 0;
 

@@ -178,9 +178,25 @@ static int engine_turn(struct xtq__engine *e, bool polite)
     return n;
 }
 
+/* A turn of `e`; with manual progress a turn of every plane of its
+ * context, which has no thread to serve the others: whichever wait or
+ * xtq_progress call turns the engine serves every peer. */
 int xtq__engine_progress(struct xtq__engine *e)
 {
-    return engine_turn(e, false);
+    xtq_ctx_t *ctx = e->ctx;
+    if (!e->manual || ctx->nplanes <= 1)
+        return engine_turn(e, false);
+    int n = 0;
+    for (unsigned j = 0; j < ctx->nplanes; j++) {
+        struct xtq__engine *f = ctx->planes[j];
+        if (!f)
+            continue; /* still being created */
+        int rc = engine_turn(f, false);
+        if (rc < 0)
+            return rc;
+        n += rc;
+    }
+    return n;
 }
 
 void xtq__engine_poll_cb(void *engine)

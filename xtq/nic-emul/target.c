@@ -327,8 +327,14 @@ static void engine_retire(void *cookie, int status)
     xtq__region_put(t->region);
     free(t);
     atomic_fetch_sub_explicit(&e->tasks_inflight, 1, memory_order_release);
-    if (atomic_load_explicit(&e->backlog_len, memory_order_relaxed))
-        xtq__engine_wake(e);
+    /* The queue has room again: for any plane's backlog, whichever plane
+     * received the task that just left it. */
+    xtq_ctx_t *ctx = e->ctx;
+    for (unsigned j = 0; j < ctx->nplanes; j++) {
+        struct xtq__engine *f = ctx->planes[j];
+        if (atomic_load_explicit(&f->backlog_len, memory_order_relaxed))
+            xtq__engine_wake(f);
+    }
 }
 
 /*
