@@ -168,7 +168,10 @@ static uint64_t vm_hwm(void)
  *   - the test's own tables (count bytes, sums);
  *   - 32 MiB for the provider's bounce buffers (tcp;ofi_rxm grows its
  *     receive and send pools per connection) and the allocator's arenas
- *     (agent worker and progress threads).
+ *     (agent worker and progress threads);
+ *   - the regions and the 32 MiB once per engine plane
+ *     (XTQ_PROGRESS_THREADS): each has its endpoint, connections, regions
+ *     and progress thread.
  * Messages themselves are never copied out of the regions, so a backlog of
  * any length costs task records only, and those are bounded by the window.
  */
@@ -184,7 +187,8 @@ static uint64_t bound_bytes(uint64_t base)
     uint64_t window = env_u64("XTQ_PUT_WINDOW", 256);
     uint64_t inflight = (uint64_t)(S.size - 1) * window * (512 + 128);
     uint64_t tables = (uint64_t)S.size * S.ntasks;
-    return base + nreg * rlen + inflight + tables + (32ull << 20);
+    uint64_t planes = env_u64("XTQ_PROGRESS_THREADS", 1);
+    return base + planes * (nreg * rlen + (32ull << 20)) + inflight + tables;
 }
 
 static int asan_build(void)

@@ -147,11 +147,13 @@ mh_mpirun() {
         --host "$hostlist" --map-by node "${xs[@]}" "$@"
 }
 
-# mh_check_tcp LOG NP: every rank opened tcp on its namespace's eth0.
+# mh_check_tcp LOG NP: every rank opened tcp on its namespace's eth0 (a
+# rank with several engine planes, XTQ_PROGRESS_THREADS, opens one endpoint
+# per plane: ranks are counted by process id).
 mh_check_tcp() {
     local log=$1 np=$2 got dev
     got=$(grep -c 'engine on tcp' "$log" || true)
-    dev=$(grep -c 'opened tcp.*domain eth0)' "$log" || true)
+    dev=$(grep 'opened tcp.*domain eth0)' "$log" | grep -o '^xtq\[[0-9]*\]' | sort -u | wc -l)
     if grep -q 'engine on shm' "$log" || [ "$got" -ne "$np" ] || [ "$dev" -ne "$np" ]; then
         mh_log "FAIL: expected $np ranks on tcp over eth0; found $got on tcp, $dev on eth0:"
         grep -E 'engine on|opened' "$log" >&2
