@@ -1,21 +1,25 @@
 # Short tasks (XTQ_REGISTER_SHORT): run where they arrive when their queue
 # is idle, through the queue in order otherwise (test_short.c), alone (puts
 # to itself), with manual progress, at 2 ranks over shm and tcp, and with
-# XTQ_CPU_INLINE_TASKS=0 (every task on a worker). Label: integration; the
+# XTQ_CPU_INLINE_TASKS=0 (every task on a worker); and beside a running
+# packet of the queue with XTQ_CPU_INLINE_TASKS=2 (beside). Label: integration; the
 # shm cases also under TSan.
 add_executable(test_short ${CMAKE_CURRENT_LIST_DIR}/test_short.c)
 target_compile_options(test_short PRIVATE ${XTQ_WARNINGS} -Wno-missing-prototypes)
 target_link_libraries(test_short PRIVATE xtq xtq_test_harness)
 
 set(short_tests)
-foreach(c runs_here order_kept)
+# beside: XTQ_CPU_INLINE_TASKS=2, which the case sets itself (no .off).
+foreach(c runs_here order_kept beside)
   add_test(NAME integration.short.self.${c} COMMAND test_short ${c})
   add_test(NAME integration.short.self.${c}.manual COMMAND test_short ${c} manual)
-  add_test(NAME integration.short.self.${c}.off COMMAND test_short ${c})
-  set_tests_properties(integration.short.self.${c}.off PROPERTIES ENVIRONMENT
-                       XTQ_CPU_INLINE_TASKS=0)
-  list(APPEND short_tests integration.short.self.${c} integration.short.self.${c}.manual
-       integration.short.self.${c}.off)
+  list(APPEND short_tests integration.short.self.${c} integration.short.self.${c}.manual)
+  if(NOT c STREQUAL "beside")
+    add_test(NAME integration.short.self.${c}.off COMMAND test_short ${c})
+    set_tests_properties(integration.short.self.${c}.off PROPERTIES ENVIRONMENT
+                         XTQ_CPU_INLINE_TASKS=0)
+    list(APPEND short_tests integration.short.self.${c}.off)
+  endif()
   if(MPIEXEC_EXECUTABLE)
     foreach(prov shm tcp)
       xtq_add_mpi_case(NAME integration.short.${c}.${prov}.np2 NP 2 PROVIDER ${prov}
