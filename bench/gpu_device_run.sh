@@ -116,8 +116,9 @@
 # 25. (stage "coll_env", about 2 minutes, CPU only) the CPU allreduce
 #     under settings given as variants, alternating (COLL_VARIANTS,
 #     COLL_ROUNDS, COLL_NP, COLL_SIZES; coll_env/)
-# 26. (stage "planes", about 4 minutes, CPU only) engine planes
-#     (XTQ_PROGRESS_THREADS, PLANES="1 2 4"): the message rate from 1, 2, 4
+# 26. (stage "planes", about 5 minutes, CPU only) engine planes
+#     (XTQ_PROGRESS_THREADS) with XTQ_CPU_INLINE_TASKS, PLANES_VARIANTS of
+#     N:I pairs (default "1:1 2:2 4:2 4:1"): the message rate from 1, 2, 4
 #     initiators with hsa_db in the same runs, PLANES_ROUNDS (3) alternating
 #     rounds, and the CPU round trip with each (planes/)
 # STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
@@ -579,35 +580,42 @@ if want inline; then
 fi
 if want planes; then
   # Engine planes (XTQ_PROGRESS_THREADS): N endpoints and progress threads
-  # per rank, rank i's puts on plane i % N at both ends. The message rate
-  # into one target from 1, 2 and 4 initiators with each setting, HSA mode
-  # (hsa_db) in the same run as the baseline, alternating rounds; then the
-  # CPU-agent round trip (planes must not cost it anything).
+  # per rank, rank i's puts on plane i % N at both ends. PLANES_VARIANTS
+  # lists N:I pairs, I being XTQ_CPU_INLINE_TASKS (2: short tasks also run
+  # beside running packets of their queue, so that the planes' threads run
+  # theirs at once). The message rate into one target from 1, 2 and 4
+  # initiators with each, HSA mode (hsa_db) in the same run as the
+  # baseline, alternating rounds; then the CPU-agent round trip with each
+  # (planes must not cost it anything).
   mkdir -p $W/planes
-  stage "engine planes: XTQ_PROGRESS_THREADS in ${PLANES:-1 2 4}, ${PLANES_ROUNDS:-3} alternating rounds"
+  PV=${PLANES_VARIANTS:-1:1 2:2 4:2 4:1}
+  stage "engine planes: XTQ_PROGRESS_THREADS:XTQ_CPU_INLINE_TASKS in $PV, ${PLANES_ROUNDS:-3} alternating rounds"
   for r in $(seq ${PLANES_ROUNDS:-3}); do
-    for pt in ${PLANES:-1 2 4}; do
-      f=$W/planes/rate_pt$pt.$r
-      timeout 120 "${MPI[@]}" -np 5 -x XTQ_PROGRESS_THREADS=$pt $B/bench/xtq_bench_msgrate \
-        --iters ${RATE_ITERS:-100000} --modes hsa_db,xtq --csv $f.csv >$f.txt 2>&1
-      echo "planes=$pt round $r rc=$?"; grep "initiator(s)" $f.txt
+    for v in $PV; do
+      pt=${v%:*}; inl=${v#*:}
+      f=$W/planes/rate_pt${pt}_inl${inl}.$r
+      timeout 120 "${MPI[@]}" -np 5 -x XTQ_PROGRESS_THREADS=$pt -x XTQ_CPU_INLINE_TASKS=$inl \
+        $B/bench/xtq_bench_msgrate --iters ${RATE_ITERS:-100000} --modes hsa_db,xtq --csv $f.csv \
+        >$f.txt 2>&1
+      echo "planes=$pt inline=$inl round $r rc=$?"; grep "initiator(s)" $f.txt
     done
   done
   for r in 1 2; do
-    for pt in ${PLANES:-1 2 4}; do
-      f=$W/planes/rtt_pt$pt.$r
-      timeout 60 "${MPI[@]}" -np 2 -x XTQ_PROGRESS_THREADS=$pt $B/bench/xtq_bench_rtt --sizes 64,4K \
-        --modes raw,hsa,xtq --iters 5000 >$f.txt 2>&1
-      echo "rtt planes=$pt round $r rc=$?"
+    for v in $PV; do
+      pt=${v%:*}; inl=${v#*:}
+      f=$W/planes/rtt_pt${pt}_inl${inl}.$r
+      timeout 60 "${MPI[@]}" -np 2 -x XTQ_PROGRESS_THREADS=$pt -x XTQ_CPU_INLINE_TASKS=$inl \
+        $B/bench/xtq_bench_rtt --sizes 64,4K --modes raw,hsa,xtq --iters 5000 >$f.txt 2>&1
+      echo "rtt planes=$pt inline=$inl round $r rc=$?"
       grep -E "^ +[0-9]+[KM]?i?B +(raw|hsa|xtq) +median|^ratios" $f.txt
     done
   done
-  { echo "# machine: $(hostname) ($(nproc) cores), commit $COMMIT"
-    echo "# command: STAGES=planes PLANES=\"${PLANES:-1 2 4}\" PLANES_ROUNDS=${PLANES_ROUNDS:-3} RATE_ITERS=${RATE_ITERS:-100000} bash bench/gpu_device_run.sh"
-    echo "# rows: planes round mode window initiators tasks_per_s tgt_nic_us tgt_proc_us"
+  { echo "# machine: $MACH; commit $COMMIT"
+    echo "# command: STAGES=planes PLANES_VARIANTS=\"$PV\" PLANES_ROUNDS=${PLANES_ROUNDS:-3} RATE_ITERS=${RATE_ITERS:-100000} bash bench/gpu_device_run.sh"
+    echo "# rows: planes inline round mode window initiators tasks_per_s tgt_nic_us tgt_proc_us"
     for f in $W/planes/rate_pt*.csv; do
-      b=$(basename $f .csv); pt=${b#rate_pt}; r=${pt#*.}; pt=${pt%.*}
-      grep -v '^#' $f | awk -F, -v pt=$pt -v r=$r 'NR > 1 { print pt, r, $1, $2, $4, $7, $9, $11 }'
+      b=$(basename $f .csv); r=${b##*.}; b=${b%.*}; pt=${b#rate_pt}; pt=${pt%_inl*}; inl=${b##*_inl}
+      grep -v '^#' $f | awk -F, -v pt=$pt -v inl=$inl -v r=$r 'NR > 1 { print pt, inl, r, $1, $2, $4, $7, $9, $11 }'
     done; } >$W/planes/summary.txt
   pack
 fi
