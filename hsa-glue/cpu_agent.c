@@ -326,6 +326,13 @@ static int cpu_barrier_ready(const xtq_barrier_packet_t *b, unsigned type)
     return type == XTQ_PACKET_TYPE_BARRIER_AND || !any ? 1 : 0;
 }
 
+static _Atomic uint64_t take_busy; /* test hook */
+
+uint64_t xtq__cpu_take_busy(void)
+{
+    return atomic_load_explicit(&take_busy, memory_order_relaxed);
+}
+
 static int cpu_try_take(struct cpu_queue *cq, struct cpu_task *t, bool *more)
 {
     xtq_queue_t *q = &cq->base;
@@ -335,8 +342,10 @@ static int cpu_try_take(struct cpu_queue *cq, struct cpu_task *t, bool *more)
     unsigned type;
     int rc = TAKE_OK;
 
-    if (pthread_mutex_trylock(&cq->take_lock) != 0)
+    if (pthread_mutex_trylock(&cq->take_lock) != 0) {
+        atomic_fetch_add_explicit(&take_busy, 1, memory_order_relaxed);
         return TAKE_BUSY;
+    }
     r = atomic_load_explicit(q->read_index, memory_order_relaxed);
     slot = &q->ring[r & q->mask];
     word = atomic_load_explicit(slot_word(slot), memory_order_acquire);
@@ -590,6 +599,15 @@ static bool cpu_run_here(struct cpu_queue *cq, const struct xtq__enqueue *d)
     return true;
 }
 
+void xtq__cpu_queue_hold_take(xtq_queue_t *queue, bool lock)
+{
+    struct cpu_queue *cq = container_of(queue, struct cpu_queue, base);
+    if (lock)
+        pthread_mutex_lock(&cq->take_lock);
+    else
+        pthread_mutex_unlock(&cq->take_lock);
+}
+
 /* The enqueue operation: a short task may run here (cpu_run_here), any
  * other goes into the ring for the workers. */
 static int cpu_enqueue(xtq_queue_t *queue, const struct xtq__enqueue *d)
@@ -626,7 +644,7 @@ static void *cpu_worker(void *arg)
         /* Read before scanning: a doorbell after this read changes it and
          * the futex wait below returns at once. */
         uint32_t seq = atomic_load_explicit(&a->work_seq, memory_order_seq_cst);
-        bool got = false, deps = false, more = false;
+        bool got = false, deps = false, more = false, busy = false;
 
         pthread_rwlock_rdlock(&a->qlock);
         for (unsigned i = 0, n = a->nqueues; i < n; i++) {
@@ -639,8 +657,21 @@ static void *cpu_worker(void *arg)
             }
             if (rc == TAKE_DEPS)
                 deps = true;
+            if (rc == TAKE_BUSY)
+                busy = true;
         }
         pthread_rwlock_unlock(&a->qlock);
+
+        /* A queue another thread was looking at (a worker taking, or a
+         * receiving thread checking whether a short task may run where it
+         * arrived) may hold packets that rang their doorbell before this
+         * scan: look again rather than sleep, or a full queue whose
+         * producers wait for room would wait for ever. The lock is held
+         * for a few loads. */
+        if (!got && busy) {
+            xtq__cpu_relax();
+            continue;
+        }
 
         if (got) {
             if (more)

@@ -730,6 +730,47 @@ XTQ_TEST(idle_workers_sleep)
     xtq_signal_destroy(done);
 }
 
+/*
+ * A worker that finds its queue's take lock held (another worker taking a
+ * packet, or a receiving thread checking whether a short task may run
+ * where it arrived) looks again instead of sleeping: the packet whose
+ * doorbell woke it is still to be taken, and no other doorbell may come
+ * (a full queue's producers wait for room). Here the test holds the lock
+ * while the packet's doorbell wakes the one worker, lets it find the lock
+ * held, then releases it: the packet must run. (Before, the worker slept
+ * until the next doorbell, which never came.)
+ */
+XTQ_TEST(take_lock_busy_scan_again)
+{
+    setenv("XTQ_AGENT_SPIN_US", "0", 1); /* the worker sleeps when idle */
+    xtq_agent_t *a = open_agent(1);
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    xtq_signal_t *done;
+    xtq_aql_packet_t p;
+
+    CHECK_OK(xtq_queue_create(a, 4, &q));
+    CHECK_OK(xtq_function_create_cpu(a, nop_fn, NULL, &f));
+    CHECK_OK(xtq_signal_create(1, &done));
+    uint64_t busy0 = xtq__cpu_take_busy();
+    xtq__cpu_queue_hold_take(q, true);
+    function_packet(&p, f, 0, done, 0, 0, 0, 0, NULL);
+    submit(q, &p, NULL);
+    for (int i = 0; i < 10000 && xtq__cpu_take_busy() == busy0; i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK(xtq__cpu_take_busy() > busy0);
+    xtq__cpu_queue_hold_take(q, false);
+    CHECK_OK(xtq_signal_wait(done, XTQ_SIGNAL_EQ, 0, 5000000000ll, NULL));
+
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_function_destroy(f));
+    close_agent(a);
+    xtq_signal_destroy(done);
+    unsetenv("XTQ_AGENT_SPIN_US");
+}
+
 /* ---- enumeration -------------------------------------------------------------------- */
 
 XTQ_TEST(agents_open)
