@@ -894,6 +894,8 @@ static int cpu_agent_create(xtq_ctx_t *ctx, unsigned device_index, unsigned work
     a->nworkers = workers;
     a->spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_AGENT_SPIN_US, ctx ? ctx->local_ranks : 1, 50, 0);
     int64_t inl = xtq__param_int(XTQ__PARAM_XTQ_CPU_INLINE_TASKS);
+    if (inl < 0) /* auto: several planes' threads receive into one queue */
+        inl = xtq__param_int(XTQ__PARAM_XTQ_PROGRESS_THREADS) > 1 ? 2 : 1;
     a->run_here = inl != 0;
     a->run_beside = inl >= 2;
     pthread_rwlock_init(&a->qlock, NULL);
