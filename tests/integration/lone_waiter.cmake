@@ -12,18 +12,5 @@ if(MPIEXEC_EXECUTABLE)
                    ENV XTQ_LONE_WAITER=0
                    COMMAND $<TARGET_FILE:test_stress> threads 5000)
 endif()
-foreach(t integration.lone0.stress.shm.np2 integration.lone0.threads.shm.np2)
-  if(TEST ${t} AND XTQ_SANITIZE STREQUAL "thread")
-    set_property(TEST ${t} APPEND PROPERTY LABELS tsan)
-    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT XTQ_IT_PUTS=2000
-                 "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 suppressions=${CMAKE_CURRENT_LIST_DIR}/tsan.supp")
-  endif()
-endforeach()
-if(XTQ_SANITIZE STREQUAL "address")
-  foreach(t integration.lone0.stress.shm.np2 integration.lone0.threads.shm.np2)
-    if(TEST ${t})
-      set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
-                   "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
-    endif()
-  endforeach()
-endif()
+xtq_sanitizer_cases(TSAN integration.lone0.stress.shm.np2 integration.lone0.threads.shm.np2
+                    LSAN integration.lone0.stress.shm.np2 integration.lone0.threads.shm.np2)

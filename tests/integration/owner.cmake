@@ -24,19 +24,6 @@ endforeach()
 add_test(NAME integration.owner.self.threads COMMAND test_stress threads 5000)
 set_tests_properties(integration.owner.self.threads PROPERTIES LABELS integration TIMEOUT 120
                      SKIP_RETURN_CODE 77 ENVIRONMENT XTQ_ENDPOINT_OWNER=progress)
-foreach(t integration.owner.stress.shm.np2 integration.owner.threads.shm.np2
-          integration.owner.self.threads)
-  if(TEST ${t} AND XTQ_SANITIZE STREQUAL "thread")
-    set_property(TEST ${t} APPEND PROPERTY LABELS tsan)
-    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT XTQ_IT_PUTS=2000
-                 "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 suppressions=${CMAKE_CURRENT_LIST_DIR}/tsan.supp")
-  endif()
-endforeach()
-if(XTQ_SANITIZE STREQUAL "address")
-  get_property(owner_tests DIRECTORY PROPERTY TESTS)
-  list(FILTER owner_tests INCLUDE REGEX "^integration\\.owner\\.")
-  foreach(t IN LISTS owner_tests)
-    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
-                 "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
-  endforeach()
-endif()
+xtq_sanitizer_cases(TSAN integration.owner.stress.shm.np2 integration.owner.threads.shm.np2
+                    integration.owner.self.threads
+                    LSAN_REGEX "^integration\\.owner\\.")

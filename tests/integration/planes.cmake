@@ -58,20 +58,7 @@ if(MPIEXEC_EXECUTABLE)
                      COMMAND $<TARGET_FILE:test_stress> overload 20000)
   endforeach()
 endif()
-foreach(t integration.planes.stress.shm.np2 integration.planes.stress.shm.np3
-          integration.planes.threads.shm.np2 integration.planes.threads.shm.np3
-          integration.planes.short.shm.np3)
-  if(TEST ${t} AND XTQ_SANITIZE STREQUAL "thread")
-    set_property(TEST ${t} APPEND PROPERTY LABELS tsan)
-    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT XTQ_IT_PUTS=2000
-                 "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 suppressions=${CMAKE_CURRENT_LIST_DIR}/tsan.supp")
-  endif()
-endforeach()
-if(XTQ_SANITIZE STREQUAL "address")
-  get_property(planes_tests DIRECTORY PROPERTY TESTS)
-  list(FILTER planes_tests INCLUDE REGEX "^(integration|stress)\\.planes\\.")
-  foreach(t IN LISTS planes_tests)
-    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
-                 "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
-  endforeach()
-endif()
+xtq_sanitizer_cases(TSAN integration.planes.stress.shm.np2 integration.planes.stress.shm.np3
+                         integration.planes.threads.shm.np2 integration.planes.threads.shm.np3
+                         integration.planes.short.shm.np3
+                    LSAN_REGEX "^(integration|stress)\\.planes\\.")
