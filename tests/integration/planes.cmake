@@ -12,8 +12,8 @@
 # reposts cross the planes in both directions: test_integration's stress
 # (every rank puts to every rank) with 2 planes at 2 and 3 ranks over shm
 # and at 3 over tcp, and with 3 planes at 4 ranks over shm; its
-# manual-progress version (which falls back to one plane, with a
-# warning); test_stress's threads (several application threads putting at
+# manual-progress version (both ranks keep their 2 planes, with no threads:
+# each turn serves every plane); test_stress's threads (several application threads putting at
 # once, in a ring) with 2 planes at 2 and 3 ranks. Label: integration; the
 # shm short np3, stress and threads cases also under TSan. Last, test_stress's
 # overload (4 initiators into 1 target with a slow agent: the load planes
