@@ -65,26 +65,10 @@ if(TARGET xtq_info)
 endif()
 
 # Under ASan, the PMIx client's own exit-time leaks are suppressed (mpirun
-# passes the environment on to local ranks).
-if(XTQ_SANITIZE STREQUAL "address")
-  get_property(it_tests DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} PROPERTY TESTS)
-  foreach(t IN LISTS it_tests)
-    if(t MATCHES "^(integration|examples|tools)\\.")
-      set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
-                   "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
-    endif()
-  endforeach()
-endif()
-
-# Under TSan (CI: ctest -L tsan): the engine's whole path at 2 ranks on
-# shm and alone, smaller. Reports inside libfabric, PMIx and hwloc are
-# suppressed (tsan.supp); ours are not.
-if(XTQ_SANITIZE STREQUAL "thread")
-  foreach(t integration.stress.shm.np2 integration.self.stress integration.self.window_nonblocking)
-    if(TEST ${t})
-      set_property(TEST ${t} APPEND PROPERTY LABELS tsan)
-      set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT XTQ_IT_PUTS=2000
-                   "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 suppressions=${CMAKE_CURRENT_LIST_DIR}/tsan.supp")
-    endif()
-  endforeach()
-endif()
+# passes the environment on to local ranks). Under TSan (CI: ctest -L
+# tsan): the engine's whole path at 2 ranks on shm and alone, smaller.
+# Reports inside libfabric, PMIx and hwloc are suppressed (tsan.supp); ours
+# are not.
+xtq_sanitizer_cases(TSAN integration.stress.shm.np2 integration.self.stress
+                         integration.self.window_nonblocking
+                    LSAN_REGEX "^(integration|examples|tools)\\.")
