@@ -389,14 +389,17 @@ static int task_enqueue(struct xtq__engine *e, struct rx_task *t)
     d.run_here = (t->refs.flags & XTQ_REGISTER_SHORT) != 0 && !(wflags & XTQ__WIRE_LONG_TASK);
     live_add(e, t);
     atomic_fetch_add_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
+    /* Counted before the agent has it: a worker may run it, and whoever
+     * waits on its signal read the statistics, before enqueue returns. */
+    XTQ__STAT_INC(e->ctx, tasks_enqueued);
     rc = q->agent->ops->enqueue(q, &d);
     if (rc) {
+        atomic_fetch_sub_explicit(&e->ctx->stats.tasks_enqueued, 1, memory_order_relaxed);
         xtq__registry_task_end(&t->refs);
         live_del(e, t);
         atomic_fetch_sub_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
         goto out;
     }
-    XTQ__STAT_INC(e->ctx, tasks_enqueued);
     pthread_rwlock_unlock(&reg->lock);
     if (!(wflags & XTQ__WIRE_REMOTE_COMPLETION))
         xtq__ack_done(e, ack, 0);
