@@ -673,3 +673,97 @@ XTQ_TEST(doorbell_names_unique)
     CHECK_OK(xtq_finalize(a));
     CHECK_EQ(shm_names_with(prefix), 0);
 }
+
+/* ---- the progress thread backs off (XTQ_PROGRESS_BACKOFF_US, issue 11) -- */
+
+static void count_fn(const uint64_t arg[4], void *ret, void *user)
+{
+    atomic_fetch_add((_Atomic uint32_t *)user, 1);
+}
+
+/* A context with a CPU queue and function 1 counting into `n`; a small
+ * put of it to ourselves, injected (on a doorbell rank no wake-up). */
+static void backoff_ctx(xtq_ctx_t **ctx, xtq_queue_t **q, xtq_function_t **f,
+                        _Atomic uint32_t *n)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_agent_t *cpu;
+    CHECK_OK(xtq_init(&attr, ctx));
+    CHECK_OK(xtq_agent_find(*ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_queue_create(cpu, 16, q));
+    CHECK_OK(xtq_function_create_cpu(cpu, count_fn, (void *)n, f));
+    CHECK_OK(xtq_register_queue(*ctx, 1, *q));
+    CHECK_OK(xtq_register_function(*ctx, 1, *f, NULL));
+}
+
+static void backoff_done(xtq_ctx_t *ctx, xtq_queue_t *q, xtq_function_t *f)
+{
+    CHECK_OK(xtq_unregister_function(ctx, 1));
+    CHECK_OK(xtq_unregister_queue(ctx, 1));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_function_destroy(f));
+    CHECK_OK(xtq_finalize(ctx));
+}
+
+/*
+ * After the application takes a turn itself, the progress thread keeps
+ * off the endpoint for the back-off: a put that arrives meanwhile is
+ * received by the application's next turn, not by the thread (which
+ * would have run it within microseconds). A back-off of 30 s, looked at
+ * after 200 ms.
+ */
+XTQ_TEST(progress_thread_backs_off_after_application_turns)
+{
+    xtq_ctx_t *ctx;
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    _Atomic uint32_t n = 0;
+    xtq_completion_t c = {0};
+
+    setenv("XTQ_PROGRESS_BACKOFF_US", "30000000", 1);
+    backoff_ctx(&ctx, &q, &f, &n);
+    CHECK(ctx->engine->thread_started);
+    CHECK_EQ(ctx->engine->backoff_ns, 30ull * 1000000000);
+    if (!ctx->engine->bells)
+        XTQ_SKIP("provider %s has a CQ wait fd: every put wakes the progress thread",
+                 xtq__engine_provider(ctx->engine));
+    CHECK(xtq_progress(ctx) >= 0);
+    put_fn(ctx, 1, 1, &c);
+    nap_us(200000);
+    CHECK_EQ(atomic_load(&n), 0);
+    /* Our own turns receive it, run it (a worker) and read its ack. */
+    uint64_t deadline = xtq__deadline_ns(30ull * 1000000000);
+    while (!xtq_completion_test(&c) && xtq__now_ns() < deadline)
+        CHECK(xtq_progress(ctx) >= 0);
+    CHECK(xtq_completion_test(&c));
+    CHECK_OK(c.status);
+    CHECK_EQ(atomic_load(&n), 1);
+    backoff_done(ctx, q, f);
+}
+
+/*
+ * The back-off ends by itself: an application that took a turn and then
+ * calls nothing has its puts served by the progress thread once the
+ * back-off (here 100 ms) has passed. Only plain loads while we wait.
+ */
+XTQ_TEST(progress_thread_resumes_after_the_backoff)
+{
+    xtq_ctx_t *ctx;
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    _Atomic uint32_t n = 0;
+    xtq_completion_t c = {0};
+
+    setenv("XTQ_PROGRESS_BACKOFF_US", "100000", 1);
+    backoff_ctx(&ctx, &q, &f, &n);
+    CHECK(xtq_progress(ctx) >= 0);
+    put_fn(ctx, 1, 1, &c);
+    uint64_t deadline = xtq__deadline_ns(30ull * 1000000000);
+    while (!(__atomic_load_n(&c.state, __ATOMIC_ACQUIRE) & XTQ_COMPLETION_DONE) &&
+           xtq__now_ns() < deadline)
+        nap_us(1000);
+    CHECK_EQ(atomic_load(&n), 1);
+    CHECK_OK(xtq_completion_wait(ctx, &c, 30ll * 1000000000));
+    CHECK_OK(c.status);
+    backoff_done(ctx, q, f);
+}

@@ -361,6 +361,16 @@ struct xtq__engine {
     uint64_t wait_spin_ns;     /* XTQ_WAIT_SPIN_US, resolved */
     uint64_t progress_spin_ns; /* XTQ_PROGRESS_SPIN_US, resolved */
 
+    /* progress.c (XTQ_PROGRESS_BACKOFF_US): when a thread other than the
+     * progress thread last took a turn (refreshed a few times per back-off,
+     * not every turn); the progress thread takes none for backoff_ns after
+     * it. A line of its own (padded, the engine being calloc'ed): the
+     * progress thread reads it while it waits. */
+    uint64_t backoff_ns;
+    uint8_t app_turn_pad0[64];
+    _Atomic uint64_t app_turn_ns;
+    uint8_t app_turn_pad1[64];
+
     /* liveness.c */
     uint64_t peer_timeout_ns; /* 0: never declare a peer down */
     uint64_t next_peer_check;

@@ -87,6 +87,7 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     unsigned local = (unsigned)ctx->bootstrap->local_size;
     e->wait_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_WAIT_SPIN_US, local, 50, 0);
     e->progress_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_PROGRESS_SPIN_US, local, 100, 20);
+    e->backoff_ns = xtq__spin_ns(XTQ__PARAM_XTQ_PROGRESS_BACKOFF_US, local, 10, 0);
     /* Contended data-path locks poll as long as a waiter would. */
     xtq__mutex_configure(e->wait_spin_ns);
     xtq__mutex_init(&e->put_lock);

@@ -7,6 +7,8 @@
  * taken by the progress thread (placed with hwloc, polling for
  * XTQ_PROGRESS_SPIN_US before it blocks in wakeup.c), or by any thread that
  * waits (xtq_progress, completion waits, a full window); one at a time.
+ * While another thread takes turns, the progress thread backs off
+ * (XTQ_PROGRESS_BACKOFF_US).
  */
 #include "internal.h"
 #include "nic-emul/engine_int.h"
@@ -151,6 +153,16 @@ bool xtq__ctx_in_turn(const xtq_ctx_t *ctx)
     return turn_of && turn_of->ctx == ctx;
 }
 
+/* A thread other than the progress thread took a turn: the progress
+ * thread backs off (progress_backoff). Stored a few times per back-off
+ * rather than every turn, since the progress thread reads the line. */
+static void app_turn_mark(struct xtq__engine *e)
+{
+    uint64_t now = xtq__now_ns();
+    if (now - atomic_load_explicit(&e->app_turn_ns, memory_order_relaxed) > e->backoff_ns / 4)
+        atomic_store_explicit(&e->app_turn_ns, now, memory_order_relaxed);
+}
+
 /* One turn. `polite`: the progress thread's busy poll, which leaves the
  * endpoint to a thread waiting to send rather than contend for it. */
 
@@ -175,6 +187,8 @@ static int engine_turn(struct xtq__engine *e, bool polite)
     n = progress_locked(e, polite);
     turn_of = NULL;
     pthread_mutex_unlock(&e->progress_lock);
+    if (e->backoff_ns && progress_thread_of != e)
+        app_turn_mark(e);
     return n;
 }
 
@@ -270,6 +284,37 @@ static bool progress_park(struct xtq__engine *e)
 }
 
 /*
+ * XTQ_PROGRESS_BACKOFF_US: an application thread took a turn less than
+ * backoff_ns ago (it polls in a wait, or calls xtq_progress), so it is
+ * progressing the engine itself and its next put follows soon. Polling
+ * beside it, this thread would meet that put on the endpoint's locks and
+ * on every line the two share (slots, window, CQ); it keeps off them
+ * until backoff_ns has passed without such a turn, a kick or queued ack
+ * asks for one, a lone waiter claims the turns, or the engine stops.
+ * What arrives meanwhile waits for the application's next turn, or for
+ * the back-off to end. Whether it backed off; a turn follows either way.
+ */
+static bool progress_backoff(struct xtq__engine *e)
+{
+    bool waited = false;
+    for (;;) {
+        uint64_t t = atomic_load_explicit(&e->app_turn_ns, memory_order_relaxed);
+        /* A kick is taken here (progress_block would take it): the turn
+         * that follows is the one it asked for. */
+        if (xtq__now_ns() - t >= e->backoff_ns ||
+            (atomic_load_explicit(&e->kick, memory_order_relaxed) &&
+             atomic_exchange(&e->kick, 0)) ||
+            atomic_load_explicit(&e->acks_pending, memory_order_relaxed) ||
+            atomic_load_explicit(&e->lone_waiter, memory_order_relaxed) ||
+            atomic_load_explicit(&e->stop, memory_order_relaxed))
+            return waited;
+        waited = true;
+        for (int i = 0; i < 32; i++)
+            xtq__cpu_relax();
+    }
+}
+
+/*
  * Spin, then block, like every wait in libxtq, but not through
  * xtq__spin_wait: each poll here is a whole turn of the transport (the
  * clock is read after every one, and the spin starts again after every
@@ -290,6 +335,8 @@ static void *progress_main(void *arg)
             last = xtq__now_ns();
             continue;
         }
+        if (e->backoff_ns && progress_backoff(e))
+            last = xtq__now_ns(); /* then poll a whole spin before blocking */
         int n = engine_turn(e, true);
         uint64_t now = xtq__now_ns();
         if (n > 0) {
