@@ -305,6 +305,7 @@ struct xtq_coll_team {
     int peer;
     int ready;      /* XTQ_COLL_GPU_READY: enum coll_ready */
     int drop_ready; /* tests: the ready word is never stored */
+    uint64_t claim_extra; /* tests: GPU handles claim this much more than is there */
     struct coll_peer_map *pmap;
     _Atomic int32_t peer_votes, peer_yes; /* team creation: peers' verdicts */
     enum xtq_coll_alg alg;
@@ -918,7 +919,7 @@ static int peer_fit(struct xtq_coll_req *req, const struct coll_sched *s)
             continue;
         hdr_init(t, &h, COLL_MSG_GPU_HANDLE);
         h.slot = (uint16_t)req->slot;
-        h.count = cap;
+        h.count = cap + t->claim_extra;
         h.status = (int32_t)gen;
         rc = put_sync_data(t, q, &h, handle, sizeof(handle), deadline);
         if (rc)
@@ -940,7 +941,8 @@ static int peer_fit(struct xtq_coll_req *req, const struct coll_sched *s)
 
 /* The receiving side of a peer's handle: map it for (sender, slot). The
  * sender waits for this task, and its earlier buffer of the slot is no
- * longer read by anyone (above): unmapped here. */
+ * longer read by anyone (above): unmapped here. The buffer must be as
+ * large as the sender says: pieces are read up to that size. */
 static int gpu_handle_task(struct xtq_coll_team *t, const struct coll_hdr *h, const void *payload,
                            size_t len)
 {
@@ -948,7 +950,14 @@ static int gpu_handle_task(struct xtq_coll_team *t, const struct coll_hdr *h, co
         return -XTQ_EBADMSG;
     struct coll_peer_map *m = &t->pmap[(size_t)h->sender * t->nslots + h->slot];
     void *p = NULL;
-    int rc = coll_gpu_ipc_open(t->gpu, payload, &p);
+    uint64_t mapped = 0;
+    int rc = coll_gpu_ipc_open(t->gpu, payload, h->count, &p, &mapped);
+    if (rc == -XTQ_ERANGE)
+        note(t,
+             "rank %u's GPU buffer %d of slot %u: %llu bytes expected, %llu mapped here "
+             "(refused)",
+             h->sender, (int)h->status, h->slot, (unsigned long long)h->count,
+             (unsigned long long)mapped);
     if (rc)
         return rc;
     atomic_store_explicit(&m->gen, 0, memory_order_release);
@@ -968,7 +977,7 @@ static int gpu_probe_task(struct xtq_coll_team *t, const struct coll_hdr *h, con
 
     if (!t->gpu || len != COLL_GPU_IPC_HANDLE)
         return -XTQ_ENOSYS;
-    int rc = coll_gpu_ipc_open(t->gpu, payload, &p);
+    int rc = coll_gpu_ipc_open(t->gpu, payload, sizeof(word), &p, NULL);
     if (rc)
         return rc;
     rc = coll_gpu_copy(t->gpu, &word, p, sizeof(word), 1);
@@ -2347,6 +2356,11 @@ XTQ_COLL_API uint64_t coll_team_next_instance(const struct xtq_coll_team *t)
 XTQ_COLL_API void coll_team_drop_ready(struct xtq_coll_team *t)
 {
     t->drop_ready = 1;
+}
+
+XTQ_COLL_API void coll_team_gpu_claim_extra(struct xtq_coll_team *t, uint64_t bytes)
+{
+    t->claim_extra = bytes;
 }
 
 XTQ_COLL_API int64_t coll_team_chained_sends(const struct xtq_coll_team *t)

@@ -34,6 +34,7 @@
 
 #include <pthread.h>
 
+#include <cuda.h> /* the driver API's types only: libcuda is not linked */
 #include <cuda_runtime.h>
 
 #include <xtq/coll_cuda.cuh>
@@ -51,6 +52,10 @@ XTQ_CUDA_MODULE(xtq_coll_tasks);
  * work-group (xtq_cuda_stride_groups): a group's claim and start cost
  * about what a work-item's few extra rounds of loads do. */
 #define COLL_GPU_PER_ITEM 8
+
+/* cuMemGetAddressRange (its size_t form, _v2), which the runtime finds in
+ * the driver it loaded: the extent of a peer's allocation mapped here. */
+typedef CUresult(CUDAAPI *mem_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr ptr);
 
 struct coll_gpu_slot {
     xtq_signal_t *sig;
@@ -86,6 +91,7 @@ struct coll_gpu {
     uint32_t *cancel, *dcancel;
     cudaStream_t cstream; /* the copy to dcancel */
     int cancelled;
+    mem_range_fn mem_range; /* NULL: peers' memory is not mapped here */
 };
 
 /* The team's device current for the calls of a scope, the caller's put
@@ -203,6 +209,33 @@ extern "C" void coll_gpu_close(struct coll_gpu *g)
     free(g);
 }
 
+/* The driver's cuMemGetAddressRange, or NULL (then no peer's memory is
+ * mapped here: its size could not be checked). */
+static mem_range_fn mem_range_lookup(void)
+{
+    void *fn = NULL;
+    cudaError_t e;
+#if CUDART_VERSION >= 12000
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    /* 3020: the CUDA version whose form takes size_t sizes (the _v2). */
+    e = cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 3020, cudaEnableDefault,
+                                         &found);
+#else
+    e = cudaGetDriverEntryPoint("cuMemGetAddressRange", &fn, cudaEnableDefault, &found);
+#endif
+    if (found != cudaDriverEntryPointSuccess)
+        fn = NULL;
+#else
+    e = cudaGetDriverEntryPoint("cuMemGetAddressRange", &fn, cudaEnableDefault);
+#endif
+    if (e != cudaSuccess || !fn) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return (mem_range_fn)fn;
+}
+
 static int open_on_device(xtq_ctx_t *ctx, uint64_t task, int dev, const struct coll_gpu_opts *o,
                           struct coll_gpu **out, char *why, size_t len)
 {
@@ -229,6 +262,7 @@ static int open_on_device(xtq_ctx_t *ctx, uint64_t task, int dev, const struct c
         rc = -XTQ_EIO;
         goto fail;
     }
+    g->mem_range = mem_range_lookup();
     {
         /* A pool of its own that keeps what it mapped (release threshold:
          * everything): the default pool trims at every synchronisation,
@@ -398,10 +432,11 @@ extern "C" void coll_gpu_host_free(struct coll_gpu *g, void *p)
 
 struct ipc_call {
     struct coll_gpu *g;
-    size_t bytes;
+    size_t bytes; /* to allocate; to find mapped (open) */
     void *ptr;
     const void *handle;
     int rc;
+    size_t mapped; /* open: the bytes the mapping holds from ptr on */
 };
 
 static void ipc_alloc_run(void *arg)
@@ -426,12 +461,35 @@ static void ipc_open_run(void *arg)
 {
     struct ipc_call *c = (struct ipc_call *)arg;
     cudaIpcMemHandle_t h;
+    CUdeviceptr base = 0, at;
+    size_t size = 0;
     on_device d(c->g->dev);
+    if (!c->g->mem_range) {
+        c->rc = -XTQ_ENOSYS;
+        return;
+    }
     memcpy(&h, c->handle, sizeof(h));
     if (cudaIpcOpenMemHandle(&c->ptr, h, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
         cudaGetLastError();
         c->ptr = NULL;
         c->rc = -XTQ_ENOSYS;
+        return;
+    }
+    /* The peer says how large its buffer is; the mapping says how large it
+     * is: a smaller one (a bug, mismatched counts, a forged handle) would
+     * have this GPU's tasks read and write past it. */
+    at = (CUdeviceptr)(uintptr_t)c->ptr;
+    if (c->g->mem_range(&base, &size, at) != CUDA_SUCCESS) {
+        c->rc = -XTQ_EIO;
+    } else {
+        c->mapped = at >= base && at - base <= size ? size - (size_t)(at - base) : 0;
+        if (c->mapped < c->bytes)
+            c->rc = -XTQ_ERANGE;
+    }
+    if (c->rc) {
+        cudaIpcCloseMemHandle(c->ptr);
+        cudaGetLastError();
+        c->ptr = NULL;
     }
 }
 
@@ -454,7 +512,7 @@ static int ipc_quiesced(struct coll_gpu *g, void (*fn)(void *), struct ipc_call 
 
 extern "C" int coll_gpu_ipc_alloc(struct coll_gpu *g, size_t bytes, void **ptr, void *handle)
 {
-    struct ipc_call c = {g, bytes, NULL, NULL, 0};
+    struct ipc_call c = {g, bytes, NULL, NULL, 0, 0};
     int rc = ipc_quiesced(g, ipc_alloc_run, &c);
     if (rc || c.rc)
         return rc ? rc : c.rc;
@@ -472,15 +530,20 @@ extern "C" int coll_gpu_ipc_alloc(struct coll_gpu *g, size_t bytes, void **ptr, 
 
 extern "C" void coll_gpu_ipc_free(struct coll_gpu *g, void *ptr)
 {
-    struct ipc_call c = {g, 0, ptr, NULL, 0};
+    struct ipc_call c = {g, 0, ptr, NULL, 0, 0};
     if (ptr && ipc_quiesced(g, ipc_free_run, &c) != 0)
         fprintf(stderr, "xtq_coll: cannot pause the CUDA processor: device memory not freed\n");
 }
 
-extern "C" int coll_gpu_ipc_open(struct coll_gpu *g, const void *handle, void **ptr)
+extern "C" int coll_gpu_ipc_open(struct coll_gpu *g, const void *handle, uint64_t bytes, void **ptr,
+                                 uint64_t *mapped)
 {
-    struct ipc_call c = {g, 0, NULL, handle, 0};
+    struct ipc_call c = {g, (size_t)bytes, NULL, handle, 0, 0};
+    if ((size_t)bytes != bytes)
+        return -XTQ_ERANGE;
     int rc = ipc_quiesced(g, ipc_open_run, &c);
+    if (mapped)
+        *mapped = c.mapped;
     if (rc || c.rc)
         return rc ? rc : c.rc;
     *ptr = c.ptr;
@@ -489,7 +552,7 @@ extern "C" int coll_gpu_ipc_open(struct coll_gpu *g, const void *handle, void **
 
 extern "C" void coll_gpu_ipc_close(struct coll_gpu *g, void *ptr)
 {
-    struct ipc_call c = {g, 0, ptr, NULL, 0};
+    struct ipc_call c = {g, 0, ptr, NULL, 0, 0};
     if (ptr && ipc_quiesced(g, ipc_close_run, &c) != 0)
         fprintf(stderr, "xtq_coll: cannot pause the CUDA processor: a peer's memory not unmapped\n");
 }

@@ -75,11 +75,17 @@ int coll_gpu_fence(struct coll_gpu *g, int64_t timeout_ns);
 /* Peer reads (CUDA IPC, XTQ_COLL_GPU_PEER): device memory that other ranks
  * of the host map (its 64-byte handle), mapped here from a peer's handle,
  * and unmapped; all with the processor paused. -XTQ_ENOSYS: the device or
- * driver cannot (the team then sends from pinned host mirrors). */
+ * driver cannot (the team then sends from pinned host mirrors).
+ * coll_gpu_ipc_open maps a peer's buffer that must hold `bytes` from *ptr
+ * on (what the peer claims, or what the caller will touch): where the
+ * mapped allocation (cuMemGetAddressRange) holds less, it is unmapped
+ * again and the call fails with -XTQ_ERANGE, *mapped (may be NULL) saying
+ * how many bytes it held. */
 #define COLL_GPU_IPC_HANDLE 64
 int coll_gpu_ipc_alloc(struct coll_gpu *g, size_t bytes, void **ptr, void *handle);
 void coll_gpu_ipc_free(struct coll_gpu *g, void *ptr);
-int coll_gpu_ipc_open(struct coll_gpu *g, const void *handle, void **ptr);
+int coll_gpu_ipc_open(struct coll_gpu *g, const void *handle, uint64_t bytes, void **ptr,
+                      uint64_t *mapped);
 void coll_gpu_ipc_close(struct coll_gpu *g, void *ptr);
 /* Run a task that waits until the 64-bit device word `word` (a peer's,
  * mapped) holds `val`, for at most `wait_ns`: 0, -XTQ_ETIMEDOUT, or the

@@ -115,9 +115,10 @@ void coll_gpu_ipc_free(struct coll_gpu *g, void *ptr)
     (void)g, (void)ptr;
 }
 
-int coll_gpu_ipc_open(struct coll_gpu *g, const void *handle, void **ptr)
+int coll_gpu_ipc_open(struct coll_gpu *g, const void *handle, uint64_t bytes, void **ptr,
+                      uint64_t *mapped)
 {
-    (void)g, (void)handle, (void)ptr;
+    (void)g, (void)handle, (void)bytes, (void)ptr, (void)mapped;
     return -XTQ_ENOSYS;
 }
 

@@ -102,6 +102,10 @@ int64_t coll_team_ready_sends(const struct xtq_coll_team *t); /* exported for te
 /* For tests: the team's later calls never store their ready word (a peer
  * whose GPU is wedged after its messages left). */
 void coll_team_drop_ready(struct xtq_coll_team *t); /* exported for tests only */
+/* For tests (exported for them only): the buffers this team maps on its
+ * peers (peer reads) claim `bytes` more than they hold, as a peer whose
+ * buffer is smaller than its handle says would (the peers must refuse). */
+void coll_team_gpu_claim_extra(struct xtq_coll_team *t, uint64_t bytes);
 /* For tests: fail call `instance` and every later one here and at every
  * member (what this rank does when its post fails), and the number of the
  * team's next call. */

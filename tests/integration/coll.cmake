@@ -163,6 +163,14 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   xtq_add_mpi_case(NAME coll.gpu_ready_abort.shm.np2 NP 2 PROVIDER shm LABEL coll
                    COMMAND $<TARGET_FILE:test_coll> gpu_ready_abort TIMEOUT 60
                    ENV XTQ_COLL_TIMEOUT_MS=0 XTQ_COLL_GPU_READY=copy)
+  # A peer's GPU buffer smaller than its handle claims: refused, never read
+  # past (the message names the rank and both sizes).
+  add_test(NAME coll.gpu_ipc_short.shm.np2
+           COMMAND ${XTQ_EXPECT_OUTPUT}
+                   "rank 0's GPU buffer [0-9]+ of slot [0-9]+: [0-9]+ bytes expected, [0-9]+ mapped here"
+                   ${XTQ_MPIRUN} -np 2 -x XTQ_PROVIDER=shm $<TARGET_FILE:test_coll> gpu_ipc_short)
+  set_tests_properties(coll.gpu_ipc_short.shm.np2 PROPERTIES LABELS coll SKIP_RETURN_CODE 77
+                       TIMEOUT 120 RUN_SERIAL TRUE)
   if(TARGET xtq_allreduce)
     # Every GPU path of the application, each checked (skips without a GPU).
     xtq_add_mpi_case(NAME coll.gpu_paths.shm.np2 NP 2 PROVIDER shm LABEL coll
@@ -183,7 +191,8 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
   set(coll_gpu_cases coll.gpu_team.shm.np2 coll.gpu_team.stream.shm.np2
       coll.gpu_team.host.shm.np2 coll.gpu_team.peer.shm.np2 coll.gpu_team.ready_off.shm.np2
       coll.gpu_team.ready.shm.np2 coll.gpu_team.ready_stream.shm.np2 coll.gpu_ready_lost.shm.np2
-      coll.gpu_ready_lost.stream.shm.np2 coll.gpu_ready_abort.shm.np2)
+      coll.gpu_ready_lost.stream.shm.np2 coll.gpu_ready_abort.shm.np2
+      coll.gpu_ipc_short.shm.np2)
   foreach(t IN LISTS coll_gpu_cases ITEMS coll.gpu_paths.shm.np2)
     if(TEST ${t})
       set_property(TEST ${t} APPEND PROPERTY LABELS gpu)

@@ -958,3 +958,46 @@ XTQ_TEST(gpu_ready_abort)
     CHECK_OK(xtq_coll_team_destroy(host_team));
     teardown();
 }
+
+/* Peer reads, a peer whose GPU buffer is smaller than its handle says (a
+ * bug, mismatched counts, a forged handle): rank 0's handles claim 64 MiB
+ * more than its buffers hold (coll_team_gpu_claim_extra, a test hook).
+ * Rank 1 must refuse the mapping with -XTQ_ERANGE (its GPU would read
+ * pieces up to the claimed size, past the allocation), so rank 0's call
+ * fails at its post and rank 1's with rank 0's abort; nothing crashes,
+ * and the team is broken on both. The case also matches the message
+ * that names the rank and both sizes. Skips without two GPUs that map
+ * each other's memory. */
+XTQ_TEST(gpu_ipc_short)
+{
+    const uint64_t count = 16;
+    float h[16];
+    gpu_setup_or_skip();
+    xtq_coll_team_t *t = cuda_team_or_skip(XTQ_COLL_ALG_RD);
+    int64_t peer = xtq_coll_team_gpu_peer(t) == 1, all_peer = 0;
+    CHECK_OK(xtq_coll_allreduce(host_team, &peer, &all_peer, 1, XTQ_DT_INT64, XTQ_OP_MIN));
+    if (!all_peer) {
+        CHECK_OK(xtq_coll_team_destroy(t));
+        CHECK_OK(xtq_coll_team_destroy(host_team));
+        teardown();
+        XTQ_SKIP("the CUDA team sends through host memory (no peer reads here)");
+    }
+    float *din = ar_gpu_malloc(sizeof(h)), *dout = ar_gpu_malloc(sizeof(h));
+    for (unsigned i = 0; i < 16; i++)
+        h[i] = (float)(rank + 1);
+    CHECK(ar_gpu_h2d(din, h, sizeof(h)) == 0);
+    if (rank == 0)
+        coll_team_gpu_claim_extra(t, 64u << 20);
+    /* The team's first call maps every slot's buffer it uses. */
+    int rc = xtq_coll_allreduce(t, din, dout, count, XTQ_DT_FLOAT, XTQ_OP_SUM);
+    printf("rank %d: allreduce with rank 0's GPU buffer claimed 64 MiB larger: %s\n", rank,
+           xtq_strerror(rc));
+    if (rank == 0)
+        CHECK_EQ(rc, -XTQ_ERANGE);
+    else
+        CHECK(rc != 0);
+    CHECK(xtq_coll_allreduce(t, din, dout, count, XTQ_DT_FLOAT, XTQ_OP_SUM) != 0);
+    xtq_coll_team_destroy(t);
+    CHECK_OK(xtq_coll_team_destroy(host_team));
+    teardown();
+}
