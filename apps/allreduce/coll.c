@@ -2363,6 +2363,13 @@ XTQ_COLL_API void coll_team_gpu_claim_extra(struct xtq_coll_team *t, uint64_t by
     t->claim_extra = bytes;
 }
 
+XTQ_COLL_API int coll_team_gpu_wait(struct xtq_coll_team *t, const void *word, uint64_t val)
+{
+    if (!t->gpu)
+        return -XTQ_ENOAGENT;
+    return coll_gpu_wait_ready(t->gpu, word, val, gpu_ready_ns(t), gpu_wait_timeout(t));
+}
+
 XTQ_COLL_API int64_t coll_team_chained_sends(const struct xtq_coll_team *t)
 {
     if (!t->gpu || !t->engine || !coll_gpu_can_chain(t->gpu) || !coll_gpu_copy_max(t->gpu))

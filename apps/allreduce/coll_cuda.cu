@@ -90,7 +90,7 @@ struct coll_gpu {
     int32_t *fail;
     uint32_t *cancel, *dcancel;
     cudaStream_t cstream; /* the copy to dcancel */
-    int cancelled;
+    int cancelled;        /* for good: coll_gpu_cancel_waits */
     mem_range_fn mem_range; /* NULL: peers' memory is not mapped here */
 };
 
@@ -661,6 +661,10 @@ extern "C" int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_arg
 
     if (a->count > UINT32_MAX)
         return -XTQ_EMSGSIZE;
+    /* Waits are over for good once cancelled: on the GPU, a wait whose
+     * word already holds its value would not look at the cancel word. */
+    if (a->ready && __atomic_load_n(&g->cancelled, __ATOMIC_ACQUIRE))
+        return -XTQ_ECANCELED;
     idx = slot_take(g);
     s = &g->slot[idx];
     xtq_signal_store(s->sig, 1);
@@ -679,9 +683,10 @@ extern "C" int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_arg
     return idx;
 }
 
+/* Never undone (coll_cuda.h): the word stays 1, and so does `cancelled`. */
 extern "C" void coll_gpu_cancel_waits(struct coll_gpu *g)
 {
-    if (!g || !g->dcancel || __atomic_exchange_n(&g->cancelled, 1, __ATOMIC_ACQ_REL))
+    if (!g || __atomic_exchange_n(&g->cancelled, 1, __ATOMIC_ACQ_REL) || !g->dcancel)
         return;
     on_device d(g->dev);
     /* Not waited for: the copy engine lands it; waits read it within 64

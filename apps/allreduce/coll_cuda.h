@@ -54,7 +54,8 @@ int coll_gpu_copy(struct coll_gpu *g, void *dst, const void *src, size_t bytes, 
  * on the processor (a COPY task) instead (0: none). */
 size_t coll_gpu_copy_max(const struct coll_gpu *g);
 /* Start one task (a reduction or a copy: a->mode) on the agent: a ticket
- * (>= 0) for coll_gpu_finish, or an error. `payload`: bytes of host
+ * (>= 0) for coll_gpu_finish, or an error (-XTQ_ECANCELED: one that waits,
+ * after coll_gpu_cancel_waits). `payload`: bytes of host
  * memory at a->in that may travel with the packet (0 when a->in is device
  * memory). Tasks run in the order they were started. */
 int coll_gpu_start(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint64_t payload,
@@ -88,14 +89,22 @@ int coll_gpu_ipc_open(struct coll_gpu *g, const void *handle, uint64_t bytes, vo
                       uint64_t *mapped);
 void coll_gpu_ipc_close(struct coll_gpu *g, void *ptr);
 /* Run a task that waits until the 64-bit device word `word` (a peer's,
- * mapped) holds `val`, for at most `wait_ns`: 0, -XTQ_ETIMEDOUT, or the
- * submission's error. A task with xtq_coll_cuda_args.ready set waits the
- * same way before it reads; its failure is coll_gpu_finish's result. */
+ * mapped) holds `val`, for at most `wait_ns`: 0, -XTQ_ETIMEDOUT,
+ * -XTQ_ECANCELED (coll_gpu_cancel_waits), or the submission's error. A
+ * task with xtq_coll_cuda_args.ready set waits the same way before it
+ * reads; its failure is coll_gpu_finish's result. */
 int coll_gpu_wait_ready(struct coll_gpu *g, const void *word, uint64_t val, int64_t wait_ns,
                         int64_t timeout_ns);
-/* End every wait of a task started here, now and later, at once: those
- * tasks fail with -XTQ_ECANCELED (the team failed: its waits would only
- * hold the processor until their bound, or for ever without one). */
+/* End every wait of a task started here, now and later, at once (the
+ * team failed: its waits would only hold the processor until their bound,
+ * or for ever without one). A task waiting now fails with -XTQ_ECANCELED
+ * on the GPU; a task that would wait (xtq_coll_cuda_args.ready,
+ * coll_gpu_wait_ready) started later fails with it at coll_gpu_start,
+ * submitted nowhere, whether its word is ready or not. For good: nothing
+ * resets it, since a failed team runs no more collectives until it is
+ * destroyed (<xtq/coll.h>), and with it this object; a new team opens its
+ * own. Tasks that do not wait (reductions, copies, coll_gpu_fence) still
+ * run: a failed call waits for its copies before its buffers go back. */
 void coll_gpu_cancel_waits(struct coll_gpu *g);
 /* Start and finish one piece's reduction (an agent worker). */
 int coll_gpu_apply(struct coll_gpu *g, const struct xtq_coll_cuda_args *a, uint64_t payload,

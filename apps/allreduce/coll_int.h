@@ -106,6 +106,11 @@ void coll_team_drop_ready(struct xtq_coll_team *t); /* exported for tests only *
  * peers (peer reads) claim `bytes` more than they hold, as a peer whose
  * buffer is smaller than its handle says would (the peers must refuse). */
 void coll_team_gpu_claim_extra(struct xtq_coll_team *t, uint64_t bytes);
+/* For tests (exported for them only): one GPU task of a CUDA team that
+ * waits until the 64-bit device word `word` holds `val` (as a reduction
+ * waits for a peer's ready word, with the team's bounds): its result;
+ * -XTQ_ENOAGENT on a host team. */
+int coll_team_gpu_wait(struct xtq_coll_team *t, const void *word, uint64_t val);
 /* For tests: fail call `instance` and every later one here and at every
  * member (what this rank does when its post fails), and the number of the
  * team's next call. */

@@ -171,6 +171,9 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
                    ${XTQ_MPIRUN} -np 2 -x XTQ_PROVIDER=shm $<TARGET_FILE:test_coll> gpu_ipc_short)
   set_tests_properties(coll.gpu_ipc_short.shm.np2 PROPERTIES LABELS coll SKIP_RETURN_CODE 77
                        TIMEOUT 120 RUN_SERIAL TRUE)
+  # A failed team's GPU waits fail at once from then on, ready word or not.
+  xtq_add_mpi_case(NAME coll.gpu_wait_after_cancel.shm.np2 NP 2 PROVIDER shm LABEL coll
+                   COMMAND $<TARGET_FILE:test_coll> gpu_wait_after_cancel TIMEOUT 120)
   if(TARGET xtq_allreduce)
     # Every GPU path of the application, each checked (skips without a GPU).
     xtq_add_mpi_case(NAME coll.gpu_paths.shm.np2 NP 2 PROVIDER shm LABEL coll
@@ -192,7 +195,7 @@ if(TARGET xtq_coll AND MPIEXEC_EXECUTABLE)
       coll.gpu_team.host.shm.np2 coll.gpu_team.peer.shm.np2 coll.gpu_team.ready_off.shm.np2
       coll.gpu_team.ready.shm.np2 coll.gpu_team.ready_stream.shm.np2 coll.gpu_ready_lost.shm.np2
       coll.gpu_ready_lost.stream.shm.np2 coll.gpu_ready_abort.shm.np2
-      coll.gpu_ipc_short.shm.np2)
+      coll.gpu_ipc_short.shm.np2 coll.gpu_wait_after_cancel.shm.np2)
   foreach(t IN LISTS coll_gpu_cases ITEMS coll.gpu_paths.shm.np2)
     if(TEST ${t})
       set_property(TEST ${t} APPEND PROPERTY LABELS gpu)

@@ -1001,3 +1001,32 @@ XTQ_TEST(gpu_ipc_short)
     CHECK_OK(xtq_coll_team_destroy(host_team));
     teardown();
 }
+
+/* A failed team's GPU waits are over for good (coll_gpu_cancel_waits): a
+ * wait whose word already holds its value succeeds before the team fails,
+ * and fails with -XTQ_ECANCELED after it, at once (the GPU would find the
+ * word ready and never look at the cancel word); the team's calls fail
+ * too. Skips without a GPU. */
+XTQ_TEST(gpu_wait_after_cancel)
+{
+    const uint64_t count = 16, one = 1;
+    float h[16];
+    gpu_setup_or_skip();
+    xtq_coll_team_t *t = cuda_team_or_skip(XTQ_COLL_ALG_AUTO);
+    float *din = ar_gpu_malloc(sizeof(h)), *dout = ar_gpu_malloc(sizeof(h));
+    uint64_t *word = ar_gpu_malloc(sizeof(one));
+    for (unsigned i = 0; i < 16; i++)
+        h[i] = (float)(rank + 1);
+    CHECK(ar_gpu_h2d(din, h, sizeof(h)) == 0);
+    CHECK(ar_gpu_h2d(word, &one, sizeof(one)) == 0);
+    CHECK_OK(xtq_coll_allreduce(t, din, dout, count, XTQ_DT_FLOAT, XTQ_OP_SUM));
+    CHECK_OK(coll_team_gpu_wait(t, word, 1));
+    /* Every rank fails the next call (each tells the others too). */
+    coll_team_abort(t, coll_team_next_instance(t), -XTQ_EPROTO);
+    CHECK_ERR(coll_team_gpu_wait(t, word, 1), -XTQ_ECANCELED);
+    CHECK(xtq_coll_allreduce(t, din, dout, count, XTQ_DT_FLOAT, XTQ_OP_SUM) != 0);
+    CHECK_ERR(coll_team_gpu_wait(t, word, 1), -XTQ_ECANCELED);
+    xtq_coll_team_destroy(t);
+    CHECK_OK(xtq_coll_team_destroy(host_team));
+    teardown();
+}
