@@ -351,7 +351,7 @@ fi
 
 if want ctest; then
   stage "ctest unit + integration (16 cores)"
-  (cd $B && timeout ${CTEST_T:-150} ctest -L "unit|integration" -j8 --timeout 60 --output-on-failure) \
+  (cd $B && timeout ${CTEST_T:-420} ctest -L "unit|integration" -j12 --timeout 90 --output-on-failure) \
     >$W/ctest_all.txt 2>&1
   echo "rc=$?"; grep -E "tests passed|\*\*\*Failed|\*\*\*Timeout" $W/ctest_all.txt | head -20
   pack
