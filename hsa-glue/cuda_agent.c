@@ -28,9 +28,6 @@
 #include <errno.h>
 #include <sys/prctl.h>
 #include <time.h>
-#if defined(__x86_64__)
-#include <immintrin.h> /* _mm_stream_si64, _mm_sfence: inline_fill */
-#endif
 
 #include <cuda_runtime_api.h>
 
@@ -99,7 +96,6 @@ struct cuda_queue {
     uint32_t inl_lines;
     uint32_t inl_data; /* data bytes an inline copy may hold */
     uint32_t inline_max; /* payload bytes inlined at most */
-    bool inl_stream;     /* XTQ_CUDA_INLINE_STREAM */
     uint64_t retired; /* retire thread only */
     struct cuda_queue *next_dead;
 };
@@ -112,7 +108,6 @@ struct cuda_agent {
     uint32_t caps;     /* XTQ__CUDA_CAP_* of the running processor */
     uint32_t grid_min;
     uint32_t inline_max;
-    bool inl_stream;
     cudaStream_t run;
     cudaStream_t ctl_stream;
     struct xtq__cuda_dev *dev; /* device memory */
@@ -583,26 +578,6 @@ static void inline_fill(struct cuda_queue *q, uint64_t index, const struct xtq__
     _Atomic uint64_t *area = q->inl + (index & q->base.mask) * q->inl_lines * 2;
     const uint64_t flag = (uint64_t)(uint32_t)(index + 1) << 32;
     uint32_t w32[2];
-#if defined(__x86_64__)
-    if (q->inl_stream) {
-        /* The processor's poll keeps reading these lines over PCIe, and
-         * each read leaves the line shared: an ordinary store would wait
-         * to own it again, line after line. Non-temporal stores take no
-         * ownership; the fence orders everything before line 0 (the
-         * payload's landing too, as the release below does), and the
-         * last one sends line 0 on its way. */
-        for (uint32_t i = 2; i < 2 * nlines; i++) {
-            memcpy(&w32[0], data + 4 * i, 4);
-            _mm_stream_si64((long long *)&area[i], (long long)(flag | w32[0]));
-        }
-        _mm_sfence();
-        memcpy(w32, data, 8);
-        _mm_stream_si64((long long *)&area[1], (long long)(flag | w32[1]));
-        _mm_stream_si64((long long *)&area[0], (long long)(flag | w32[0]));
-        _mm_sfence();
-        return;
-    }
-#endif
     for (uint32_t i = 2; i < 2 * nlines; i++) {
         memcpy(&w32[0], data + 4 * i, 4);
         atomic_store_explicit(&area[i], flag | w32[0], memory_order_relaxed);
@@ -694,7 +669,6 @@ static int queue_create_on_device(xtq_agent_t *agent, uint32_t size, xtq_queue_t
                                                               : XTQ__CUDA_INLINE_LINES_MAX) *
                   XTQ__CUDA_LINE_DATA;
     q->inline_max = a->inline_max;
-    q->inl_stream = a->inl_stream;
     /* One pinned, mapped block: ring, indices, doorbell, completion
      * words, inline areas. */
     off_idx = (size_t)size * XTQ_AQL_PACKET_SIZE;
@@ -1137,7 +1111,6 @@ static int open_on_device(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **a
      * dispatches run on a grid of their own (modules built with -rdc). */
     uint64_t inl = xtq__param_size(XTQ__PARAM_XTQ_CUDA_INLINE_MAX);
     a->inline_max = (uint32_t)(inl < XTQ__CUDA_INLINE_DATA_MAX ? inl : XTQ__CUDA_INLINE_DATA_MAX);
-    a->inl_stream = xtq__param_bool(XTQ__PARAM_XTQ_CUDA_INLINE_STREAM);
     int64_t gmin = xtq__param_int(XTQ__PARAM_XTQ_CUDA_GRID_MIN);
     a->grid_min = gmin > 0 ? (uint32_t)(gmin < 0x7fffffff ? gmin : 0x7fffffff) : 0;
     init->grid_min = a->grid_min;

@@ -36,11 +36,3 @@ xtq_test_cases_of(xtq_gpu_cases ${PROJECT_SOURCE_DIR}/tests/gpu/test_cuda_agent.
 foreach(c IN LISTS xtq_gpu_cases)
   set_tests_properties(cuda.${c} cuda_plain.${c} PROPERTIES LABELS "gpu;unit")
 endforeach()
-# The inline lines written with ordinary stores (XTQ_CUDA_INLINE_STREAM=0;
-# by default the enqueue streams them past the cache): the cases that
-# check every inline task's bytes, so that both paths stay tested.
-foreach(c inline_many_packets_exactly_once inline_payload_placement submit_args_inline)
-  add_test(NAME cuda.${c}.plain_stores COMMAND test_cuda ${c})
-  set_tests_properties(cuda.${c}.plain_stores PROPERTIES LABELS "gpu;unit" SKIP_RETURN_CODE 77
-                       TIMEOUT 60 ENVIRONMENT XTQ_CUDA_INLINE_STREAM=0)
-endforeach()
