@@ -284,7 +284,8 @@ if want gpubench; then
   # (the default of session 7; 2 since session 8); spin1ms: every host thread
   # on the path polls 1 ms before it sleeps; nobackoff: the progress thread
   # polls beside a waiting application (XTQ_PROGRESS_BACKOFF_US=0, the
-  # default before session 15). GPU_ROUNDS=N repeats the
+  # default before session 15); huge: receive regions in transparent huge
+  # pages (XTQ_RX_HUGEPAGES=1). GPU_ROUNDS=N repeats the
   # variants alternating (files rtt_cuda_<variant>.r<round>).
   for r in $(seq 1 ${GPU_ROUNDS:-1}); do
   for v in ${GPU_VARIANTS:-default noinline nogrid}; do
@@ -301,6 +302,7 @@ if want gpubench; then
       posted1) env=(-x XTQ_RX_BUFFERS_POSTED=1) ;;
       spin1ms) env=(-x XTQ_WAIT_SPIN_US=1000 -x XTQ_PROGRESS_SPIN_US=1000 -x XTQ_AGENT_SPIN_US=1000) ;;
       nobackoff) env=(-x XTQ_PROGRESS_BACKOFF_US=0) ;;
+      huge) env=(-x XTQ_RX_HUGEPAGES=1) ;;
     esac
     stage "xtq_bench_rtt --agent cuda ($f)"
     timeout 40 "${MPI[@]}" -np 2 "${env[@]}" -x CUDA_MODULE_LOADING=EAGER \

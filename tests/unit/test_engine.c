@@ -767,3 +767,28 @@ XTQ_TEST(progress_thread_resumes_after_the_backoff)
     CHECK_OK(c.status);
     backoff_done(ctx, q, f);
 }
+
+/* ---- receive regions in huge pages (XTQ_RX_HUGEPAGES, issue 11) -------- */
+
+/* Each region starts on a 2 MiB boundary, so that the kernel can back it
+ * with transparent huge pages (advised); puts still land and run. */
+XTQ_TEST(rx_regions_on_huge_page_boundaries)
+{
+    xtq_ctx_t *ctx;
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    _Atomic uint32_t n = 0;
+
+    setenv("XTQ_RX_HUGEPAGES", "1", 1);
+    backoff_ctx(&ctx, &q, &f, &n);
+    for (unsigned i = 0; i < ctx->engine->nregions; i++)
+        CHECK_EQ((uintptr_t)ctx->engine->regions[i].buf % (2u << 20), 0);
+    for (int i = 0; i < 8; i++) {
+        xtq_completion_t c = {0};
+        put_fn(ctx, 1, 1, &c);
+        CHECK_OK(xtq_completion_wait(ctx, &c, 30ll * 1000000000));
+        CHECK_OK(c.status);
+    }
+    CHECK_EQ(atomic_load(&n), 8);
+    backoff_done(ctx, q, f);
+}

@@ -18,6 +18,8 @@
 #include "nic-emul/engine_int.h"
 #include "registry/registry.h"
 
+#include <sys/mman.h>
+
 /* ---- receive regions ---------------------------------------------------- */
 
 #define RX_REGIONS_MAX 4096u
@@ -207,6 +209,8 @@ int xtq__regions_open(struct xtq__engine *e)
     e->nregions = nr < 2 ? 2 : nr > RX_REGIONS_MAX ? RX_REGIONS_MAX : (unsigned)nr;
     int64_t np = xtq__param_int(XTQ__PARAM_XTQ_RX_BUFFERS_POSTED);
     e->rx_posted_min = np < 1 ? 1 : np > e->nregions ? e->nregions : (unsigned)np;
+    const bool huge = xtq__param_bool(XTQ__PARAM_XTQ_RX_HUGEPAGES);
+    const size_t huge_page = (size_t)2 << 20;
     e->regions = calloc(e->nregions, sizeof(*e->regions));
     e->rx_spare = calloc(e->nregions, sizeof(*e->rx_spare));
     if (!e->regions || !e->rx_spare)
@@ -216,7 +220,14 @@ int xtq__regions_open(struct xtq__engine *e)
         r->kind = CTX_REGION;
         r->e = e;
         r->len = rlen;
-        r->buf = aligned_alloc(4096, rlen);
+        if (huge) {
+            /* Whole huge pages, advised before the first touch below. */
+            r->buf = aligned_alloc(huge_page, XTQ_ALIGN_UP(rlen, huge_page));
+            if (r->buf && madvise(r->buf, XTQ_ALIGN_UP(rlen, huge_page), MADV_HUGEPAGE) != 0)
+                XTQ_LOG_ONCE(ENGINE, INFO, "no transparent huge pages for the receive regions");
+        } else {
+            r->buf = aligned_alloc(4096, rlen);
+        }
         if (!r->buf)
             return -XTQ_ENOMEM;
         /* Touched now: a spare first posted late in a run would otherwise
