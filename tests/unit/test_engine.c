@@ -792,3 +792,44 @@ XTQ_TEST(rx_regions_on_huge_page_boundaries)
     CHECK_EQ(atomic_load(&n), 8);
     backoff_done(ctx, q, f);
 }
+
+/* ---- put windows made at a peer's first put ---------------------------- */
+
+/*
+ * A peer's window (XTQ_PUT_WINDOW slots of 304 bytes) is made at the first
+ * put to it, not for every peer at init: a rank among thousands that talks
+ * to a few, and the planes that only receive, hold none. A cancel that
+ * names a peer never put to, and an ack from it, find nothing and say so.
+ */
+XTQ_TEST(put_windows_made_at_first_put)
+{
+    xtq_ctx_t *ctx;
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    _Atomic uint32_t n = 0;
+    xtq_completion_t c = {0}, never = {0};
+
+    setenv("XTQ_PROGRESS_THREADS", "2", 1);
+    backoff_ctx(&ctx, &q, &f, &n);
+    CHECK_EQ(ctx->nplanes, 2);
+    struct xtq__engine *own = ctx->engine, *other = ctx->planes[1];
+    CHECK(own == ctx->planes[0]);
+    CHECK(own->peers[0].slots == NULL);
+    CHECK(other->peers[0].slots == NULL);
+    CHECK_ERR(xtq__engine_put_cancel(own, &never), -XTQ_EALREADY);
+    /* An ack for a put never made: dropped, nothing touched. */
+    struct xtq__wire_hdr h = {0};
+    h.src_rank = 0;
+    h.seq = 3;
+    xtq__initiator_ack(own, &h, NULL);
+    CHECK(own->peers[0].slots == NULL);
+
+    put_fn(ctx, 1, 1, &c);
+    CHECK_OK(xtq_completion_wait(ctx, &c, 30ll * 1000000000));
+    CHECK_OK(c.status);
+    CHECK_EQ(atomic_load(&n), 1);
+    CHECK(own->peers[0].slots != NULL);
+    /* Rank 0's puts travel on plane 0: plane 1 only ever receives. */
+    CHECK(other->peers[0].slots == NULL);
+    backoff_done(ctx, q, f);
+}

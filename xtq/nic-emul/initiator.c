@@ -377,9 +377,11 @@ static void slot_missing(struct xtq__engine *e, struct put_slot *s, int status)
 void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr, const void *result)
 {
     uint32_t src = hdr->src_rank;
-    struct put_slot *s = &e->peers[src].slots[hdr->seq % e->window];
     xtq__mutex_lock(&e->put_lock);
-    if (!(s->state & SLOT_BUSY) || (s->state & SLOT_ARMED) || s->seq != hdr->seq ||
+    struct put_slot *slots = e->peers[src].slots, *s = NULL;
+    if (slots)
+        s = &slots[hdr->seq % e->window];
+    if (!s || !(s->state & SLOT_BUSY) || (s->state & SLOT_ARMED) || s->seq != hdr->seq ||
         (s->state & SLOT_ACKED) || s->target != (int)src) {
         pthread_mutex_unlock(&e->put_lock);
         XTQ_LOG_ONCE(ENGINE, WARN, "ack from rank %u names seq %llu, not in flight; dropped", src,
@@ -420,7 +422,7 @@ void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr, 
 void xtq__puts_fail_peer(struct xtq__engine *e, int r, int status)
 {
     xtq__mutex_lock(&e->put_lock);
-    for (uint32_t i = 0; i < e->window; i++) {
+    for (uint32_t i = 0; e->peers[r].slots && i < e->window; i++) {
         struct put_slot *s = &e->peers[r].slots[i];
         if (s->state & SLOT_BUSY) {
             s->status = status;
@@ -434,7 +436,7 @@ void xtq__puts_fail_all(struct xtq__engine *e, int status)
 {
     xtq__mutex_lock(&e->put_lock);
     for (int r = 0; r < e->ctx->size; r++)
-        for (uint32_t i = 0; i < e->window; i++) {
+        for (uint32_t i = 0; e->peers[r].slots && i < e->window; i++) {
             struct put_slot *s = &e->peers[r].slots[i];
             if (s->state & SLOT_BUSY) {
                 if (!s->status)
@@ -476,7 +478,7 @@ void xtq__puts_reask(struct xtq__engine *e)
         if (atomic_load(&p->down))
             continue;
         xtq__mutex_lock(&e->put_lock);
-        for (uint32_t i = 0; p->busy && i < e->window; i++) {
+        for (uint32_t i = 0; p->busy && p->slots && i < e->window; i++) {
             struct put_slot *s = &p->slots[i];
             uint32_t st = s->state;
             if (!(st & SLOT_BUSY) || (st & (SLOT_ARMED | SLOT_SENDING)))
@@ -846,8 +848,9 @@ int xtq__engine_put_cancel(struct xtq__engine *e, xtq_completion_t *comp)
     xtq__mutex_lock(&e->put_lock);
     /* The completion names its put's slot; a slot that serves another put
      * now (or none) means this one is long DONE. */
-    struct put_slot *s = &e->peers[target].slots[comp->seq % e->window];
-    if (s->comp == comp && s->seq == comp->seq && trig_cancel_locked(e, s))
+    struct put_slot *slots = e->peers[target].slots;
+    struct put_slot *s = slots ? &slots[comp->seq % e->window] : NULL;
+    if (s && s->comp == comp && s->seq == comp->seq && trig_cancel_locked(e, s))
         rc = 0;
     pthread_mutex_unlock(&e->put_lock);
     return rc;
@@ -1045,6 +1048,15 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
     struct peer *p = &e->peers[target];
     uint32_t skipped = 0;
     xtq__mutex_lock(&e->put_lock);
+    if (!p->slots) {
+        /* This peer's first put (lifecycle.c makes none in advance). */
+        p->slots = calloc(e->window, sizeof(struct put_slot));
+        if (!p->slots) {
+            pthread_mutex_unlock(&e->put_lock);
+            trig_discard(trig);
+            return -XTQ_ENOMEM;
+        }
+    }
     for (;;) {
         if (atomic_load(&p->down)) {
             pthread_mutex_unlock(&e->put_lock);

@@ -143,13 +143,9 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
         rc = -XTQ_ENOMEM;
         goto err_engine;
     }
-    for (int r = 0; r < ctx->size; r++) {
-        e->peers[r].slots = calloc(e->window, sizeof(struct put_slot));
-        if (!e->peers[r].slots) {
-            rc = -XTQ_ENOMEM;
-            goto err_engine;
-        }
-    }
+    /* Put windows are made at a peer's first put (initiator.c): a rank
+     * that talks to few of many peers, and the planes that only receive,
+     * hold none (304 bytes a slot, XTQ_PUT_WINDOW slots a peer). */
 
     rc = xtq__regions_open(e);
     if (rc)
