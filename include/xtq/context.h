@@ -108,7 +108,11 @@ XTQ_API int xtq_barrier(xtq_ctx_t *ctx);
 /**
  * Drive the engine once: read transport completions, validate, rewrite and
  * enqueue arrived commands, send acknowledgements. Needed only in manual
- * progress mode (harmless otherwise).
+ * progress mode. With a progress thread it is a turn taken beside it: the
+ * thread then keeps off the endpoint for XTQ_PROGRESS_BACKOFF_US (auto: 10
+ * us where each rank has 3 cores, else 0), so a thread that calls this
+ * often does the engine's work itself, and what arrives between its calls
+ * waits at most that long.
  * @return the number of events handled (>= 0) or a negative error.
  */
 XTQ_API int xtq_progress(xtq_ctx_t *ctx);

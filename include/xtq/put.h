@@ -87,7 +87,11 @@ XTQ_API uint32_t xtq_completion_state(const xtq_completion_t *comp);
 XTQ_API int xtq_completion_test(const xtq_completion_t *comp);
 
 /**
- * Wait until DONE (progressing the engine in manual mode).
+ * Wait until DONE. With a progress thread it first polls for
+ * XTQ_WAIT_SPIN_US (auto: 50 us where each rank has 3 cores, else 0),
+ * taking the engine's turns itself while the thread backs off
+ * (XTQ_PROGRESS_BACKOFF_US), then sleeps (XTQ_LONE_WAITER); in manual mode
+ * it progresses the engine until DONE.
  * @return the completion's status, or -XTQ_ETIMEDOUT.
  */
 XTQ_API int xtq_completion_wait(xtq_ctx_t *ctx, xtq_completion_t *comp, int64_t timeout_ns);
