@@ -823,6 +823,7 @@ XTQ_TEST(put_windows_made_at_first_put)
     h.seq = 3;
     xtq__initiator_ack(own, &h, NULL);
     CHECK(own->peers[0].slots == NULL);
+    CHECK_EQ(atomic_load(&own->acks_unknown), 1);
 
     put_fn(ctx, 1, 1, &c);
     CHECK_OK(xtq_completion_wait(ctx, &c, 30ll * 1000000000));
@@ -831,5 +832,45 @@ XTQ_TEST(put_windows_made_at_first_put)
     CHECK(own->peers[0].slots != NULL);
     /* Rank 0's puts travel on plane 0: plane 1 only ever receives. */
     CHECK(other->peers[0].slots == NULL);
+    backoff_done(ctx, q, f);
+}
+
+/*
+ * An ack for a put answered already (a resend's second answer, after a
+ * fault) is dropped quietly, without touching the slot, which may serve
+ * another put by then; one for a put never sent is the peer's error and
+ * is warned about. Both leave the completions alone.
+ */
+XTQ_TEST(second_acks_dropped_apart_from_unknown_ones)
+{
+    xtq_ctx_t *ctx;
+    xtq_queue_t *q;
+    xtq_function_t *f;
+    _Atomic uint32_t n = 0;
+    xtq_completion_t c = {0};
+
+    backoff_ctx(&ctx, &q, &f, &n);
+    struct xtq__engine *e = ctx->engine;
+    put_fn(ctx, 1, 1, &c);
+    CHECK_OK(xtq_completion_wait(ctx, &c, 30ll * 1000000000));
+    CHECK_EQ(e->peers[0].next_seq, 1);
+    struct xtq__wire_hdr h = {0};
+    h.src_rank = 0;
+    h.seq = 0; /* answered */
+    h.status = -XTQ_EIO;
+    xtq__initiator_ack(e, &h, NULL);
+    CHECK_EQ(atomic_load(&e->acks_late), 1);
+    CHECK_EQ(atomic_load(&e->acks_unknown), 0);
+    h.seq = 1; /* not sent */
+    xtq__initiator_ack(e, &h, NULL);
+    CHECK_EQ(atomic_load(&e->acks_late), 1);
+    CHECK_EQ(atomic_load(&e->acks_unknown), 1);
+    CHECK_OK(c.status);
+    /* The next put takes sequence 1 and is answered by its own ack. */
+    xtq_completion_t d = {0};
+    put_fn(ctx, 1, 1, &d);
+    CHECK_OK(xtq_completion_wait(ctx, &d, 30ll * 1000000000));
+    CHECK_OK(d.status);
+    CHECK_EQ(atomic_load(&n), 2);
     backoff_done(ctx, q, f);
 }

@@ -361,6 +361,12 @@ struct xtq__engine {
     uint64_t wait_spin_ns;     /* XTQ_WAIT_SPIN_US, resolved */
     uint64_t progress_spin_ns; /* XTQ_PROGRESS_SPIN_US, resolved */
 
+    /* initiator.c: acks dropped, for puts answered already (a resend's or
+     * a re-ask's second answer, a put failed meanwhile: expected after a
+     * fault) and for puts never sent (the peer's error). */
+    _Atomic uint64_t acks_late;
+    _Atomic uint64_t acks_unknown;
+
     /* progress.c (XTQ_PROGRESS_BACKOFF_US): when a thread other than the
      * progress thread last took a turn (refreshed a few times per back-off,
      * not every turn); the progress thread takes none for backoff_ns after

@@ -383,9 +383,23 @@ void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr, 
         s = &slots[hdr->seq % e->window];
     if (!s || !(s->state & SLOT_BUSY) || (s->state & SLOT_ARMED) || s->seq != hdr->seq ||
         (s->state & SLOT_ACKED) || s->target != (int)src) {
+        /* Sent and answered already: a second answer (to a resend, or to
+         * an ASK that crossed the first ack), or one for a put failed at
+         * a peer timeout. A fault's ordinary aftermath, not worth a
+         * warning. A put never sent (or armed, not sent yet) is another
+         * matter. */
+        const bool armed = s && s->seq == hdr->seq && (s->state & SLOT_ARMED);
+        const bool sent = hdr->seq < e->peers[src].next_seq && !armed;
         pthread_mutex_unlock(&e->put_lock);
-        XTQ_LOG_ONCE(ENGINE, WARN, "ack from rank %u names seq %llu, not in flight; dropped", src,
-                     (unsigned long long)hdr->seq);
+        if (sent) {
+            atomic_fetch_add_explicit(&e->acks_late, 1, memory_order_relaxed);
+            xtq_dbg(ENGINE, "ack from rank %u for put %llu, answered already; dropped", src,
+                    (unsigned long long)hdr->seq);
+        } else {
+            atomic_fetch_add_explicit(&e->acks_unknown, 1, memory_order_relaxed);
+            XTQ_LOG_ONCE(ENGINE, WARN, "ack from rank %u names put %llu, never sent to it; dropped",
+                         src, (unsigned long long)hdr->seq);
+        }
         return;
     }
     if (hdr->flags & XTQ__WIRE_MISSING) {
