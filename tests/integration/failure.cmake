@@ -16,10 +16,7 @@ if(MPIEXEC_EXECUTABLE)
     set_tests_properties(integration.peer_death.${prov}.np4 PROPERTIES
                          LABELS integration TIMEOUT 180 RUN_SERIAL TRUE
                          ENVIRONMENT "XTQ_PEER_TIMEOUT_MS=3000;XTQ_FINALIZE_TIMEOUT_MS=2000")
-    if(XTQ_SANITIZE STREQUAL "address")
-      set_property(TEST integration.peer_death.${prov}.np4 APPEND PROPERTY ENVIRONMENT
-                   "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
-    endif()
+    xtq_sanitizer_cases(LSAN integration.peer_death.${prov}.np4)
   endforeach()
 endif()
 
@@ -38,10 +35,7 @@ if(MPIEXEC_EXECUTABLE)
       xtq_add_mpi_case(NAME ${name} NP 2 PROVIDER ${prov} TIMEOUT 120
                        ENV XTQ_PEER_TIMEOUT_MS=3000
                        COMMAND $<TARGET_FILE:test_failure> peer_stall ${v})
-      if(XTQ_SANITIZE STREQUAL "address")
-        set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT
-                     "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
-      endif()
+      xtq_sanitizer_cases(LSAN ${name})
     endforeach()
   endforeach()
 endif()
@@ -50,8 +44,5 @@ foreach(c unregister_inflight finalize_inflight)
   add_test(NAME integration.self.${c} COMMAND test_failure ${c})
   set_tests_properties(integration.self.${c} PROPERTIES LABELS integration TIMEOUT 120
                        SKIP_RETURN_CODE 77)
-  if(XTQ_SANITIZE STREQUAL "address")
-    set_property(TEST integration.self.${c} APPEND PROPERTY ENVIRONMENT
-                 "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
-  endif()
+  xtq_sanitizer_cases(LSAN integration.self.${c})
 endforeach()

@@ -8,18 +8,12 @@ add_test(NAME integration.isolation.tcp
          COMMAND ${XTQ_EXPECT_OUTPUT} "victim exit 0, attacker exit 0"
                  ${CMAKE_CURRENT_LIST_DIR}/isolation.sh $<TARGET_FILE:test_isolation>)
 set_tests_properties(integration.isolation.tcp PROPERTIES LABELS integration TIMEOUT 120)
-if(XTQ_SANITIZE STREQUAL "address")
-  set_property(TEST integration.isolation.tcp APPEND PROPERTY ENVIRONMENT
-               "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
-endif()
+xtq_sanitizer_cases(LSAN integration.isolation.tcp)
 # Within one job: a rank forges another's source rank (FI_SOURCE check).
 if(MPIEXEC_EXECUTABLE)
   foreach(prov shm tcp)
     xtq_add_mpi_case(NAME integration.forged_rank.${prov}.np3 NP 3 PROVIDER ${prov} TIMEOUT 120
                      COMMAND $<TARGET_FILE:test_isolation> forged_rank)
-    if(XTQ_SANITIZE STREQUAL "address")
-      set_property(TEST integration.forged_rank.${prov}.np3 APPEND PROPERTY ENVIRONMENT
-                   "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
-    endif()
+    xtq_sanitizer_cases(LSAN integration.forged_rank.${prov}.np3)
   endforeach()
 endif()

@@ -12,10 +12,7 @@ if(MPIEXEC_EXECUTABLE)
   foreach(prov shm tcp)
     xtq_add_mpi_case(NAME integration.reconnect.${prov}.np2 NP 2 PROVIDER ${prov} TIMEOUT 180
                      ENV XTQ_PEER_TIMEOUT_MS=2000 COMMAND $<TARGET_FILE:test_reconnect> outage)
-    if(XTQ_SANITIZE STREQUAL "address")
-      set_property(TEST integration.reconnect.${prov}.np2 APPEND PROPERTY ENVIRONMENT
-                   "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
-    endif()
+    xtq_sanitizer_cases(LSAN integration.reconnect.${prov}.np2)
   endforeach()
 endif()
 

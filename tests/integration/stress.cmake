@@ -22,16 +22,7 @@ if(MPIEXEC_EXECUTABLE)
                      COMMAND $<TARGET_FILE:test_stress> overload 5000)
   endforeach()
 endif()
-if(XTQ_SANITIZE STREQUAL "address")
-  foreach(prov shm tcp)
-    foreach(c overload rx_exhaust)
-      if(TEST stress.${c}.${prov}.np5)
-        set_property(TEST stress.${c}.${prov}.np5 APPEND PROPERTY ENVIRONMENT
-                     "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
-      endif()
-    endforeach()
-  endforeach()
-endif()
+xtq_sanitizer_cases(LSAN_REGEX "^stress\\.(overload|rx_exhaust)\\.(shm|tcp)\\.np5$")
 
 # Several application threads xtq_put at once (alone, and 2 ranks on shm);
 # also under TSan.

@@ -63,15 +63,7 @@ if(MPIEXEC_EXECUTABLE)
   endforeach()
 endif()
 
-if(XTQ_SANITIZE STREQUAL "address")
-  get_property(xput_tests DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} PROPERTY TESTS)
-  foreach(t IN LISTS xput_tests)
-    if(t MATCHES "^integration\\.(xput|faults)\\.")
-      set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
-                   "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp")
-    endif()
-  endforeach()
-endif()
+xtq_sanitizer_cases(LSAN_REGEX "^integration\\.(xput|faults)\\.")
 
 # Under TSan: counters, flush and putv through the engine, alone.
 if(XTQ_SANITIZE STREQUAL "thread")
