@@ -305,11 +305,21 @@ if want gpubench; then
       huge) env=(-x XTQ_RX_HUGEPAGES=1) ;;
     esac
     stage "xtq_bench_rtt --agent cuda ($f)"
+    # The kernel's huge pages in use while the run lasts (the most seen),
+    # to tell whether XTQ_RX_HUGEPAGES got any.
+    (mx=0; while sleep 0.2; do
+       a=$(awk '/^AnonHugePages:/ {print $2}' /proc/meminfo)
+       [ "${a:-0}" -gt $mx ] && mx=$a && echo "$mx" >$W/gpu/thp_$f.txt
+     done) &
+    thp=$!
     timeout 40 "${MPI[@]}" -np 2 "${env[@]}" -x CUDA_MODULE_LOADING=EAGER \
       $B/bench/xtq_bench_rtt --agent cuda --sizes ${GPU_SIZES:-64,1K,4K,16K,64K,256K,1M} \
       --iters ${GPU_ITERS:-2000} --warmup 200 --csv $W/gpu/rtt_cuda_$f.csv \
       >$W/gpu/rtt_cuda_$f.txt 2>&1
-    echo "rc=$?"; grep -E "^ +[0-9]+[KM]?i?B +(hsa|xtq) |^ratios" $W/gpu/rtt_cuda_$f.txt; pack
+    echo "rc=$?"; kill $thp 2>/dev/null; wait $thp 2>/dev/null
+    echo "AnonHugePages at most $(cat $W/gpu/thp_$f.txt 2>/dev/null || echo 0) kB" \
+      "(THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null))"
+    grep -E "^ +[0-9]+[KM]?i?B +(hsa|xtq) |^ratios" $W/gpu/rtt_cuda_$f.txt; pack
   done
   done
 fi
