@@ -285,7 +285,9 @@ if want gpubench; then
   # on the path polls 1 ms before it sleeps; nobackoff: the progress thread
   # polls beside a waiting application (XTQ_PROGRESS_BACKOFF_US=0, the
   # default before session 15); huge: receive regions in transparent huge
-  # pages (XTQ_RX_HUGEPAGES=1). GPU_ROUNDS=N repeats the
+  # pages (XTQ_RX_HUGEPAGES=1); retirethread: the CUDA agent's retire
+  # thread retires every packet (XTQ_AGENT_RETIRE=thread, the design
+  # before session 16). GPU_ROUNDS=N repeats the
   # variants alternating (files rtt_cuda_<variant>.r<round>).
   for r in $(seq 1 ${GPU_ROUNDS:-1}); do
   for v in ${GPU_VARIANTS:-default noinline nogrid}; do
@@ -303,6 +305,7 @@ if want gpubench; then
       spin1ms) env=(-x XTQ_WAIT_SPIN_US=1000 -x XTQ_PROGRESS_SPIN_US=1000 -x XTQ_AGENT_SPIN_US=1000) ;;
       nobackoff) env=(-x XTQ_PROGRESS_BACKOFF_US=0) ;;
       huge) env=(-x XTQ_RX_HUGEPAGES=1) ;;
+      retirethread) env=(-x XTQ_AGENT_RETIRE=thread) ;;
     esac
     stage "xtq_bench_rtt --agent cuda ($f)"
     # The kernel's huge pages in use while the run lasts (the most seen),
@@ -328,15 +331,22 @@ if want gpubd; then
   # Where a remote GPU task's time goes: the benchmark's own stages plus
   # libxtq's trace (message sent, received, enqueued, doorbell, the retire
   # thread seeing the GPU's completion as task_end), one task at a time.
-  stage "CUDA agent: stage breakdown"
-  rm -rf /tmp/gbd && mkdir -p /tmp/gbd
-  timeout 40 "${MPI[@]}" -np 2 -x CUDA_MODULE_LOADING=EAGER -x XTQ_TRACE=csv:/tmp/gbd/trace.%r.csv \
-    $B/bench/xtq_bench_rtt --agent cuda --sizes 64,4K --modes hsa,xtq --iters 2000 --warmup 200 \
-    --breakdown /tmp/gbd/stages.csv >$W/gpu/breakdown_rtt.txt 2>&1
-  echo "rc=$?"
-  $B/bench/xtq_bench_breakdown /tmp/gbd/stages.csv $W/gpu/breakdown.dat /tmp/gbd/trace.*.csv |
-    tee $W/gpu/breakdown.txt
-  pack
+  # GPUBD_VARIANTS: default, and retirethread (XTQ_AGENT_RETIRE=thread).
+  for v in ${GPUBD_VARIANTS:-default}; do
+    stage "CUDA agent: stage breakdown ($v)"
+    env=()
+    sfx=
+    [ "$v" = retirethread ] && env=(-x XTQ_AGENT_RETIRE=thread) && sfx=_$v
+    rm -rf /tmp/gbd && mkdir -p /tmp/gbd
+    timeout 40 "${MPI[@]}" -np 2 "${env[@]}" -x CUDA_MODULE_LOADING=EAGER \
+      -x XTQ_TRACE=csv:/tmp/gbd/trace.%r.csv \
+      $B/bench/xtq_bench_rtt --agent cuda --sizes 64,4K --modes hsa,xtq --iters 2000 --warmup 200 \
+      --breakdown /tmp/gbd/stages.csv >$W/gpu/breakdown_rtt$sfx.txt 2>&1
+    echo "rc=$?"
+    $B/bench/xtq_bench_breakdown /tmp/gbd/stages.csv $W/gpu/breakdown$sfx.dat /tmp/gbd/trace.*.csv |
+      tee $W/gpu/breakdown$sfx.txt
+    pack
+  done
 fi
 
 if want cpubench; then

@@ -8,6 +8,8 @@
  */
 #include "internal.h"
 
+#include <string.h>
+
 XTQ_UNUSED static int missing_probe(const char *why, char *reason, size_t reason_len,
                          unsigned *device_count)
 {
@@ -71,8 +73,13 @@ static const char *const kind_names[XTQ_AGENT_KIND_COUNT] = {
 int xtq__agents_open(xtq_ctx_t *ctx)
 {
     int rc = 0;
+    const char *retire = xtq__param_string(XTQ__PARAM_XTQ_AGENT_RETIRE);
+    const bool engine_retires = strcmp(retire, "thread") != 0;
+    if (engine_retires && strcmp(retire, "engine") != 0)
+        xtq_warn(AGENT, "XTQ_AGENT_RETIRE=%s: expected engine or thread; using engine", retire);
 
     ctx->nagents = 0;
+    ctx->nretire_agents = 0;
     for (unsigned k = 0; k < XTQ_AGENT_KIND_COUNT; k++) {
         const struct xtq__agent_provider *p = providers[k];
         char *reason = ctx->kind_reason[k];
@@ -102,6 +109,8 @@ int xtq__agents_open(xtq_ctx_t *ctx)
             }
             ctx->agents[ctx->nagents++] = agent;
             opened++;
+            if (agent->ops->retire_poll != NULL && engine_retires)
+                ctx->retire_agents[ctx->nretire_agents++] = agent;
         }
         if (opened == 0) {
             ctx->kind_status[k] = -XTQ_ENOAGENT;
@@ -125,6 +134,7 @@ err:
 void xtq__agents_close(xtq_ctx_t *ctx)
 {
     /* Reverse order: GPU agents may hold memory the CPU agent's users saw. */
+    ctx->nretire_agents = 0;
     while (ctx->nagents > 0) {
         xtq_agent_t *agent = ctx->agents[--ctx->nagents];
         ctx->agents[ctx->nagents] = NULL;
@@ -158,6 +168,21 @@ void xtq__agents_mem_deregister(xtq_ctx_t *ctx, void *addr, size_t len)
 {
     for (unsigned i = ctx->nagents; i-- > 0;)
         (void)ctx->agents[i]->ops->mem_deregister(ctx->agents[i], addr, len);
+}
+
+int xtq__agents_retire_poll(xtq_ctx_t *ctx)
+{
+    int n = 0;
+    for (unsigned i = 0; i < ctx->nretire_agents; i++)
+        n += ctx->retire_agents[i]->ops->retire_poll(ctx->retire_agents[i]);
+    return n;
+}
+
+void xtq__agents_retire_release(xtq_ctx_t *ctx)
+{
+    for (unsigned i = 0; i < ctx->nretire_agents; i++)
+        if (ctx->retire_agents[i]->ops->retire_release != NULL)
+            ctx->retire_agents[i]->ops->retire_release(ctx->retire_agents[i]);
 }
 
 unsigned xtq_agent_count(xtq_ctx_t *ctx)

@@ -49,6 +49,11 @@
 #define RETIRE_NAP_MAX_NS 100000
 /* Bound on the idle sleep: a producer that never calls the doorbell op. */
 #define RETIRE_IDLE_NS 100000000
+/* XTQ_AGENT_RETIRE=engine: how long an engine thread's last poll with
+ * packets pending keeps the retire thread off the completion words. The
+ * progress thread releases its claim before it sleeps; this bounds the
+ * wait after a thread that took turns and left (a waiting application). */
+#define RETIRE_CLAIM_NS 50000
 /* Module tags: libxtq's own processor, then one per module attached. */
 #define CUDA_TAG_BUILTIN 1u
 #define CUDA_BUILTIN_NAME "libxtq (no task module)"
@@ -149,6 +154,17 @@ struct cuda_agent {
     uint64_t relaunches;
     uint64_t idle_spin_ns;
     _Atomic int stop;
+    /* XTQ_AGENT_RETIRE=engine (claim_ns != 0): when an engine thread last
+     * polled the completion words with packets pending (0: released); the
+     * retire thread, meanwhile, sleeps with `deferring` set, which the
+     * doorbell does not wake. A line of its own: the poller stores it. */
+    uint64_t claim_ns;
+    _Atomic uint32_t deferring;
+    uint8_t claimed_pad0[64]; /* padded, the agent being calloc'ed */
+    _Atomic uint64_t claimed_at;
+    uint8_t claimed_pad1[64];
+    /* Packets retired by engine turns and by the retire thread (under lock). */
+    uint64_t retired_polled, retired_thread;
 };
 
 static struct cuda_agent *to_cuda(xtq_agent_t *agent)
@@ -372,7 +388,7 @@ static void processor_wake(struct cuda_agent *a)
  * queue_int.h's protocol), then decrements the signal and calls retire.
  * Caller holds the lock.
  */
-static bool cuda_drain_queue(struct cuda_agent *a, struct cuda_queue *q)
+static uint32_t cuda_drain_queue(struct cuda_agent *a, struct cuda_queue *q)
 {
     uint64_t r = q->retired, start = r;
     for (;;) {
@@ -403,10 +419,10 @@ static bool cuda_drain_queue(struct cuda_agent *a, struct cuda_queue *q)
             q->base.retire(cookie, status);
     }
     if (r == start)
-        return false;
+        return 0;
     q->retired = r;
     xtq__queue_notify_space(&q->base);
-    return true;
+    return (uint32_t)(r - start);
 }
 
 /* Consume completion words; returns whether packets are still pending. */
@@ -418,8 +434,11 @@ static bool cuda_drain(struct cuda_agent *a, bool *progressed)
         struct cuda_queue *q = a->queues[i];
         if (q == NULL)
             continue;
-        if (cuda_drain_queue(a, q))
+        uint32_t n = cuda_drain_queue(a, q);
+        if (n != 0) {
+            a->retired_thread += n;
             *progressed = true;
+        }
         if (q->retired < atomic_load_explicit(q->base.write_index, memory_order_acquire))
             pending = true;
     }
@@ -454,6 +473,81 @@ static void cuda_queue_cancel(struct cuda_agent *a, struct cuda_queue *q)
     }
 }
 
+/* ---- retiring from engine turns (XTQ_AGENT_RETIRE=engine) --------------- */
+
+/* Whether any queue has packets not yet retired. */
+static bool cuda_pending(struct cuda_agent *a)
+{
+    bool pending = false;
+    pthread_mutex_lock(&a->lock);
+    for (uint32_t i = 0; i < a->nq && !pending; i++)
+        pending = a->queues[i] != NULL &&
+                  a->queues[i]->retired <
+                      atomic_load_explicit(a->queues[i]->base.write_index, memory_order_acquire);
+    pthread_mutex_unlock(&a->lock);
+    return pending;
+}
+
+/* An engine thread has polled with packets pending within claim_ns. */
+static bool engine_claims(struct cuda_agent *a, uint64_t now, uint64_t *left)
+{
+    uint64_t t = atomic_load_explicit(&a->claimed_at, memory_order_acquire);
+    if (a->claim_ns == 0 || t == 0 || now - t >= a->claim_ns)
+        return false;
+    if (left != NULL)
+        *left = a->claim_ns - (now - t);
+    return true;
+}
+
+/* Stored a few times per claim, not at every poll. */
+static void engine_claim(struct cuda_agent *a)
+{
+    uint64_t now = xtq__now_ns();
+    if (now - atomic_load_explicit(&a->claimed_at, memory_order_relaxed) > a->claim_ns / 8)
+        atomic_store_explicit(&a->claimed_at, now, memory_order_release);
+}
+
+/*
+ * The engine's turn (ops->retire_poll): the completion words, read on the
+ * thread that received the tasks, so that their retire (the engine's task
+ * list, registry references, ack table and endpoint) stays on its core.
+ * The retire thread holds the lock only when no engine thread claims the
+ * retiring; if it does now, this turn leaves it to it.
+ */
+static int cuda_retire_poll(xtq_agent_t *agent)
+{
+    struct cuda_agent *a = to_cuda(agent);
+    uint32_t n = 0;
+    bool pending = false;
+    if (a->claim_ns == 0 || pthread_mutex_trylock(&a->lock) != 0)
+        return 0;
+    for (uint32_t i = 0; i < a->nq; i++) {
+        struct cuda_queue *q = a->queues[i];
+        if (q == NULL)
+            continue;
+        n += cuda_drain_queue(a, q);
+        if (q->retired < atomic_load_explicit(q->base.write_index, memory_order_acquire))
+            pending = true;
+    }
+    a->retired_polled += n;
+    pthread_mutex_unlock(&a->lock);
+    if (pending)
+        engine_claim(a);
+    return (int)n;
+}
+
+/* The polling thread is about to sleep: the retire thread takes over now. */
+static void cuda_retire_release(xtq_agent_t *agent)
+{
+    struct cuda_agent *a = to_cuda(agent);
+    if (atomic_load_explicit(&a->claimed_at, memory_order_relaxed) == 0)
+        return;
+    atomic_store_explicit(&a->claimed_at, 0, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&a->bell, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&a->sleeping, memory_order_seq_cst))
+        xtq__futex_wake(&a->bell, 1);
+}
+
 /* Off the critical path: the GPU cannot call q->retire, so this thread
  * turns completion entries into retire calls. It polls only while packets
  * are pending (short naps), and otherwise sleeps until a doorbell. */
@@ -462,6 +556,7 @@ static void *cuda_retire_main(void *arg)
     struct cuda_agent *a = arg;
     uint64_t last = xtq__now_ns();
     long nap = 1000;
+    uint32_t deferred = 0;
 
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     while (!atomic_load_explicit(&a->stop, memory_order_acquire)) {
@@ -469,6 +564,31 @@ static void *cuda_retire_main(void *arg)
         /* A doorbell found the processor exiting or gone (idle exit). */
         if (a->idle_exit_us && atomic_exchange_explicit(&a->wake, 0, memory_order_acq_rel))
             processor_wake(a);
+        uint64_t left;
+        if (engine_claims(a, xtq__now_ns(), &left)) {
+            /* An engine thread retires: sleep until its claim runs out or
+             * it releases it (doorbells leave a deferring thread asleep).
+             * Now and then, what the pending path below checks: a
+             * processor that exited idle with packets queued, or died. */
+            if ((++deferred & 255u) == 0 && a->running && cuda_pending(a)) {
+                if (a->idle_exit_us && a->ctl->state != XTQ__CUDA_PROC_RUNNING)
+                    processor_wake(a);
+                else if (!processor_alive(a))
+                    XTQ_LOG_ONCE(CUDA, ERROR, "packet processor stopped with packets pending: %s",
+                                 cudaGetErrorString(cudaStreamQuery(a->run)));
+            }
+            atomic_store_explicit(&a->deferring, 1, memory_order_relaxed);
+            atomic_store_explicit(&a->sleeping, 1, memory_order_seq_cst);
+            if (atomic_load_explicit(&a->bell, memory_order_seq_cst) == bell &&
+                !atomic_load_explicit(&a->stop, memory_order_seq_cst) &&
+                engine_claims(a, xtq__now_ns(), &left))
+                (void)xtq__futex_wait(&a->bell, bell, (int64_t)left);
+            atomic_store_explicit(&a->sleeping, 0, memory_order_relaxed);
+            atomic_store_explicit(&a->deferring, 0, memory_order_relaxed);
+            last = xtq__now_ns();
+            nap = 1000;
+            continue;
+        }
         bool progressed = false;
         bool pending = cuda_drain(a, &progressed);
         uint64_t now = xtq__now_ns();
@@ -525,10 +645,16 @@ static void cuda_doorbell(xtq_queue_t *queue, uint64_t index)
      * state (cuda_idle.h). One fence and one load of a line the GPU
      * writes only when it exits, and only with the idle exit on. */
     struct cuda_agent *a = to_cuda(queue->agent);
-    if (a->idle_exit_us && xtq__cuda_idle_after_publish(&a->ctl->state))
+    bool relaunch = false;
+    if (a->idle_exit_us && xtq__cuda_idle_after_publish(&a->ctl->state)) {
         atomic_store_explicit(&a->wake, 1, memory_order_release);
+        relaunch = true;
+    }
     atomic_fetch_add_explicit(&a->bell, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&a->sleeping, memory_order_seq_cst))
+    /* A thread deferring to an engine thread that polls (the producer, in
+     * its turn) is left asleep: that thread retires the packet. */
+    if (atomic_load_explicit(&a->sleeping, memory_order_seq_cst) &&
+        (relaunch || !atomic_load_explicit(&a->deferring, memory_order_relaxed)))
         xtq__futex_wake(&a->bell, 1);
 }
 
@@ -615,6 +741,11 @@ int xtq__cuda_enqueue(xtq_queue_t *queue, const struct xtq__enqueue *d, uint64_t
     int rc = xtq_queue_reserve(queue, 1, &i);
     if (rc)
         return rc;
+    /* Enqueued in an engine turn: that thread polls for the completion
+     * (cuda_retire_poll), so the doorbell need not wake the retire thread. */
+    struct cuda_agent *a = to_cuda(queue->agent);
+    if (a->claim_ns && xtq__ctx_in_turn(a->base.ctx))
+        engine_claim(a);
     xtq_aql_packet_t *slot = xtq_queue_slot(queue, i);
     memcpy(slot->bytes + 4, pkt->bytes + 4, XTQ_AQL_PACKET_SIZE - 4);
     if (d->cookie != NULL && queue->retire != d->retire)
@@ -964,6 +1095,8 @@ static const struct xtq__agent_ops cuda_ops = {
     .mem_register = cuda_mem_register,
     .mem_deregister = cuda_mem_deregister,
     .close = cuda_close,
+    .retire_poll = cuda_retire_poll,
+    .retire_release = cuda_retire_release,
 };
 
 /* ---- provider ---------------------------------------------------------- */
@@ -1151,6 +1284,8 @@ static int open_on_device(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **a
     snprintf(a->module_name, sizeof(a->module_name), CUDA_BUILTIN_NAME);
     a->idle_spin_ns =
         xtq__spin_ns(XTQ__PARAM_XTQ_AGENT_SPIN_US, ctx ? ctx->local_ranks : 1, 50, 0);
+    a->claim_ns =
+        strcmp(xtq__param_string(XTQ__PARAM_XTQ_AGENT_RETIRE), "thread") != 0 ? RETIRE_CLAIM_NS : 0;
     /* Waits on this agent's completion signals poll through a small task
      * (XTQ_AGENT_SPIN_US; auto: 100 us where each rank has cores to spare). */
     xtq__device_signal_spin_raise(
@@ -1533,7 +1668,24 @@ int xtq__cuda_idle_stats(xtq_agent_t *agent, uint32_t *state, uint64_t *relaunch
     return rc;
 }
 
+int xtq__cuda_retire_stats(xtq_agent_t *agent, uint64_t *by_engine, uint64_t *by_thread)
+{
+    if (agent == NULL || agent->kind != XTQ_AGENT_CUDA || by_engine == NULL || by_thread == NULL)
+        return -XTQ_EINVAL;
+    struct cuda_agent *a = to_cuda(agent);
+    pthread_mutex_lock(&a->lock);
+    *by_engine = a->retired_polled;
+    *by_thread = a->retired_thread;
+    pthread_mutex_unlock(&a->lock);
+    return 0;
+}
+
 #else /* !XTQ_HAVE_CUDA_AGENT: the API exists, the agent does not. */
+
+int xtq__cuda_retire_stats(xtq_agent_t *agent, uint64_t *by_engine, uint64_t *by_thread)
+{
+    return -XTQ_ENOAGENT;
+}
 
 int xtq__cuda_idle_stats(xtq_agent_t *agent, uint32_t *state, uint64_t *relaunches)
 {

@@ -447,6 +447,16 @@ struct xtq__agent_ops {
     int (*mem_deregister)(xtq_agent_t *agent, void *addr, size_t len);
     /* Stop workers, free everything. */
     void (*close)(xtq_agent_t *agent);
+    /* Optional (XTQ_AGENT_RETIRE=engine). Called in every engine turn:
+     * retire the packets the device has finished, on the calling thread,
+     * unless another thread is retiring them now. While packets are
+     * pending the caller thereby claims the retiring: the agent's own
+     * thread leaves it alone until the caller releases the claim, or has
+     * not polled for a while. Returns the number retired. */
+    int (*retire_poll)(xtq_agent_t *agent);
+    /* Optional: the thread that polled is about to sleep; the agent's own
+     * thread retires from now on. */
+    void (*retire_release)(xtq_agent_t *agent);
 };
 
 struct xtq_agent {
@@ -488,6 +498,9 @@ int xtq__cuda_grid_stats(xtq_agent_t *agent, uint64_t out[2]);
  * (XTQ__CUDA_PROC_*, or -XTQ_ENOSYS when none was launched) and the
  * relaunches so far. */
 int xtq__cuda_idle_stats(xtq_agent_t *agent, uint32_t *state, uint64_t *relaunches);
+/* Packets retired so far by engine turns (XTQ_AGENT_RETIRE=engine) and by
+ * the agent's retire thread. */
+int xtq__cuda_retire_stats(xtq_agent_t *agent, uint64_t *by_engine, uint64_t *by_thread);
 extern const struct xtq__agent_provider xtq__rocr_agent_provider;
 
 /* hsa-glue/agent.c: open every available agent into the context. */
@@ -499,6 +512,16 @@ void xtq__agents_close(xtq_ctx_t *ctx);
  * none keeps it registered. */
 int xtq__agents_mem_register(xtq_ctx_t *ctx, void *addr, size_t len);
 void xtq__agents_mem_deregister(xtq_ctx_t *ctx, void *addr, size_t len);
+/* nic-emul/progress.c: whether this thread is taking a progress turn of
+ * any plane of `ctx`: a task running in it cannot wait for the put window
+ * (initiator.c), which a peer's plane may free only once this one moves
+ * on; a GPU agent's enqueue in it can count on the turns to retire. */
+bool xtq__ctx_in_turn(const xtq_ctx_t *ctx);
+/* Engine turns: retire what the agents that let engine threads retire
+ * (XTQ_AGENT_RETIRE=engine, ops->retire_poll) have finished; returns the
+ * number retired. Before a progress thread sleeps: release those claims. */
+int xtq__agents_retire_poll(xtq_ctx_t *ctx);
+void xtq__agents_retire_release(xtq_ctx_t *ctx);
 
 /* ---- the context ------------------------------------------------------ */
 
@@ -536,6 +559,10 @@ struct xtq_ctx {
     enum xtq_progress_mode progress;
     xtq_agent_t *agents[XTQ__MAX_AGENTS];
     unsigned nagents;
+    /* The agents whose finished packets engine turns retire (set before
+     * the engines start, read by their threads). */
+    xtq_agent_t *retire_agents[XTQ__MAX_AGENTS];
+    unsigned nretire_agents;
     int kind_status[XTQ_AGENT_KIND_COUNT];
     char kind_reason[XTQ_AGENT_KIND_COUNT][160];
     struct xtq__registry *registry;

@@ -1028,6 +1028,157 @@ XTQ_TEST(many_packets_small_queue_exactly_once)
     free(retired);
 }
 
+/* Who retired: the test's thread (its retire_poll calls) or another. */
+static pthread_t poll_thread;
+static _Atomic uint32_t by_poller, by_other;
+static void thread_retire(void *cookie, int status)
+{
+    count_retire(cookie, status);
+    atomic_fetch_add(pthread_equal(pthread_self(), poll_thread) ? &by_poller : &by_other, 1);
+}
+
+/* Until `n` cookies are retired, polling (retire_poll) or not; false
+ * after WAIT_NS. */
+static bool retired_all(xtq_agent_t *agent, uint32_t n, bool poll)
+{
+    uint64_t end = xtq__now_ns() + (uint64_t)WAIT_NS;
+    while (atomic_load(&by_poller) + atomic_load(&by_other) < n) {
+        if (xtq__now_ns() > end)
+            return false;
+        if (poll)
+            (void)agent->ops->retire_poll(agent);
+        else
+            usleep(100);
+    }
+    return true;
+}
+
+/*
+ * XTQ_AGENT_RETIRE=engine (the default): a thread that polls the agent
+ * (an engine turn) retires the packets itself while it keeps polling, and
+ * the retire thread stays off them; once it releases the claim, or stops
+ * polling without a word, the retire thread retires again.
+ */
+XTQ_TEST(retire_poll_claims_the_retiring)
+{
+    enum { N = 2000 };
+    xtq_agent_t *agent = open_agent();
+    CHECK(agent->ops->retire_poll != NULL && agent->ops->retire_release != NULL);
+    xtq_queue_t *q;
+    const uint32_t grid[3] = {1, 1, 1};
+    const uint16_t wg[3] = {1, 1, 1};
+    uint32_t *seen = host_alloc(agent, 3 * N * 4);
+    struct count_args *ka = host_alloc(agent, 3 * N * sizeof(*ka));
+    retired = calloc(3 * N, sizeof(*retired));
+    xtq_kernel_t *k = make_kernel(agent, TASK_COUNT, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 64, &q));
+    q->retire = thread_retire;
+    poll_thread = pthread_self();
+    atomic_store(&by_poller, 0);
+    atomic_store(&by_other, 0);
+    xtq_aql_packet_t p;
+    /* One at a time, polled: a poll that finds the packet pending claims
+     * the retiring, so the retire thread takes at most the first ones. */
+    for (uint32_t i = 0; i < N; i++) {
+        ka[i] = (struct count_args){.seen = seen, .seq = i};
+        kernel_packet(&p, k, &ka[i], 1, grid, wg, NULL);
+        submit(q, &p, (void *)(uintptr_t)(i + 1));
+        CHECK(retired_all(agent, i + 1, true));
+    }
+    uint32_t polled = atomic_load(&by_poller);
+    printf("claimed: %u of %u retired by the polling thread\n", polled, N);
+    /* All but the first few, and those of a claim that ran out while this
+     * thread was preempted (ctest -j4). */
+    CHECK(polled >= N * 9 / 10);
+    /* Released: the retire thread retires a batch nobody polls. */
+    agent->ops->retire_release(agent);
+    for (uint32_t i = N; i < 2 * N; i++) {
+        ka[i] = (struct count_args){.seen = seen, .seq = i};
+        kernel_packet(&p, k, &ka[i], 1, grid, wg, NULL);
+        submit(q, &p, (void *)(uintptr_t)(i + 1));
+    }
+    CHECK(retired_all(agent, 2 * N, false));
+    CHECK_EQ(atomic_load(&by_poller), polled);
+    /* Claimed by a poll that found a packet pending, then left without a
+     * release (a waiting thread that returned): the claim runs out. */
+    for (uint32_t i = 2 * N; i < 3 * N; i++) {
+        ka[i] = (struct count_args){.seen = seen, .seq = i};
+        kernel_packet(&p, k, &ka[i], 1, grid, wg, NULL);
+        submit(q, &p, (void *)(uintptr_t)(i + 1));
+        if (i == 2 * N)
+            (void)agent->ops->retire_poll(agent);
+    }
+    CHECK(retired_all(agent, 3 * N, false));
+    printf("after the release: %u by the retire thread\n", atomic_load(&by_other));
+    for (uint32_t i = 0; i < 3 * N; i++) {
+        CHECK_EQ(seen[i], 1);
+        CHECK_EQ(atomic_load(&retired[i]), 1);
+    }
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    host_free(agent, seen, 3 * N * 4);
+    host_free(agent, ka, 3 * N * sizeof(*ka));
+    agent->ops->close(agent);
+    free(retired);
+}
+
+/*
+ * Through the engine, to this rank: each task's completion is retired,
+ * and its ack sent, by the progress thread's turns (XTQ_AGENT_RETIRE=
+ * engine, the default), or by the agent's retire thread (thread; the
+ * cuda.engine_turns_retire.thread variant). Every task runs once.
+ */
+XTQ_TEST(engine_turns_retire)
+{
+    enum { N = 2000 };
+    const char *mode = getenv("XTQ_AGENT_RETIRE");
+    const bool engine = mode == NULL || strcmp(mode, "thread") != 0;
+    unsigned n = 0;
+    if (xtq__cuda_agent_provider.probe(skip_reason, sizeof(skip_reason), &n) != 0)
+        XTQ_SKIP("%s", skip_reason);
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    xtq_agent_t *agent;
+    xtq_queue_t *q;
+    CHECK_OK(xtq_init(&attr, &ctx));
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CUDA, &agent));
+    CHECK_OK(cuda_tasks_attach(agent));
+    uint32_t *seen = host_alloc(agent, N * 4);
+    xtq_kernel_t *k = make_kernel(agent, TASK_COUNT, sizeof(struct count_args));
+    CHECK_OK(xtq_queue_create(agent, 64, &q));
+    CHECK_OK(xtq_register_kernel(ctx, 0, k, seen, NULL));
+    CHECK_OK(xtq_register_queue(ctx, 0, q));
+    const xtq_dispatch_geometry_t geom = {1, {1, 1, 1}, {1, 1, 1}};
+    for (uint32_t i = 0; i < N; i++) {
+        struct count_args ka = {.seq = i};
+        uint8_t cmd[XTQ_AQL_PACKET_SIZE + sizeof(ka)];
+        size_t len;
+        xtq_completion_t c = {0};
+        CHECK_OK(xtq_cmd_kernel(cmd, sizeof(cmd), 0, 0, &geom, &ka, sizeof(ka), &len));
+        CHECK_OK(xtq_put(ctx, 0, cmd, len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &c));
+        CHECK_OK(xtq_completion_wait(ctx, &c, WAIT_NS));
+        CHECK_OK(c.status);
+    }
+    for (uint32_t i = 0; i < N; i++)
+        CHECK_EQ(seen[i], 1);
+    uint64_t by_engine, by_thread;
+    CHECK_OK(xtq__cuda_retire_stats(agent, &by_engine, &by_thread));
+    printf("XTQ_AGENT_RETIRE=%s: retired by engine turns %llu, by the retire thread %llu\n",
+           engine ? "engine" : "thread", (unsigned long long)by_engine,
+           (unsigned long long)by_thread);
+    CHECK_EQ(by_engine + by_thread, N);
+    if (engine)
+        CHECK(by_engine >= N * 9 / 10); /* a preempted progress thread's claim runs out */
+    else
+        CHECK_EQ(by_engine, 0);
+    CHECK_OK(xtq_unregister_queue(ctx, 0));
+    CHECK_OK(xtq_unregister_kernel(ctx, 0));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    host_free(agent, seen, N * 4);
+    CHECK_OK(xtq_finalize(ctx));
+}
+
 XTQ_TEST(bad_packets_complete_with_error)
 {
     xtq_agent_t *agent = open_agent();

@@ -36,3 +36,10 @@ xtq_test_cases_of(xtq_gpu_cases ${PROJECT_SOURCE_DIR}/tests/gpu/test_cuda_agent.
 foreach(c IN LISTS xtq_gpu_cases)
   set_tests_properties(cuda.${c} cuda_plain.${c} PROPERTIES LABELS "gpu;unit")
 endforeach()
+# The retiring left to the agent's retire thread (XTQ_AGENT_RETIRE=thread):
+# the engine's tasks still run once and are acked, none by engine turns.
+foreach(r cuda cuda_plain)
+  add_test(NAME ${r}.engine_turns_retire.thread COMMAND test_${r} engine_turns_retire)
+  set_tests_properties(${r}.engine_turns_retire.thread PROPERTIES LABELS "gpu;unit"
+                       SKIP_RETURN_CODE 77 TIMEOUT 60 ENVIRONMENT "XTQ_AGENT_RETIRE=thread")
+endforeach()

@@ -874,3 +874,54 @@ XTQ_TEST(second_acks_dropped_apart_from_unknown_ones)
     CHECK_EQ(atomic_load(&n), 2);
     backoff_done(ctx, q, f);
 }
+
+/* ---- GPU agents' completions retired in engine turns (XTQ_AGENT_RETIRE) -- */
+
+struct fake_agent {
+    struct xtq_agent base;
+    _Atomic uint32_t polls, releases;
+};
+
+static int fake_retire_poll(xtq_agent_t *agent)
+{
+    atomic_fetch_add(&((struct fake_agent *)agent)->polls, 1);
+    return 0;
+}
+
+static void fake_retire_release(xtq_agent_t *agent)
+{
+    atomic_fetch_add(&((struct fake_agent *)agent)->releases, 1);
+}
+
+static const struct xtq__agent_ops fake_ops = {
+    .name = "fake",
+    .retire_poll = fake_retire_poll,
+    .retire_release = fake_retire_release,
+};
+
+/*
+ * Every engine turn polls the agents that let engine threads retire, and
+ * a thread about to sleep on the transport releases them first (the
+ * CUDA agent's side of it is cuda.retire_poll_claims_the_retiring). No
+ * progress thread here, so that the agent can be added after xtq_init.
+ */
+XTQ_TEST(engine_turns_poll_agents_and_release_before_sleeping)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    struct fake_agent fake = {.base = {.ops = &fake_ops, .kind = XTQ_AGENT_CUDA}};
+
+    setenv("XTQ_PROGRESS", "manual", 1);
+    CHECK_OK(xtq_init(&attr, &ctx));
+    CHECK(!ctx->engine->thread_started);
+    CHECK(ctx->nretire_agents < XTQ__MAX_AGENTS);
+    ctx->retire_agents[ctx->nretire_agents++] = &fake.base;
+    for (int i = 0; i < 3; i++)
+        CHECK(xtq_progress(ctx) >= 0);
+    CHECK(atomic_load(&fake.polls) >= 3);
+    CHECK_EQ(atomic_load(&fake.releases), 0);
+    xtq__progress_block(ctx->engine); /* at most 100 ms: nothing will come */
+    CHECK_EQ(atomic_load(&fake.releases), 1);
+    ctx->nretire_agents--;
+    CHECK_OK(xtq_finalize(ctx));
+}

@@ -498,10 +498,6 @@ void xtq__engine_key(const struct xtq__engine *e, const char *base, char out[XTQ
  * progress thread owns the endpoint (XTQ_ENDPOINT_OWNER=progress), only
  * such a thread may use it. */
 bool xtq__engine_in_turn(const struct xtq__engine *e);
-/* Whether this thread is taking a progress turn of any plane of `ctx`: a
- * task running in it cannot wait for the put window (initiator.c), which
- * a peer's plane may free only once this one moves on. */
-bool xtq__ctx_in_turn(const xtq_ctx_t *ctx);
 
 /* ---- wakeup.c ----------------------------------------------------------- */
 /* Doorbells (same host, CQ without a wait fd) and the eventfd. */

@@ -125,6 +125,10 @@ static int progress_locked(struct xtq__engine *e, bool polite)
     if (rc < 0)
         return rc;
     n += rc;
+    /* A GPU's finished tasks, retired (and acked) here rather than on the
+     * agent's thread, which would pull every line of the task's state and
+     * the endpoint's to its core and back (XTQ_AGENT_RETIRE). */
+    n += xtq__agents_retire_poll(e->ctx);
     n += xtq__backlog_drain(e);
     /* Only once every arrival is read: a thread that did not run for a
      * while (a loaded host) finds its peers' answers waiting in the CQ,

@@ -226,6 +226,8 @@ void xtq__progress_block(struct xtq__engine *e)
          * no bell: while puts are in flight, nap briefly. */
         long ns = atomic_load(&e->puts_outstanding) ? 1000000L : 100000000L;
         struct timespec ts = {0, ns};
+        /* A GPU's completions are the agent thread's to retire while we sleep. */
+        xtq__agents_retire_release(e->ctx);
         shared_futex(&b->seq, FUTEX_WAIT, v, &ts);
         atomic_fetch_sub(&b->sleeping, 1);
         return;
@@ -246,6 +248,7 @@ void xtq__progress_block(struct xtq__engine *e)
     } else {
         timeout_ms = 1;
     }
+    xtq__agents_retire_release(e->ctx);
     int rc = poll(fds, nfds, timeout_ms);
     atomic_fetch_sub_explicit(&e->sleeping, 1, memory_order_relaxed);
     if (rc > 0 && (fds[0].revents & POLLIN)) {
