@@ -349,7 +349,13 @@ static void *progress_main(void *arg)
         }
         if (now - last < spin_ns) {
             /* Leave the transport lock free a moment between empty polls:
-             * the application and agent workers send on the same endpoint. */
+             * the application and agent workers send on the same endpoint.
+             * A GPU's completion words are looked at meanwhile (no
+             * transport lock): between two turns, not only in them. */
+            if (e->ctx->nretire_agents && xtq__agents_retire_poll(e->ctx) > 0) {
+                last = xtq__now_ns();
+                continue;
+            }
             for (int i = 0; i < 4; i++)
                 xtq__cpu_relax();
             continue;
