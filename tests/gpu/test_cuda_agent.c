@@ -1140,9 +1140,12 @@ XTQ_TEST(engine_turns_retire)
     xtq_ctx_t *ctx;
     xtq_agent_t *agent;
     xtq_queue_t *q;
-    /* The progress thread polls throughout, so its claim holds even where
-     * a task outlasts the usual spin (compute-sanitizer's memcheck). */
+    /* Polled throughout (the waiting thread, and the progress thread when
+     * it takes over), so that the claim holds where a task outlasts the
+     * usual spins (compute-sanitizer): a waiter that sleeps hands the
+     * retiring to the retire thread, as it should. */
     setenv("XTQ_PROGRESS_SPIN_US", "10000000", 1);
+    setenv("XTQ_WAIT_SPIN_US", "10000000", 1);
     CHECK_OK(xtq_init(&attr, &ctx));
     CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CUDA, &agent));
     CHECK_OK(cuda_tasks_attach(agent));
