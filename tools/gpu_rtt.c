@@ -217,6 +217,56 @@ static bool mode_runs(int m, unsigned groups)
     return true;
 }
 
+/*
+ * The floor (rtt_echo_start): a host store to a word the GPU polls, the
+ * GPU's answer in host memory, as seen by this thread; a poll of 1 line
+ * and of 32 (512 bytes, what the processor's poll reads for a small task),
+ * answered with a plain or a release store. Run before the processor
+ * starts, on its own; printed as "echo".
+ */
+static void echo_floor(int iters, cudaStream_t stream)
+{
+    static const struct {
+        unsigned lines;
+        int release;
+        const char *name;
+    } cfg[] = {{1, 0, "1 line"}, {32, 0, "32 lines"}, {32, 1, "32 lines, release"}};
+    unsigned *bell, *ans;
+    CK(cudaHostAlloc((void **)&bell, 4096, cudaHostAllocMapped | cudaHostAllocPortable));
+    CK(cudaHostAlloc((void **)&ans, 4096, cudaHostAllocMapped | cudaHostAllocPortable));
+    uint64_t *t = calloc((size_t)iters, sizeof(*t));
+    const int warm = iters / 10 + 10;
+    printf("echo (one block polling host memory and answering there; no processor) median us:");
+    for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
+        memset(bell, 0, 4096);
+        *(volatile unsigned *)ans = 0;
+        CK(rtt_echo_start(bell, ans, (unsigned)(warm + iters), cfg[c].lines, cfg[c].release,
+                          stream));
+        bool ok = true;
+        for (int it = -warm; it < iters && ok; it++) {
+            const unsigned k = (unsigned)(it + warm + 1);
+            uint64_t t0 = xtq__now_ns();
+            atomic_store_explicit((_Atomic unsigned *)bell, k, memory_order_release);
+            ok = SPIN_UNTIL(*(volatile unsigned *)ans == k);
+            if (it >= 0)
+                t[it] = xtq__now_ns() - t0;
+        }
+        if (!ok) {
+            printf(" %s: no answer in %llu s", cfg[c].name, STALL_NS / 1000000000ull);
+            /* Let the kernel finish: ring it through. */
+            atomic_store_explicit((_Atomic unsigned *)bell, (unsigned)(warm + iters),
+                                  memory_order_release);
+        } else {
+            printf(" %s %.2f", cfg[c].name, median(t, iters) / 1e3);
+        }
+        CK(cudaStreamSynchronize(stream));
+    }
+    printf("\n");
+    free(t);
+    CK(cudaFreeHost(bell));
+    CK(cudaFreeHost(ans));
+}
+
 int main(int argc, char **argv)
 {
     int iters = 2000, opt, limit_s = 0;
@@ -282,6 +332,7 @@ int main(int argc, char **argv)
         return 1;
     }
     XK(xtq_kernel_create_cuda(b.agent, fn, sizeof(struct rtt_args), &b.k));
+    echo_floor(iters, b.stream);
     /* The processor starts with the first queue. */
     if (!no_processor)
         XK(xtq_queue_create(b.agent, 64, &b.q));

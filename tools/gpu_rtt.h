@@ -33,6 +33,17 @@ enum { RTT_LAUNCH_CDP, RTT_LAUNCH_GRAPH };
 int rtt_poller_start(int how, const struct rtt_args *a, unsigned groups, volatile unsigned *bell,
                      unsigned *done, unsigned n, void *stream);
 int rtt_poller_wait(void *stream);
+
+/*
+ * The floor of any GPU task started from host memory: one block of
+ * RTT_WG threads (the processor's shape) polls `bell` (mapped host, one
+ * 16-byte line per thread for the first `lines` threads, the counter in
+ * the first word) until it reaches 1, 2, ... `n`, and answers each in
+ * `ans` (mapped host) with a release store at system scope (`release`)
+ * or a plain volatile one. Nothing else runs in it: no task, no checks.
+ */
+int rtt_echo_start(const volatile unsigned *bell, unsigned *ans, unsigned n, unsigned lines,
+                   int release, void *stream);
 #ifdef __cplusplus
 }
 #endif

@@ -196,6 +196,42 @@ extern "C" int rtt_poller_start(int how, const struct rtt_args *a, unsigned grou
     return (int)e;
 }
 
+__global__ void echo_kernel(const volatile unsigned *bell, unsigned *ans, unsigned n,
+                            unsigned lines, int release)
+{
+    __shared__ unsigned seen;
+    for (unsigned k = 1; k <= n; k++) {
+        for (;;) {
+            /* Every line in flight at once, as the processor's poll. */
+            unsigned v = 0;
+            if (threadIdx.x < lines) {
+                const volatile uint4 *line = (const volatile uint4 *)bell + threadIdx.x;
+                v = line->x;
+            }
+            if (threadIdx.x == 0)
+                seen = v;
+            __syncthreads();
+            const bool got = seen >= k;
+            __syncthreads();
+            if (got)
+                break;
+        }
+        if (threadIdx.x == 0) {
+            if (release)
+                asm volatile("st.release.sys.u32 [%0], %1;" ::"l"(ans), "r"(k) : "memory");
+            else
+                *(volatile unsigned *)ans = k;
+        }
+    }
+}
+
+extern "C" int rtt_echo_start(const volatile unsigned *bell, unsigned *ans, unsigned n,
+                              unsigned lines, int release, void *stream)
+{
+    echo_kernel<<<1, RTT_WG, 0, (cudaStream_t)stream>>>(bell, ans, n, lines, release);
+    return (int)cudaGetLastError();
+}
+
 extern "C" int rtt_poller_wait(void *stream)
 {
     return (int)cudaStreamSynchronize((cudaStream_t)stream);
