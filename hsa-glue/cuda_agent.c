@@ -160,6 +160,7 @@ struct cuda_agent {
      * doorbell does not wake. A line of its own: the poller stores it. */
     uint64_t claim_ns;
     _Atomic uint32_t deferring;
+    _Atomic uint32_t any_queue; /* a queue was ever made: worth polling */
     uint8_t claimed_pad0[64]; /* padded, the agent being calloc'ed */
     _Atomic uint64_t claimed_at;
     uint8_t claimed_pad1[64];
@@ -519,7 +520,9 @@ static int cuda_retire_poll(xtq_agent_t *agent)
     struct cuda_agent *a = to_cuda(agent);
     uint32_t n = 0;
     bool pending = false;
-    if (a->claim_ns == 0 || pthread_mutex_trylock(&a->lock) != 0)
+    /* An agent without queues (an initiator's) costs a turn one load. */
+    if (a->claim_ns == 0 || !atomic_load_explicit(&a->any_queue, memory_order_relaxed) ||
+        pthread_mutex_trylock(&a->lock) != 0)
         return 0;
     for (uint32_t i = 0; i < a->nq; i++) {
         struct cuda_queue *q = a->queues[i];
@@ -857,8 +860,10 @@ static int queue_create_on_device(xtq_agent_t *agent, uint32_t size, xtq_queue_t
         if (rc == 0)
             a->nq = nq;
     }
-    if (rc == 0)
+    if (rc == 0) {
         a->queues[slot] = q;
+        atomic_store_explicit(&a->any_queue, 1, memory_order_relaxed);
+    }
     /* The first queue needs a processor: libxtq's own until a module
      * attaches. */
     if (rc == 0 && !a->running)
