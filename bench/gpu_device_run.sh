@@ -67,6 +67,9 @@
 #     (bench/ab_compare.sh with BUILD_A/BUILD_B; cpu/regress_*.txt). The
 #     old source travels as an ignored, carried folder: before the call,
 #     `git worktree add .carry/old 163184a` (or OLD=<dir>), carry .carry.
+#     REGRESS_CUDA=ON builds both with the CUDA agent (open beside the CPU
+#     agent, as on any GPU host); REGRESS_RATE=1 adds the message rate;
+#     REGRESS_ROUNDS (5).
 # 15. (stage "gpufix", not in the default list; about 6 minutes after a
 #     build) session 4's fixes for the task-module paths: ctest -L gpu,
 #     coll.gpu_team, coll.gpu_paths, shim.device_staged, mpi.ompi.gpu_window,
@@ -652,13 +655,16 @@ if want regress; then
   else
     for side in old new; do
       src=$ROOT; [ $side = old ] && src=$OLD
+      # REGRESS_CUDA=ON: both built with the CUDA agent, which every
+      # context then opens beside the CPU agent (as on any GPU host).
       cmake -S "$src" -B /tmp/build-$side -DCMAKE_BUILD_TYPE=Release -DXTQ_BUILD_TESTS=OFF \
-        -DXTQ_ENABLE_CUDA=OFF >/dev/null && cmake --build /tmp/build-$side -j16 \
+        -DXTQ_ENABLE_CUDA=${REGRESS_CUDA:-OFF} -DXTQ_ENABLE_ROCR=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
+        >/dev/null && cmake --build /tmp/build-$side -j16 \
         --target xtq_bench_rtt xtq_bench_msgrate >/dev/null
       echo "build $side rc=$?"
     done
     # B/A of rtt_*: above 1.0 means this commit is slower than the old one.
-    BUILD_A=/tmp/build-old BUILD_B=/tmp/build-new A=old B=new NAME=regress MACHINE=gpu-host \
+    RATE=${REGRESS_RATE:-0} BUILD_A=/tmp/build-old BUILD_B=/tmp/build-new A=old B=new NAME=regress MACHINE=gpu-host \
       ROUNDS=${REGRESS_ROUNDS:-5} ITERS=5000 SIZES=64,4K MPIRUN=mpirun timeout 400 "$ROOT/bench/ab_compare.sh" \
       >$W/cpu/regress_run.txt 2>&1
     echo "rc=$?"; sed -n '/^# median per value/,$p' $W/cpu/regress_run.txt
