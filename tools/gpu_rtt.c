@@ -44,6 +44,7 @@
 
 #include <getopt.h>
 #include <signal.h>
+#include <immintrin.h>
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
@@ -217,20 +218,78 @@ static bool mode_runs(int m, unsigned groups)
     return true;
 }
 
+/* How the host writes the echo's doorbell: one word, or six cache lines
+ * of 8-byte words (lines 1-5, then line 0 with the counter in its first
+ * word, as the CUDA agent's inline_fill writes a small task), plainly, after
+ * prefetching them for writing, as 64-byte AVX-512 stores, or lines 1-5
+ * non-temporal (then a fence) and line 0 plain. */
+enum { ECHO_WORD, ECHO_LINES, ECHO_PREFETCHW, ECHO_AVX512, ECHO_STREAM };
+
+__attribute__((target("avx512f"))) static void echo_lines_avx512(uint64_t *l, unsigned k)
+{
+    for (int line = 1; line < 6; line++) {
+        __m512i v = _mm512_set1_epi64((long long)(((uint64_t)k << 32) | (unsigned)line));
+        _mm512_store_si512((void *)(l + 8 * line), v);
+    }
+    __m512i v0 = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, (long long)k);
+    _mm512_store_si512((void *)l, v0);
+}
+
+static void echo_ring(unsigned *bell, int how, unsigned k)
+{
+    uint64_t *l = (uint64_t *)bell;
+    switch (how) {
+    case ECHO_WORD:
+        atomic_store_explicit((_Atomic unsigned *)bell, k, memory_order_release);
+        return;
+    case ECHO_AVX512:
+        echo_lines_avx512(l, k);
+        return;
+    case ECHO_PREFETCHW:
+        for (int line = 0; line < 6; line++)
+            __builtin_prefetch(l + 8 * line, 1);
+        break;
+    default:
+        break;
+    }
+    for (int line = 1; line < 6; line++)
+        for (int w = 0; w < 8; w++) {
+            const uint64_t v = ((uint64_t)k << 32) | (unsigned)(line * 8 + w);
+            if (how == ECHO_STREAM)
+                _mm_stream_si64((long long *)(l + 8 * line + w), (long long)v);
+            else
+                atomic_store_explicit((_Atomic uint64_t *)(l + 8 * line + w), v,
+                                      memory_order_relaxed);
+        }
+    if (how == ECHO_STREAM)
+        _mm_sfence();
+    for (int w = 7; w >= 1; w--)
+        atomic_store_explicit((_Atomic uint64_t *)(l + w), (uint64_t)w, memory_order_relaxed);
+    atomic_store_explicit((_Atomic uint64_t *)l, k, memory_order_release);
+}
+
 /*
  * The floor (rtt_echo_start): a host store to a word the GPU polls, the
  * GPU's answer in host memory, as seen by this thread; a poll of 1 line
  * and of 32 (512 bytes, what the processor's poll reads for a small task),
- * answered with a plain or a release store. Run before the processor
- * starts, on its own; printed as "echo".
+ * answered with a plain or a release store; and, with the 32-line poll and
+ * a plain answer, the host writing six lines as a small task's enqueue
+ * does, in the ways of echo_ring. Run before the processor starts, on its
+ * own; printed as "echo".
  */
 static void echo_floor(int iters, cudaStream_t stream)
 {
     static const struct {
         unsigned lines;
-        int release;
+        int release, how;
         const char *name;
-    } cfg[] = {{1, 0, "1 line"}, {32, 0, "32 lines"}, {32, 1, "32 lines, release"}};
+    } cfg[] = {{1, 0, ECHO_WORD, "1 line"},
+               {32, 0, ECHO_WORD, "32 lines"},
+               {32, 1, ECHO_WORD, "32 lines, release"},
+               {32, 0, ECHO_LINES, "host writes 6 lines"},
+               {32, 0, ECHO_PREFETCHW, "6 lines prefetchw"},
+               {32, 0, ECHO_AVX512, "6 lines avx512"},
+               {32, 0, ECHO_STREAM, "6 lines, 5 streamed"}};
     unsigned *bell, *ans;
     CK(cudaHostAlloc((void **)&bell, 4096, cudaHostAllocMapped | cudaHostAllocPortable));
     CK(cudaHostAlloc((void **)&ans, 4096, cudaHostAllocMapped | cudaHostAllocPortable));
@@ -238,6 +297,10 @@ static void echo_floor(int iters, cudaStream_t stream)
     const int warm = iters / 10 + 10;
     printf("echo (one block polling host memory and answering there; no processor) median us:");
     for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
+        if (cfg[c].how == ECHO_AVX512 && !__builtin_cpu_supports("avx512f")) {
+            printf(" %s: no AVX-512", cfg[c].name);
+            continue;
+        }
         memset(bell, 0, 4096);
         *(volatile unsigned *)ans = 0;
         CK(rtt_echo_start(bell, ans, (unsigned)(warm + iters), cfg[c].lines, cfg[c].release,
@@ -246,7 +309,7 @@ static void echo_floor(int iters, cudaStream_t stream)
         for (int it = -warm; it < iters && ok; it++) {
             const unsigned k = (unsigned)(it + warm + 1);
             uint64_t t0 = xtq__now_ns();
-            atomic_store_explicit((_Atomic unsigned *)bell, k, memory_order_release);
+            echo_ring(bell, cfg[c].how, k);
             ok = SPIN_UNTIL(*(volatile unsigned *)ans == k);
             if (it >= 0)
                 t[it] = xtq__now_ns() - t0;

@@ -206,7 +206,12 @@ __global__ void echo_kernel(const volatile unsigned *bell, unsigned *ans, unsign
             unsigned v = 0;
             if (threadIdx.x < lines) {
                 const volatile uint4 *line = (const volatile uint4 *)bell + threadIdx.x;
-                v = line->x;
+                unsigned x, y, z, w;
+                asm volatile("ld.volatile.v4.u32 {%0, %1, %2, %3}, [%4];"
+                             : "=r"(x), "=r"(y), "=r"(z), "=r"(w)
+                             : "l"(line)
+                             : "memory");
+                v = x | ((y | z | w) & 0u); /* the whole line read, its first word used */
             }
             if (threadIdx.x == 0)
                 seen = v;
