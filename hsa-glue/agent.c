@@ -109,7 +109,7 @@ int xtq__agents_open(xtq_ctx_t *ctx)
             }
             ctx->agents[ctx->nagents++] = agent;
             opened++;
-            if (agent->ops->retire_poll != NULL && engine_retires)
+            if (engine_retires && agent->ops->retire_poll(agent) != -XTQ_ENOSYS)
                 ctx->retire_agents[ctx->nretire_agents++] = agent;
         }
         if (opened == 0) {
@@ -181,8 +181,18 @@ int xtq__agents_retire_poll(xtq_ctx_t *ctx)
 void xtq__agents_retire_release(xtq_ctx_t *ctx)
 {
     for (unsigned i = 0; i < ctx->nretire_agents; i++)
-        if (ctx->retire_agents[i]->ops->retire_release != NULL)
-            ctx->retire_agents[i]->ops->retire_release(ctx->retire_agents[i]);
+        ctx->retire_agents[i]->ops->retire_release(ctx->retire_agents[i]);
+}
+
+int xtq__agent_retire_poll_none(xtq_agent_t *agent)
+{
+    (void)agent;
+    return -XTQ_ENOSYS;
+}
+
+void xtq__agent_retire_release_none(xtq_agent_t *agent)
+{
+    (void)agent;
 }
 
 unsigned xtq_agent_count(xtq_ctx_t *ctx)

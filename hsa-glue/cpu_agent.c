@@ -866,6 +866,9 @@ static const struct xtq__agent_ops cpu_ops = {
     .mem_register = cpu_mem_register,
     .mem_deregister = cpu_mem_deregister,
     .close = cpu_close,
+    /* Workers (or the receiving thread, for a short task) retire. */
+    .retire_poll = xtq__agent_retire_poll_none,
+    .retire_release = xtq__agent_retire_release_none,
 };
 
 static int cpu_agent_create(xtq_ctx_t *ctx, unsigned device_index, unsigned workers,

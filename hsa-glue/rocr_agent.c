@@ -1099,6 +1099,10 @@ static const struct xtq__agent_ops rocr_agent_ops = {
     .mem_register = rocr_mem_register,
     .mem_deregister = rocr_mem_deregister,
     .close = rocr_close,
+    /* Its retire thread waits on the runtime's signals (not yet polled
+     * from engine turns: no AMD GPU here to measure it on). */
+    .retire_poll = xtq__agent_retire_poll_none,
+    .retire_release = xtq__agent_retire_release_none,
 };
 
 const struct xtq__agent_provider xtq__rocr_agent_provider = {

@@ -447,15 +447,17 @@ struct xtq__agent_ops {
     int (*mem_deregister)(xtq_agent_t *agent, void *addr, size_t len);
     /* Stop workers, free everything. */
     void (*close)(xtq_agent_t *agent);
-    /* Optional (XTQ_AGENT_RETIRE=engine). Called in every engine turn:
-     * retire the packets the device has finished, on the calling thread,
-     * unless another thread is retiring them now. While packets are
-     * pending the caller thereby claims the retiring: the agent's own
-     * thread leaves it alone until the caller releases the claim, or has
-     * not polled for a while. Returns the number retired. */
+    /* XTQ_AGENT_RETIRE=engine: called in every engine turn, retire the
+     * packets the device has finished, on the calling thread, unless
+     * another thread is retiring them now. While packets are pending the
+     * caller thereby claims the retiring: the agent's own thread leaves it
+     * alone until the caller releases the claim, or has not polled for a
+     * while. Returns the number retired; -XTQ_ENOSYS where the agent's own
+     * threads always retire (xtq__agent_retire_poll_none: asked once, at
+     * open, and never polled). */
     int (*retire_poll)(xtq_agent_t *agent);
-    /* Optional: the thread that polled is about to sleep; the agent's own
-     * thread retires from now on. */
+    /* The thread that polled is about to sleep: the agent's own thread
+     * retires from now on (xtq__agent_retire_release_none: nothing). */
     void (*retire_release)(xtq_agent_t *agent);
 };
 
@@ -522,6 +524,9 @@ bool xtq__ctx_in_turn(const xtq_ctx_t *ctx);
  * number retired. Before a progress thread sleeps: release those claims. */
 int xtq__agents_retire_poll(xtq_ctx_t *ctx);
 void xtq__agents_retire_release(xtq_ctx_t *ctx);
+/* The retire operations of an agent whose own threads retire. */
+int xtq__agent_retire_poll_none(xtq_agent_t *agent);
+void xtq__agent_retire_release_none(xtq_agent_t *agent);
 
 /* ---- the context ------------------------------------------------------ */
 

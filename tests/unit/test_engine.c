@@ -914,6 +914,10 @@ XTQ_TEST(engine_turns_poll_agents_and_release_before_sleeping)
     setenv("XTQ_PROGRESS", "manual", 1);
     CHECK_OK(xtq_init(&attr, &ctx));
     CHECK(!ctx->engine->thread_started);
+    /* The CPU agent retires on its own threads: its poll says so at open
+     * (-XTQ_ENOSYS), and turns never call it. */
+    for (unsigned i = 0; i < ctx->nretire_agents; i++)
+        CHECK(ctx->retire_agents[i]->kind != XTQ_AGENT_CPU);
     CHECK(ctx->nretire_agents < XTQ__MAX_AGENTS);
     ctx->retire_agents[ctx->nretire_agents++] = &fake.base;
     for (int i = 0; i < 3; i++)
