@@ -426,6 +426,12 @@ static uint32_t cuda_drain_queue(struct cuda_agent *a, struct cuda_queue *q)
     return (uint32_t)(r - start);
 }
 
+/* Packets enqueued on `q` and not yet retired. Caller holds the lock. */
+static bool queue_pending(struct cuda_queue *q)
+{
+    return q->retired < atomic_load_explicit(q->base.write_index, memory_order_acquire);
+}
+
 /* Consume completion words; returns whether packets are still pending. */
 static bool cuda_drain(struct cuda_agent *a, bool *progressed)
 {
@@ -440,7 +446,7 @@ static bool cuda_drain(struct cuda_agent *a, bool *progressed)
             a->retired_thread += n;
             *progressed = true;
         }
-        if (q->retired < atomic_load_explicit(q->base.write_index, memory_order_acquire))
+        if (queue_pending(q))
             pending = true;
     }
     pthread_mutex_unlock(&a->lock);
@@ -482,9 +488,7 @@ static bool cuda_pending(struct cuda_agent *a)
     bool pending = false;
     pthread_mutex_lock(&a->lock);
     for (uint32_t i = 0; i < a->nq && !pending; i++)
-        pending = a->queues[i] != NULL &&
-                  a->queues[i]->retired <
-                      atomic_load_explicit(a->queues[i]->base.write_index, memory_order_acquire);
+        pending = a->queues[i] != NULL && queue_pending(a->queues[i]);
     pthread_mutex_unlock(&a->lock);
     return pending;
 }
@@ -529,7 +533,7 @@ static int cuda_retire_poll(xtq_agent_t *agent)
         if (q == NULL)
             continue;
         n += cuda_drain_queue(a, q);
-        if (q->retired < atomic_load_explicit(q->base.write_index, memory_order_acquire))
+        if (queue_pending(q))
             pending = true;
     }
     a->retired_polled += n;
