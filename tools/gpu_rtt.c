@@ -109,8 +109,11 @@ static uint64_t pct(const uint64_t *sorted, int n, double p)
  * the packet after the host wrote it, and the host seeing the completion
  * after the GPU stored it). */
 #define PROF_N 1000
-#define PROF_STAGES 6
-static const char *prof_name[PROF_STAGES] = {"unpack", "check+args", "start",
+#define PROF_STAGES 7
+/* "publish" and "launch" are a dispatch of several work-groups' (its
+ * description written for the other blocks, or the grid's launch and
+ * prologue up to its first group); 0 for one work-group. */
+static const char *prof_name[PROF_STAGES] = {"unpack", "check+args", "publish", "launch",
                                              "task",   "complete",   "host+link"};
 static uint64_t prof[PROF_STAGES][PROF_N];
 
@@ -513,16 +516,20 @@ int main(int argc, char **argv)
                 if (it >= 0)
                     t[it] = t1 - t0;
                 /* Where the time goes: the processor's own stage clock. */
-                if (m == M_XTQ && it >= 0 && it < PROF_N && len <= 4096) {
+                if (m == M_XTQ && it >= 0 && it < PROF_N) {
                     uint64_t pr[8];
                     XK(xtq__cuda_profile(b.agent, pr));
                     /* seen, unpacked, args, (published), start, end, done */
                     prof[0][it] = pr[1] - pr[0];
                     prof[1][it] = pr[2] - pr[1];
-                    prof[2][it] = pr[4] - pr[2];
-                    prof[3][it] = pr[5] - pr[4];
-                    prof[4][it] = pr[6] - pr[5];
-                    prof[5][it] = (t1 - t0) - (pr[6] - pr[0]);
+                    /* A processor block may start group 0 before block 0
+                     * stamps "published": then it is all "publish". */
+                    uint64_t pub = pr[3] < pr[4] ? pr[3] : pr[4];
+                    prof[2][it] = pub - pr[2];
+                    prof[3][it] = pr[4] - pub;
+                    prof[4][it] = pr[5] - pr[4];
+                    prof[5][it] = pr[6] - pr[5];
+                    prof[6][it] = (t1 - t0) - (pr[6] - pr[0]);
                 }
             }
             if (m == M_HSA_FLAG)
@@ -545,7 +552,7 @@ int main(int argc, char **argv)
             }
             if (failed[m])
                 continue;
-            if (m == M_XTQ && len <= 4096) {
+            if (m == M_XTQ) {
                 int np = n < PROF_N ? n : PROF_N;
                 printf("profile %zu B xtq (median us):", len);
                 for (int st = 0; st < PROF_STAGES; st++)
