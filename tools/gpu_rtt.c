@@ -112,10 +112,11 @@ static uint64_t pct(const uint64_t *sorted, int n, double p)
 #define PROF_STAGES 7
 /* "publish" and "launch" are a dispatch of several work-groups' (its
  * description written for the other blocks, or the grid's launch and
- * prologue up to its first group); 0 for one work-group. */
+ * prologue up to its first group); 0 for one work-group. Row 7: of
+ * "launch", the part before the grid's first instruction. */
 static const char *prof_name[PROF_STAGES] = {"unpack", "check+args", "publish", "launch",
                                              "task",   "complete",   "host+link"};
-static uint64_t prof[PROF_STAGES][PROF_N];
+static uint64_t prof[PROF_STAGES + 1][PROF_N];
 
 /* Launches from the GPU without the agent: a poller answers n bells. */
 #define POLLER_BATCH 100
@@ -527,6 +528,9 @@ int main(int argc, char **argv)
                     uint64_t pub = pr[3] < pr[4] ? pr[3] : pr[4];
                     prof[2][it] = pub - pr[2];
                     prof[3][it] = pr[4] - pub;
+                    /* A grid's first instruction: its launch, then its prologue. */
+                    bool grid = pr[7] > pub && pr[7] <= pr[4];
+                    prof[7][it] = grid ? pr[7] - pub : 0;
                     prof[4][it] = pr[5] - pr[4];
                     prof[5][it] = pr[6] - pr[5];
                     prof[6][it] = (t1 - t0) - (pr[6] - pr[0]);
@@ -557,6 +561,8 @@ int main(int argc, char **argv)
                 printf("profile %zu B xtq (median us):", len);
                 for (int st = 0; st < PROF_STAGES; st++)
                     printf(" %s %.2f", prof_name[st], median(prof[st], np) / 1e3);
+                if (median(prof[7], np))
+                    printf(" (launch to the grid's entry %.2f)", median(prof[7], np) / 1e3);
                 printf("\n");
             }
             med[si][m] = median(t, n);

@@ -132,7 +132,9 @@ __device__ __forceinline__ uint64_t gpu_clock_ns(void)
     return t;
 }
 
-enum { PROF_SEEN, PROF_UNPACKED, PROF_ARGS, PROF_PUBLISHED, PROF_START, PROF_END, PROF_DONE };
+/* prof[]: the processor's stage clock (PROF_ENTRY: a grid's first
+ * instruction, before its prologue; 0 where no grid ran). */
+enum { PROF_SEEN, PROF_UNPACKED, PROF_ARGS, PROF_PUBLISHED, PROF_START, PROF_END, PROF_DONE, PROF_ENTRY };
 
 /* Block 0's copy of the queue table and of the settings the host changes
  * only with a table version (shared memory: no device-memory read on the
@@ -836,6 +838,8 @@ __global__ void __launch_bounds__(XTQ_CUDA_MAX_WORKGROUP)
     __shared__ xtq_kernel_dispatch_packet_t s_pkt;
     __shared__ __align__(16) uint8_t s_karg[XTQ_CUDA_MAX_KERNARG];
     const uint32_t tid = threadIdx.x;
+    if (blockIdx.x == 0 && tid == 0)
+        dev->prof[PROF_ENTRY] = gpu_clock_ns();
     if (tid < sizeof(s_pkt) / 4)
         ((uint32_t *)&s_pkt)[tid] = __ldcg((const unsigned int *)&dev->cur + tid);
     const uint32_t ks = dev->cur_kernarg_size, total = dev->cur_total;
