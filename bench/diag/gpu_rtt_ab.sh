@@ -12,6 +12,8 @@ set -uo pipefail
 W=${W:-/tmp/res/gpurtt_ab}
 mkdir -p "$W"
 if [ -n "${OLD:-}" ]; then
+  # libfabric's carried headers, as gpu_device_run.sh found them (/tmp/pc).
+  [ -d /tmp/pc ] && export PKG_CONFIG_PATH=/tmp/pc:${PKG_CONFIG_PATH:-}
   timeout 200 cmake -S "$OLD" -B /tmp/build-old -DCMAKE_BUILD_TYPE=Release -DXTQ_ENABLE_CUDA=ON \
     -DXTQ_ENABLE_ROCR=OFF -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null 2>&1
   timeout 240 cmake --build /tmp/build-old -j16 --target xtq_gpu_rtt >"$W/build_old.txt" 2>&1
