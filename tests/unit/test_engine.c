@@ -231,6 +231,118 @@ XTQ_TEST(wait_state_local_before_done)
     CHECK_OK(xtq_finalize(ctx));
 }
 
+/* ---- how long a wait polls (issue 11, session 17) ------------------------ */
+
+XTQ_TEST(wait_spin_budget_follows_recent_waits)
+{
+    const uint64_t base = 50000, max = 500000;
+    /* Short waits, or none yet: the base spin. */
+    CHECK(xtq__wait_spin_budget(base, max, 0) == base);
+    CHECK(xtq__wait_spin_budget(base, max, 20000) == base);
+    /* Waits of 150 us: poll 1.5 x as long. */
+    CHECK(xtq__wait_spin_budget(base, max, 150000) == 225000);
+    CHECK(xtq__wait_spin_budget(base, max, 333333) == 499999);
+    /* Longer than max would allow: sleep after the base spin, as before. */
+    CHECK(xtq__wait_spin_budget(base, max, 400000) == base);
+    CHECK(xtq__wait_spin_budget(base, max, UINT64_MAX) == base);
+    /* Adapting off (XTQ_WAIT_SPIN_MAX_US=0), or no spin at all. */
+    CHECK(xtq__wait_spin_budget(base, 0, 150000) == base);
+    CHECK(xtq__wait_spin_budget(0, 0, 150000) == 0);
+
+    /* The average moves a quarter of the way, both ways, and settles. */
+    CHECK(xtq__wait_est_update(0, 100000) == 25000);
+    CHECK(xtq__wait_est_update(100000, 0) == 75000);
+    CHECK(xtq__wait_est_update(100000, 100000) == 100000);
+    uint64_t est = 0;
+    for (int i = 0; i < 40; i++)
+        est = xtq__wait_est_update(est, 150000);
+    CHECK(est > 149000 && est <= 150000);
+    CHECK(xtq__wait_est_update(UINT64_MAX, 0) == UINT64_MAX - UINT64_MAX / 4);
+    CHECK(xtq__wait_est_update(0, UINT64_MAX) == UINT64_MAX / 4);
+}
+
+struct gate_opener {
+    xtq_signal_t *gate;
+    long after_us;
+};
+
+static void *open_gate_later(void *arg)
+{
+    struct gate_opener *o = arg;
+    nap_us(o->after_us);
+    xtq_signal_store(o->gate, 0);
+    return NULL;
+}
+
+/* One completion wait of a task held for `held_us`; the context's running
+ * average of its waits afterwards. */
+static uint64_t wait_est_after_held_task(long held_us, uint64_t *spin_max_ns)
+{
+    xtq_init_attr_t attr = {0};
+    xtq_ctx_t *ctx;
+    xtq_agent_t *cpu;
+    xtq_queue_t *q;
+    xtq_function_t *fg;
+    struct gate g;
+    xtq_completion_t c = {0};
+    pthread_t th;
+
+    gate_init(&attr, &ctx, &cpu, &g);
+    CHECK_OK(xtq_queue_create(cpu, 16, &q));
+    CHECK_OK(xtq_function_create_cpu(cpu, gate_fn, &g, &fg));
+    CHECK_OK(xtq_register_queue(ctx, 1, q));
+    CHECK_OK(xtq_register_function(ctx, 1, fg, NULL));
+    *spin_max_ns = ctx->engine->wait_spin_max_ns;
+    CHECK(atomic_load(&ctx->engine->wait_est_ns) == 0);
+
+    struct gate_opener o = {g.gate, held_us};
+    put_fn(ctx, 1, 1, &c);
+    CHECK_OK(xtq_signal_wait(g.started, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE, NULL));
+    CHECK(pthread_create(&th, NULL, open_gate_later, &o) == 0);
+    CHECK_OK(xtq_completion_wait(ctx, &c, 30ll * 1000000000));
+    CHECK_OK(c.status);
+    pthread_join(th, NULL);
+    uint64_t est = atomic_load(&ctx->engine->wait_est_ns);
+
+    CHECK_OK(xtq_unregister_function(ctx, 1));
+    CHECK_OK(xtq_unregister_queue(ctx, 1));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_function_destroy(fg));
+    xtq_signal_destroy(g.gate);
+    xtq_signal_destroy(g.started);
+    CHECK_OK(xtq_finalize(ctx));
+    return est;
+}
+
+/*
+ * A completion wait teaches the context how long its waits take (a task
+ * held 20 ms: the average moves a quarter of the way, 5 ms or more), where
+ * waits may poll longer than XTQ_WAIT_SPIN_US; with XTQ_WAIT_SPIN_MAX_US=0,
+ * or on a host whose waits do not poll, nothing is learnt.
+ */
+XTQ_TEST(completion_waits_teach_the_spin)
+{
+    uint64_t max;
+    setenv("XTQ_WAIT_SPIN_US", "1", 1);
+    setenv("XTQ_WAIT_SPIN_MAX_US", "1000", 1);
+    uint64_t est = wait_est_after_held_task(20000, &max);
+    CHECK(max == 1000000);
+    CHECK(est >= 5000000);
+
+    setenv("XTQ_WAIT_SPIN_MAX_US", "0", 1);
+    est = wait_est_after_held_task(20000, &max);
+    CHECK(max == 0);
+    CHECK(est == 0);
+
+    setenv("XTQ_WAIT_SPIN_US", "0", 1);
+    setenv("XTQ_WAIT_SPIN_MAX_US", "1000", 1);
+    est = wait_est_after_held_task(20000, &max);
+    CHECK(max == 0);
+    CHECK(est == 0);
+    unsetenv("XTQ_WAIT_SPIN_US");
+    unsetenv("XTQ_WAIT_SPIN_MAX_US");
+}
+
 /* ---- large puts land in recently used memory (issue 11) ---------------- */
 
 #define BIG_PAYLOAD (1u << 20)

@@ -141,6 +141,15 @@ int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, uint32_t bit
 /* For white-box tests: whether XTQ_LONE_WAITER is on, and whether a
  * waiting thread holds the progress turns now (initiator.c). */
 bool xtq__engine_lone_waiter_on(const struct xtq__engine *e);
+
+/* How long a wait polls before it sleeps (initiator.c): `base`
+ * (XTQ_WAIT_SPIN_US), or 1.5 x `est` (the running average of the
+ * context's waits) when that is longer and at most `max`
+ * (XTQ_WAIT_SPIN_MAX_US). */
+uint64_t xtq__wait_spin_budget(uint64_t base, uint64_t max, uint64_t est);
+
+/* The running average `est` after a wait that took `took` ns. */
+uint64_t xtq__wait_est_update(uint64_t est, uint64_t took);
 bool xtq__engine_lone_waiting(struct xtq__engine *e);
 /* Wait until this rank's puts are all DONE, up to deadline (ns, monotonic). */
 int xtq__engine_drain_puts(struct xtq__engine *e, uint64_t deadline);

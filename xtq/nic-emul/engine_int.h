@@ -359,6 +359,11 @@ struct xtq__engine {
     _Atomic uint32_t parked;
 
     uint64_t wait_spin_ns;     /* XTQ_WAIT_SPIN_US, resolved */
+    uint64_t wait_spin_max_ns; /* XTQ_WAIT_SPIN_MAX_US, resolved (0: no adapting) */
+    /* Running average of how long completion waits took (initiator.c,
+     * xtq__wait_est_update); read and written relaxed: a lost update only
+     * delays the average a little. */
+    _Atomic uint64_t wait_est_ns;
     uint64_t progress_spin_ns; /* XTQ_PROGRESS_SPIN_US, resolved */
 
     /* initiator.c: acks dropped, for puts answered already (a resend's or

@@ -1295,6 +1295,30 @@ static int lone_wait(struct xtq__engine *e, bool (*ready)(void *arg), void *arg,
 }
 
 /*
+ * How long a wait polls. XTQ_WAIT_SPIN_US (`base`) where waits are short;
+ * where this context's completion waits have lately taken longer, 1.5 x
+ * their running average, so that the ack of a round trip of a few hundred
+ * microseconds (a large GPU task) finds its waiter polling, not asleep: on
+ * the H200 host the 1 MiB CUDA round trip (about 150 us) slept after 50 us
+ * and its ack then took 11 us to reach the waiter instead of 2 (docs/cuda.md,
+ * Session 17). A wait expected to outlast `max` (XTQ_WAIT_SPIN_MAX_US)
+ * sleeps after `base` as before: beside it the wake-up is small, and
+ * polling it through would cost a core for nothing.
+ */
+uint64_t xtq__wait_spin_budget(uint64_t base, uint64_t max, uint64_t est)
+{
+    uint64_t want = est > UINT64_MAX / 2 ? UINT64_MAX : est + est / 2;
+    return want > base && want <= max ? want : base;
+}
+
+/* A quarter of the way from the average to the last wait: a change of
+ * pattern is followed within a few waits, one odd wait moves it little. */
+uint64_t xtq__wait_est_update(uint64_t est, uint64_t took)
+{
+    return took >= est ? est + (took - est) / 4 : est - (est - took) / 4;
+}
+
+/*
  * An application thread's wait for a condition the engine makes true
  * (a completion, a flush): 0, or -XTQ_ETIMEDOUT past the deadline.
  * Poll first, progressing the engine ourselves (if the progress thread
@@ -1322,8 +1346,11 @@ static int engine_wait_until(struct xtq__engine *e, bool (*ready)(void *arg),
     if (e->wait_spin_ns) {
         uint64_t now = xtq__now_ns();
         uint64_t spin = deadline > now ? deadline - now : 0;
-        if (spin > e->wait_spin_ns)
-            spin = e->wait_spin_ns;
+        uint64_t budget = xtq__wait_spin_budget(
+            e->wait_spin_ns, e->wait_spin_max_ns,
+            atomic_load_explicit(&e->wait_est_ns, memory_order_relaxed));
+        if (spin > budget)
+            spin = budget;
         if (xtq__spin_until(ready_progress, arg, spin))
             return 0;
     }
@@ -1358,9 +1385,16 @@ int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, uint32_t bit
         .sleeper_bit = XTQ__COMPLETION_SLEEPER,
         .nap_ns = 100000000,
     };
+    uint64_t start = e->wait_spin_max_ns ? xtq__now_ns() : 0;
     int rc = engine_wait_until(e, comp_ready, comp_ready_progress, &c, &sleep, deadline);
     if (rc < 0)
         return rc;
+    if (start) {
+        /* What the next waits poll for (xtq__wait_spin_budget). */
+        uint64_t est = atomic_load_explicit(&e->wait_est_ns, memory_order_relaxed);
+        atomic_store_explicit(&e->wait_est_ns, xtq__wait_est_update(est, xtq__now_ns() - start),
+                              memory_order_relaxed);
+    }
     /* Woken by a wanted bit short of DONE: no status is final yet. */
     return atomic_load_explicit(c.st, memory_order_acquire) & XTQ_COMPLETION_DONE ? comp->status
                                                                                   : 0;

@@ -86,6 +86,8 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     e->peer_timeout_ns = xtq__param_ns(XTQ__PARAM_XTQ_PEER_TIMEOUT_MS, 1000000);
     unsigned local = (unsigned)ctx->bootstrap->local_size;
     e->wait_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_WAIT_SPIN_US, local, 50, 0);
+    e->wait_spin_max_ns =
+        e->wait_spin_ns ? xtq__spin_ns(XTQ__PARAM_XTQ_WAIT_SPIN_MAX_US, local, 500, 0) : 0;
     e->progress_spin_ns = xtq__spin_ns(XTQ__PARAM_XTQ_PROGRESS_SPIN_US, local, 100, 20);
     e->backoff_ns = xtq__spin_ns(XTQ__PARAM_XTQ_PROGRESS_BACKOFF_US, local, 10, 0);
     /* Contended data-path locks poll as long as a waiter would. */
