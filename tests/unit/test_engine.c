@@ -124,6 +124,36 @@ static void put_fn(xtq_ctx_t *ctx, uint32_t fn, uint32_t queue, xtq_completion_t
     CHECK_OK(xtq_put(ctx, 0, cmd, len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, c));
 }
 
+/* A context whose function 1, on queue 1, is the gated task. */
+struct gated {
+    xtq_ctx_t *ctx;
+    xtq_agent_t *cpu;
+    xtq_queue_t *q;
+    xtq_function_t *fg;
+    struct gate g;
+};
+
+static void gated_open(struct gated *t)
+{
+    xtq_init_attr_t attr = {0};
+    gate_init(&attr, &t->ctx, &t->cpu, &t->g);
+    CHECK_OK(xtq_queue_create(t->cpu, 16, &t->q));
+    CHECK_OK(xtq_function_create_cpu(t->cpu, gate_fn, &t->g, &t->fg));
+    CHECK_OK(xtq_register_queue(t->ctx, 1, t->q));
+    CHECK_OK(xtq_register_function(t->ctx, 1, t->fg, NULL));
+}
+
+static void gated_close(struct gated *t)
+{
+    CHECK_OK(xtq_unregister_function(t->ctx, 1));
+    CHECK_OK(xtq_unregister_queue(t->ctx, 1));
+    CHECK_OK(xtq_queue_destroy(t->q));
+    CHECK_OK(xtq_function_destroy(t->fg));
+    xtq_signal_destroy(t->g.gate);
+    xtq_signal_destroy(t->g.started);
+    CHECK_OK(xtq_finalize(t->ctx));
+}
+
 /*
  * Puts whose tasks wait in a queue that the application destroys complete
  * with -XTQ_ECANCELED at once (the agent retires them), not after
@@ -189,46 +219,29 @@ XTQ_TEST(queue_destroy_cancels_puts)
  */
 XTQ_TEST(wait_state_local_before_done)
 {
-    xtq_init_attr_t attr = {0};
-    xtq_ctx_t *ctx;
-    xtq_agent_t *cpu;
-    xtq_queue_t *q;
-    xtq_function_t *fg;
-    struct gate g;
+    struct gated t;
     xtq_completion_t c = {0};
 
-    gate_init(&attr, &ctx, &cpu, &g);
-    CHECK_OK(xtq_queue_create(cpu, 16, &q));
-    CHECK_OK(xtq_function_create_cpu(cpu, gate_fn, &g, &fg));
-    CHECK_OK(xtq_register_queue(ctx, 1, q));
-    CHECK_OK(xtq_register_function(ctx, 1, fg, NULL));
-
-    CHECK_ERR(xtq_completion_wait_state(ctx, &c, 0, 0), -XTQ_EINVAL);
-    CHECK_ERR(xtq_completion_wait_state(ctx, &c, 1u << 7, 0), -XTQ_EINVAL);
+    gated_open(&t);
+    CHECK_ERR(xtq_completion_wait_state(t.ctx, &c, 0, 0), -XTQ_EINVAL);
+    CHECK_ERR(xtq_completion_wait_state(t.ctx, &c, 1u << 7, 0), -XTQ_EINVAL);
     CHECK_ERR(xtq_completion_wait_state(NULL, &c, XTQ_COMPLETION_LOCAL, 0), -XTQ_EINVAL);
 
-    put_fn(ctx, 1, 1, &c);
-    CHECK_OK(xtq_signal_wait(g.started, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE, NULL));
-    CHECK_OK(xtq_completion_wait_state(ctx, &c, XTQ_COMPLETION_LOCAL, 30ll * 1000000000));
+    put_fn(t.ctx, 1, 1, &c);
+    CHECK_OK(xtq_signal_wait(t.g.started, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE, NULL));
+    CHECK_OK(xtq_completion_wait_state(t.ctx, &c, XTQ_COMPLETION_LOCAL, 30ll * 1000000000));
     CHECK(xtq_completion_state(&c) & XTQ_COMPLETION_LOCAL);
     /* The task is held: not DONE, and waiting for DONE times out. */
     CHECK_EQ(xtq_completion_test(&c), 0);
-    CHECK_ERR(xtq_completion_wait_state(ctx, &c, XTQ_COMPLETION_DONE, 20000000), -XTQ_ETIMEDOUT);
+    CHECK_ERR(xtq_completion_wait_state(t.ctx, &c, XTQ_COMPLETION_DONE, 20000000), -XTQ_ETIMEDOUT);
     CHECK_EQ(xtq_completion_test(&c), 0);
 
-    xtq_signal_store(g.gate, 0);
-    CHECK_OK(xtq_completion_wait_state(ctx, &c, XTQ_COMPLETION_DONE, 30ll * 1000000000));
+    xtq_signal_store(t.g.gate, 0);
+    CHECK_OK(xtq_completion_wait_state(t.ctx, &c, XTQ_COMPLETION_DONE, 30ll * 1000000000));
     CHECK_EQ(xtq_completion_test(&c), 1);
     /* Any bit once DONE: the final status at once. */
-    CHECK_OK(xtq_completion_wait_state(ctx, &c, XTQ_COMPLETION_REMOTE, 0));
-
-    CHECK_OK(xtq_unregister_function(ctx, 1));
-    CHECK_OK(xtq_unregister_queue(ctx, 1));
-    CHECK_OK(xtq_queue_destroy(q));
-    CHECK_OK(xtq_function_destroy(fg));
-    xtq_signal_destroy(g.gate);
-    xtq_signal_destroy(g.started);
-    CHECK_OK(xtq_finalize(ctx));
+    CHECK_OK(xtq_completion_wait_state(t.ctx, &c, XTQ_COMPLETION_REMOTE, 0));
+    gated_close(&t);
 }
 
 /* ---- how long a wait polls (issue 11, session 17) ------------------------ */
@@ -278,39 +291,23 @@ static void *open_gate_later(void *arg)
  * average of its waits afterwards. */
 static uint64_t wait_est_after_held_task(long held_us, uint64_t *spin_max_ns)
 {
-    xtq_init_attr_t attr = {0};
-    xtq_ctx_t *ctx;
-    xtq_agent_t *cpu;
-    xtq_queue_t *q;
-    xtq_function_t *fg;
-    struct gate g;
+    struct gated t;
     xtq_completion_t c = {0};
     pthread_t th;
 
-    gate_init(&attr, &ctx, &cpu, &g);
-    CHECK_OK(xtq_queue_create(cpu, 16, &q));
-    CHECK_OK(xtq_function_create_cpu(cpu, gate_fn, &g, &fg));
-    CHECK_OK(xtq_register_queue(ctx, 1, q));
-    CHECK_OK(xtq_register_function(ctx, 1, fg, NULL));
-    *spin_max_ns = ctx->engine->wait_spin_max_ns;
-    CHECK(atomic_load(&ctx->engine->wait_est_ns) == 0);
+    gated_open(&t);
+    *spin_max_ns = t.ctx->engine->wait_spin_max_ns;
+    CHECK(atomic_load(&t.ctx->engine->wait_est_ns) == 0);
 
-    struct gate_opener o = {g.gate, held_us};
-    put_fn(ctx, 1, 1, &c);
-    CHECK_OK(xtq_signal_wait(g.started, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE, NULL));
+    struct gate_opener o = {t.g.gate, held_us};
+    put_fn(t.ctx, 1, 1, &c);
+    CHECK_OK(xtq_signal_wait(t.g.started, XTQ_SIGNAL_EQ, 0, XTQ_TIMEOUT_INFINITE, NULL));
     CHECK(pthread_create(&th, NULL, open_gate_later, &o) == 0);
-    CHECK_OK(xtq_completion_wait(ctx, &c, 30ll * 1000000000));
+    CHECK_OK(xtq_completion_wait(t.ctx, &c, 30ll * 1000000000));
     CHECK_OK(c.status);
     pthread_join(th, NULL);
-    uint64_t est = atomic_load(&ctx->engine->wait_est_ns);
-
-    CHECK_OK(xtq_unregister_function(ctx, 1));
-    CHECK_OK(xtq_unregister_queue(ctx, 1));
-    CHECK_OK(xtq_queue_destroy(q));
-    CHECK_OK(xtq_function_destroy(fg));
-    xtq_signal_destroy(g.gate);
-    xtq_signal_destroy(g.started);
-    CHECK_OK(xtq_finalize(ctx));
+    uint64_t est = atomic_load(&t.ctx->engine->wait_est_ns);
+    gated_close(&t);
     return est;
 }
 
