@@ -134,7 +134,16 @@ __device__ __forceinline__ uint64_t gpu_clock_ns(void)
 
 /* prof[]: the processor's stage clock (PROF_ENTRY: a grid's first
  * instruction, before its prologue; 0 where no grid ran). */
-enum { PROF_SEEN, PROF_UNPACKED, PROF_ARGS, PROF_PUBLISHED, PROF_START, PROF_END, PROF_DONE, PROF_ENTRY };
+enum {
+    PROF_SEEN,
+    PROF_UNPACKED,
+    PROF_ARGS,
+    PROF_PUBLISHED,
+    PROF_START,
+    PROF_END,
+    PROF_DONE,
+    PROF_ENTRY
+};
 
 /* Block 0's copy of the queue table and of the settings the host changes
  * only with a table version (shared memory: no device-memory read on the

@@ -1346,9 +1346,9 @@ static int engine_wait_until(struct xtq__engine *e, bool (*ready)(void *arg),
     if (e->wait_spin_ns) {
         uint64_t now = xtq__now_ns();
         uint64_t spin = deadline > now ? deadline - now : 0;
-        uint64_t budget = xtq__wait_spin_budget(
-            e->wait_spin_ns, e->wait_spin_max_ns,
-            atomic_load_explicit(&e->wait_est_ns, memory_order_relaxed));
+        uint64_t budget =
+            xtq__wait_spin_budget(e->wait_spin_ns, e->wait_spin_max_ns,
+                                  atomic_load_explicit(&e->wait_est_ns, memory_order_relaxed));
         if (spin > budget)
             spin = budget;
         if (xtq__spin_until(ready_progress, arg, spin))
