@@ -536,7 +536,8 @@ struct xtq__registry;  /* xtq/registry/registry.h */
 struct xtq__engine;    /* xtq/nic-emul/engine.h */
 struct xtq__bootstrap; /* xtq/bootstrap.h */
 
-/* Counters updated with relaxed atomics; snapshot by xtq_get_stats(). */
+/* Counters updated with relaxed atomics; snapshot by xtq_query_stats()
+ * (xtq_get_stats() takes the first version's). */
 struct xtq__stats {
     _Atomic uint64_t puts_issued;
     _Atomic uint64_t puts_completed;
