@@ -293,10 +293,13 @@ void xtq__stats_rejected(xtq_ctx_t *ctx, int err)
 }
 
 /* The first version's layout is part of the ABI: programs built against
- * it pass buffers of exactly this size to xtq_get_stats(). */
+ * it pass buffers of exactly this size to xtq_get_stats(). Later fields
+ * start where it ends. */
 XTQ_STATIC_ASSERT(XTQ_STATS_SIZE_V1 == offsetof(xtq_stats_t, rejected_by_reason) +
                                            sizeof(((xtq_stats_t *)0)->rejected_by_reason),
                   "XTQ_STATS_SIZE_V1 must end at rejected_by_reason");
+XTQ_STATIC_ASSERT(offsetof(xtq_stats_t, payload_bytes_sent) == XTQ_STATS_SIZE_V1,
+                  "xtq_stats_t fields are only appended after the first version");
 XTQ_STATIC_ASSERT(sizeof(xtq_stats_t) <= INT_MAX, "xtq_query_stats returns the size as an int");
 
 int xtq_query_stats(xtq_ctx_t *ctx, xtq_stats_t *out, size_t size)
@@ -320,6 +323,9 @@ int xtq_query_stats(xtq_ctx_t *ctx, xtq_stats_t *out, size_t size)
     for (size_t i = 0; i < ARRAY_SIZE(st.rejected_by_reason); i++)
         st.rejected_by_reason[i] =
             atomic_load_explicit(&s->rejected_by_reason[i], memory_order_relaxed);
+    st.payload_bytes_sent = atomic_load_explicit(&s->payload_bytes_sent, memory_order_relaxed);
+    st.payload_bytes_received =
+        atomic_load_explicit(&s->payload_bytes_received, memory_order_relaxed);
     /* The caller's struct may be older (shorter) or newer (longer) than
      * ours: copy what both know, zero what only the caller knows. */
     size_t n = size < sizeof(st) ? size : sizeof(st);

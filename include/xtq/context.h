@@ -154,8 +154,9 @@ XTQ_API unsigned xtq_stats_reject_slot(int err);
  * Fields are only ever appended, never reordered, resized or removed, so
  * a program keeps reading the fields its header knows from any later
  * library. xtq_get_stats() fills the first version's fields
- * (XTQ_STATS_SIZE_V1 bytes) and nothing else, forever; fields added after
- * them are read with xtq_query_stats(ctx, &s, sizeof s).
+ * (XTQ_STATS_SIZE_V1 bytes) and nothing else, forever; fields added since
+ * (payload_bytes_sent onwards) are read with
+ * xtq_query_stats(ctx, &s, sizeof s).
  */
 typedef struct xtq_stats {
     uint64_t puts_issued;       /**< xtq_put calls that were accepted */
@@ -169,6 +170,24 @@ typedef struct xtq_stats {
     uint64_t queue_full_events; /**< times an enqueue found its queue full */
     /** Rejections per reason, at xtq_stats_reject_slot(code). */
     uint64_t rejected_by_reason[XTQ_STATS_REJECT_SLOTS];
+    /* ---- end of the first version (XTQ_STATS_SIZE_V1) ---- */
+    /**
+     * Payload bytes of the puts counted in puts_issued: the payload length
+     * (all pieces of an xtq_putv) of every put this process accepted, to
+     * any target, itself included. Counted once, when the put is accepted:
+     * a resend adds nothing, and a put that fails or is cancelled later
+     * (a triggered put, say) stays counted. Read with xtq_query_stats().
+     */
+    uint64_t payload_bytes_sent;
+    /**
+     * Payload bytes of the commands counted in tasks_enqueued: those that
+     * arrived at this target, passed validation and went to an agent's
+     * queue. Counted there rather than with msgs_received, which also
+     * counts rejected commands and the duplicate copy of a resent put; a
+     * command that waited for queue space counts once. Read with
+     * xtq_query_stats().
+     */
+    uint64_t payload_bytes_received;
 } xtq_stats_t;
 
 /**
