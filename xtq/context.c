@@ -8,6 +8,7 @@
 #include "nic-emul/engine.h"
 #include "registry/registry.h"
 
+#include <limits.h>
 #include <strings.h>
 
 /* Every XTQ_INIT_ATTR_FIELD_* this library knows. */
@@ -291,23 +292,53 @@ void xtq__stats_rejected(xtq_ctx_t *ctx, int err)
                               memory_order_relaxed);
 }
 
-int xtq_get_stats(xtq_ctx_t *ctx, xtq_stats_t *st)
+/* The first version's layout is part of the ABI: programs built against
+ * it pass buffers of exactly this size to xtq_get_stats(). Later fields
+ * start where it ends. */
+XTQ_STATIC_ASSERT(XTQ_STATS_SIZE_V1 == offsetof(xtq_stats_t, rejected_by_reason) +
+                                           sizeof(((xtq_stats_t *)0)->rejected_by_reason),
+                  "XTQ_STATS_SIZE_V1 must end at rejected_by_reason");
+XTQ_STATIC_ASSERT(offsetof(xtq_stats_t, payload_bytes_sent) == XTQ_STATS_SIZE_V1,
+                  "xtq_stats_t fields are only appended after the first version");
+XTQ_STATIC_ASSERT(sizeof(xtq_stats_t) <= INT_MAX, "xtq_query_stats returns the size as an int");
+
+int xtq_query_stats(xtq_ctx_t *ctx, xtq_stats_t *out, size_t size)
 {
-    if (!ctx || !st)
+    if (!ctx || !out || size < XTQ_STATS_SIZE_V1)
         return -XTQ_EINVAL;
     const struct xtq__stats *s = &ctx->stats;
-    memset(st, 0, sizeof(*st));
-    st->puts_issued = atomic_load_explicit(&s->puts_issued, memory_order_relaxed);
-    st->puts_completed = atomic_load_explicit(&s->puts_completed, memory_order_relaxed);
-    st->puts_failed = atomic_load_explicit(&s->puts_failed, memory_order_relaxed);
-    st->msgs_received = atomic_load_explicit(&s->msgs_received, memory_order_relaxed);
-    st->tasks_enqueued = atomic_load_explicit(&s->tasks_enqueued, memory_order_relaxed);
-    st->tasks_completed = atomic_load_explicit(&s->tasks_completed, memory_order_relaxed);
-    st->msgs_rejected = atomic_load_explicit(&s->msgs_rejected, memory_order_relaxed);
-    st->acks_sent = atomic_load_explicit(&s->acks_sent, memory_order_relaxed);
-    st->queue_full_events = atomic_load_explicit(&s->queue_full_events, memory_order_relaxed);
-    for (size_t i = 0; i < ARRAY_SIZE(st->rejected_by_reason); i++)
-        st->rejected_by_reason[i] =
+    xtq_stats_t st;
+    /* A field appended to the header but not read below reads 0, never
+     * this stack's bytes. */
+    memset(&st, 0, sizeof(st));
+    st.puts_issued = atomic_load_explicit(&s->puts_issued, memory_order_relaxed);
+    st.puts_completed = atomic_load_explicit(&s->puts_completed, memory_order_relaxed);
+    st.puts_failed = atomic_load_explicit(&s->puts_failed, memory_order_relaxed);
+    st.msgs_received = atomic_load_explicit(&s->msgs_received, memory_order_relaxed);
+    st.tasks_enqueued = atomic_load_explicit(&s->tasks_enqueued, memory_order_relaxed);
+    st.tasks_completed = atomic_load_explicit(&s->tasks_completed, memory_order_relaxed);
+    st.msgs_rejected = atomic_load_explicit(&s->msgs_rejected, memory_order_relaxed);
+    st.acks_sent = atomic_load_explicit(&s->acks_sent, memory_order_relaxed);
+    st.queue_full_events = atomic_load_explicit(&s->queue_full_events, memory_order_relaxed);
+    for (size_t i = 0; i < ARRAY_SIZE(st.rejected_by_reason); i++)
+        st.rejected_by_reason[i] =
             atomic_load_explicit(&s->rejected_by_reason[i], memory_order_relaxed);
-    return 0;
+    st.payload_bytes_sent = atomic_load_explicit(&s->payload_bytes_sent, memory_order_relaxed);
+    st.payload_bytes_received =
+        atomic_load_explicit(&s->payload_bytes_received, memory_order_relaxed);
+    /* The caller's struct may be older (shorter) or newer (longer) than
+     * ours: copy what both know, zero what only the caller knows. */
+    size_t n = size < sizeof(st) ? size : sizeof(st);
+    memcpy(out, &st, n);
+    if (size > n)
+        memset((char *)out + n, 0, size - n);
+    return (int)n;
+}
+
+int xtq_get_stats(xtq_ctx_t *ctx, xtq_stats_t *st)
+{
+    /* Exactly the first version's bytes, whatever the caller's header:
+     * a program built against it passes a buffer of that size. */
+    int rc = xtq_query_stats(ctx, st, XTQ_STATS_SIZE_V1);
+    return rc < 0 ? rc : 0;
 }

@@ -536,13 +536,17 @@ struct xtq__registry;  /* xtq/registry/registry.h */
 struct xtq__engine;    /* xtq/nic-emul/engine.h */
 struct xtq__bootstrap; /* xtq/bootstrap.h */
 
-/* Counters updated with relaxed atomics; snapshot by xtq_get_stats(). */
+/* Counters updated with relaxed atomics; snapshot by xtq_query_stats()
+ * (xtq_get_stats() takes the first version's). Not the public layout: each
+ * byte counter sits beside the counter it moves with. */
 struct xtq__stats {
     _Atomic uint64_t puts_issued;
+    _Atomic uint64_t payload_bytes_sent;
     _Atomic uint64_t puts_completed;
     _Atomic uint64_t puts_failed;
     _Atomic uint64_t msgs_received;
     _Atomic uint64_t tasks_enqueued;
+    _Atomic uint64_t payload_bytes_received;
     _Atomic uint64_t tasks_completed;
     _Atomic uint64_t msgs_rejected;
     _Atomic uint64_t acks_sent;
@@ -550,6 +554,8 @@ struct xtq__stats {
     _Atomic uint64_t rejected_by_reason[XTQ_STATS_REJECT_SLOTS];
 };
 #define XTQ__STAT_INC(ctx, field) atomic_fetch_add_explicit(&(ctx)->stats.field, 1, memory_order_relaxed)
+#define XTQ__STAT_ADD(ctx, field, n)                                                               \
+    atomic_fetch_add_explicit(&(ctx)->stats.field, (n), memory_order_relaxed)
 /* A command rejected with `err`: msgs_rejected and its reason's slot
  * (context.c). The engine counts every rejection, wire-level ones too,
  * through this. */

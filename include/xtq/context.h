@@ -141,7 +141,23 @@ enum xtq_stats_reject_slot {
 /** The rejected_by_reason slot that counts error code `err` (either sign). */
 XTQ_API unsigned xtq_stats_reject_slot(int err);
 
-/** Counters of the target engine and initiator side. */
+/**
+ * Bytes of the first version of xtq_stats_t: the fields up to and including
+ * rejected_by_reason. What xtq_get_stats() fills, and the least size
+ * xtq_query_stats() accepts. Fixed forever.
+ */
+#define XTQ_STATS_SIZE_V1 328
+
+/**
+ * Counters of the target engine and initiator side, since xtq_init().
+ *
+ * Fields are only ever appended, never reordered, resized or removed, so
+ * a program keeps reading the fields its header knows from any later
+ * library. xtq_get_stats() fills the first version's fields
+ * (XTQ_STATS_SIZE_V1 bytes) and nothing else, forever; fields added since
+ * (payload_bytes_sent onwards) are read with
+ * xtq_query_stats(ctx, &s, sizeof s).
+ */
 typedef struct xtq_stats {
     uint64_t puts_issued;       /**< xtq_put calls that were accepted */
     uint64_t puts_completed;    /**< puts whose completion was reported */
@@ -154,10 +170,47 @@ typedef struct xtq_stats {
     uint64_t queue_full_events; /**< times an enqueue found its queue full */
     /** Rejections per reason, at xtq_stats_reject_slot(code). */
     uint64_t rejected_by_reason[XTQ_STATS_REJECT_SLOTS];
+    /* ---- end of the first version (XTQ_STATS_SIZE_V1) ---- */
+    /**
+     * Payload bytes of the puts counted in puts_issued: the payload length
+     * (all pieces of an xtq_putv) of every put this process accepted, to
+     * any target, itself included. Counted once, when the put is accepted:
+     * a resend adds nothing, and a put that fails or is cancelled later
+     * (a triggered put, say) stays counted. Read with xtq_query_stats().
+     */
+    uint64_t payload_bytes_sent;
+    /**
+     * Payload bytes of the commands counted in tasks_enqueued: those that
+     * arrived at this target, passed validation and went to an agent's
+     * queue. Counted there rather than with msgs_received, which also
+     * counts rejected commands and the duplicate copy of a resent put; a
+     * command that waited for queue space counts once. Read with
+     * xtq_query_stats().
+     */
+    uint64_t payload_bytes_received;
 } xtq_stats_t;
 
-/** Snapshot the counters. */
+/**
+ * Snapshot the first version's counters (XTQ_STATS_SIZE_V1 bytes of
+ * `stats`); the fields after them are left as they are. Kept for programs
+ * built against the first header: new code calls xtq_query_stats().
+ * @return 0, or -XTQ_EINVAL (NULL ctx or stats).
+ */
 XTQ_API int xtq_get_stats(xtq_ctx_t *ctx, xtq_stats_t *stats);
+
+/**
+ * Snapshot the counters into the caller's xtq_stats_t of `size` bytes:
+ * pass sizeof(xtq_stats_t) as the caller's header declares it
+ * (xtq_query_stats(ctx, &s, sizeof s)). The library fills the first
+ * min(size, its own sizeof(xtq_stats_t)) bytes and zeroes the rest, the
+ * fields of a header newer than itself. Each counter is read atomically on
+ * its own; the snapshot is not one instant across counters.
+ * @return the number of bytes filled with counters (>= XTQ_STATS_SIZE_V1):
+ *         a field holds a counter when its offsetof() + sizeof() is at
+ *         most this, else it reads 0; or -XTQ_EINVAL (NULL ctx or stats, a
+ *         size less than XTQ_STATS_SIZE_V1).
+ */
+XTQ_API int xtq_query_stats(xtq_ctx_t *ctx, xtq_stats_t *stats, size_t size);
 
 XTQ_EXTERN_C_END
 

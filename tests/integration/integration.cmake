@@ -20,7 +20,7 @@ if(MPIEXEC_EXECUTABLE)
                      COMMAND $<TARGET_FILE:test_integration> large)
     xtq_add_mpi_case(NAME integration.idle_cpu.${prov}.np2 NP 2 PROVIDER ${prov}
                      COMMAND $<TARGET_FILE:test_integration> idle_cpu)
-    foreach(c bad_nokernel bad_nofunc bad_noqueue bad_kernarg)
+    foreach(c bad_nokernel bad_nofunc bad_noqueue bad_kernarg payload_bytes)
       xtq_add_mpi_case(NAME integration.${c}.${prov}.np2 NP 2 PROVIDER ${prov}
                        COMMAND $<TARGET_FILE:test_integration> ${c})
     endforeach()
@@ -30,7 +30,7 @@ if(MPIEXEC_EXECUTABLE)
 endif()
 
 # A process started without a launcher is rank 0 of 1: puts go to itself.
-foreach(c stress put_args bad_nokernel large window_nonblocking destroy_busy)
+foreach(c stress put_args bad_nokernel large window_nonblocking destroy_busy payload_bytes)
   add_test(NAME integration.self.${c} COMMAND test_integration ${c})
   set_tests_properties(integration.self.${c} PROPERTIES LABELS integration SKIP_RETURN_CODE 77
                        TIMEOUT 300)

@@ -1159,6 +1159,7 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
         atomic_store_explicit(&p->last_heard, xtq__now_ns(), memory_order_relaxed);
     atomic_fetch_add(&e->puts_outstanding, 1);
     XTQ__STAT_INC(ctx, puts_issued);
+    XTQ__STAT_ADD(ctx, payload_bytes_sent, l.payload_len);
     if (trig) {
         trig_arm(e, s, trig, &l, cmd, piov, iovcnt);
         /* Read while we hold the lock: once it is dropped the put may

@@ -403,9 +403,12 @@ static int task_enqueue(struct xtq__engine *e, struct rx_task *t)
     /* Counted before the agent has it: a worker may run it, and whoever
      * waits on its signal read the statistics, before enqueue returns. */
     XTQ__STAT_INC(e->ctx, tasks_enqueued);
+    XTQ__STAT_ADD(e->ctx, payload_bytes_received, d.payload_len);
     rc = q->agent->ops->enqueue(q, &d);
     if (rc) {
         atomic_fetch_sub_explicit(&e->ctx->stats.tasks_enqueued, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&e->ctx->stats.payload_bytes_received, d.payload_len,
+                                  memory_order_relaxed);
         xtq__registry_task_end(&t->refs);
         live_del(e, t);
         atomic_fetch_sub_explicit(&e->tasks_inflight, 1, memory_order_relaxed);
