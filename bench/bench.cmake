@@ -21,11 +21,12 @@ if(XTQ_HAVE_MPI)
     target_sources(xtq_bench_rtt PRIVATE ${CMAKE_CURRENT_LIST_DIR}/rtt_cuda.cu)
     target_compile_definitions(xtq_bench_rtt PRIVATE XTQ_BENCH_CUDA=1)
     # -rdc (and the device runtime): the agent's processor in this module
-    # launches large dispatches on a grid of their own (XTQ_CUDA_GRID_MIN).
+    # launches large dispatches on a grid of their own (XTQ_CUDA_GRID_MIN);
+    # not with XTQ_CUDA_DEVICE_LAUNCH=OFF (for MPS).
     set_target_properties(xtq_bench_rtt PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
                                                    LINKER_LANGUAGE CXX
-                                                   CUDA_SEPARABLE_COMPILATION ON
-                                                   CUDA_RESOLVE_DEVICE_SYMBOLS ON)
+                                                   CUDA_SEPARABLE_COMPILATION ${XTQ_CUDA_DEVICE_LAUNCH}
+                                                   CUDA_RESOLVE_DEVICE_SYMBOLS ${XTQ_CUDA_DEVICE_LAUNCH})
     target_link_libraries(xtq_bench_rtt PRIVATE CUDA::cudart_static)
     xtq_cuda_host_only_flags(xtq_bench_rtt)
   endif()

@@ -124,6 +124,8 @@
 #     N:I pairs (default "1:1 2:2 4:2 4:1"): the message rate from 1, 2, 4
 #     initiators with hsa_db in the same runs, PLANES_ROUNDS (3) alternating
 #     rounds, and the CPU round trip with each (planes/)
+# CMAKE_EXTRA: more cmake arguments for the build stage (e.g.
+# -DXTQ_CUDA_DEVICE_LAUNCH=OFF, the build MPS accepts).
 # STAGES (default "build gpu san gpurtt gpubench gpubd cpubench ctest") picks
 # stages. Logs go to $OUT/log.txt, result files into $OUT/results.tgz
 # (re-packed after each stage, so a later hang keeps what came before).
@@ -190,7 +192,7 @@ if want build; then
   fi
   timeout 200 cmake -S "$ROOT" -B $B -DCMAKE_BUILD_TYPE=Release -DXTQ_ENABLE_CUDA=ON \
     -DXTQ_ENABLE_ROCR=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DXTQ_BUILD_APPS=ON "${ZARG[@]}" \
-    >$W/cmake.txt 2>&1
+    ${CMAKE_EXTRA:-} >$W/cmake.txt 2>&1
   echo "cmake rc=$?"
   if [ -n "${TARGETS:-}" ]; then
     timeout 240 cmake --build $B -j16 --target $TARGETS >$W/build.txt 2>&1

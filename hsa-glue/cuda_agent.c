@@ -1164,16 +1164,25 @@ static int open_on_device(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **a
     /* Ranks sharing a GPU each run a processor in a context of their own,
      * and the GPU time-slices contexts: on the H100 every cross-process
      * step then waited for a slice (2.25 ms per step of a collective
-     * between 2 ranks on 1 GPU, 61 us on 2 GPUs; docs/cuda.md). */
+     * between 2 ranks on 1 GPU, 61 us on 2 GPUs; docs/cuda.md). MPS runs
+     * them side by side, but only for processes with no module that uses
+     * dynamic parallelism (-rdc task modules: XTQ_CUDA_DEVICE_LAUNCH). */
     int ndev = 0;
     if (ctx && cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0 &&
         ctx->local_ranks > (unsigned)ndev)
         XTQ_LOG_ONCE(CUDA, WARN,
                      "%u ranks on this host share %d GPU(s): each rank's packet processor is a "
                      "CUDA context of its own, and the GPU time-slices contexts (milliseconds per "
-                     "switch); run one rank per GPU, or start MPS (nvidia-cuda-mps-control -d)",
+                     "switch); run one rank per GPU, or MPS with task modules built without -rdc "
+                     "(XTQ_CUDA_DEVICE_LAUNCH=OFF: MPS refuses dynamic parallelism)",
                      ctx->local_ranks, ndev);
-    rc = cuda_rc(cudaSetDevice(a->device), "cudaSetDevice");
+    cudaError_t se = cudaSetDevice(a->device);
+    if (se == cudaErrorCdpNotSupported)
+        xtq_err(CUDA, "this process carries a task module built with -rdc (dynamic parallelism: "
+                      "grids launched from the GPU), which MPS refuses; build libxtq with "
+                      "-DXTQ_CUDA_DEVICE_LAUNCH=OFF, and your own modules without -rdc, to run "
+                      "under MPS");
+    rc = cuda_rc(se, "cudaSetDevice");
     if (rc)
         goto err;
     rc = cuda_rc(cudaGetDeviceProperties(&prop, a->device), "cudaGetDeviceProperties");
