@@ -335,7 +335,9 @@ int xtq_query_stats(xtq_ctx_t *ctx, xtq_stats_t *out, size_t size)
     return (int)n;
 }
 
-int xtq_get_stats(xtq_ctx_t *ctx, xtq_stats_t *st)
+/* The symbol programs built against the first header call (the header's
+ * xtq_get_stats is a macro now: the parentheses keep it out). */
+int(xtq_get_stats)(xtq_ctx_t *ctx, xtq_stats_t *st)
 {
     /* Exactly the first version's bytes, whatever the caller's header:
      * a program built against it passes a buffer of that size. */

@@ -143,8 +143,9 @@ XTQ_API unsigned xtq_stats_reject_slot(int err);
 
 /**
  * Bytes of the first version of xtq_stats_t: the fields up to and including
- * rejected_by_reason. What xtq_get_stats() fills, and the least size
- * xtq_query_stats() accepts. Fixed forever.
+ * rejected_by_reason. What the xtq_get_stats symbol fills for programs
+ * built against the first header, and the least size xtq_query_stats()
+ * accepts. Fixed forever.
  */
 #define XTQ_STATS_SIZE_V1 328
 
@@ -153,10 +154,9 @@ XTQ_API unsigned xtq_stats_reject_slot(int err);
  *
  * Fields are only ever appended, never reordered, resized or removed, so
  * a program keeps reading the fields its header knows from any later
- * library. xtq_get_stats() fills the first version's fields
- * (XTQ_STATS_SIZE_V1 bytes) and nothing else, forever; fields added since
- * (payload_bytes_sent onwards) are read with
- * xtq_query_stats(ctx, &s, sizeof s).
+ * library: xtq_get_stats() fills every field of the header the program
+ * was compiled with (those a library older than the header does not know
+ * read 0), and xtq_query_stats() says how many bytes the library filled.
  */
 typedef struct xtq_stats {
     uint64_t puts_issued;       /**< xtq_put calls that were accepted */
@@ -190,12 +190,9 @@ typedef struct xtq_stats {
     uint64_t payload_bytes_received;
 } xtq_stats_t;
 
-/**
- * Snapshot the first version's counters (XTQ_STATS_SIZE_V1 bytes of
- * `stats`); the fields after them are left as they are. Kept for programs
- * built against the first header: new code calls xtq_query_stats().
- * @return 0, or -XTQ_EINVAL (NULL ctx or stats).
- */
+/* The exported xtq_get_stats: the first version's XTQ_STATS_SIZE_V1 bytes,
+ * which is all that programs built against the first header have room
+ * for. Code compiled with this header reaches the macro below instead. */
 XTQ_API int xtq_get_stats(xtq_ctx_t *ctx, xtq_stats_t *stats);
 
 /**
@@ -211,6 +208,22 @@ XTQ_API int xtq_get_stats(xtq_ctx_t *ctx, xtq_stats_t *stats);
  *         size less than XTQ_STATS_SIZE_V1).
  */
 XTQ_API int xtq_query_stats(xtq_ctx_t *ctx, xtq_stats_t *stats, size_t size);
+
+/* Behind xtq_get_stats(): the sized query, 0 on success. */
+static inline int xtq__get_stats_sized(xtq_ctx_t *ctx, xtq_stats_t *stats, size_t size)
+{
+    int rc = xtq_query_stats(ctx, stats, size);
+    return rc < 0 ? rc : 0;
+}
+
+/**
+ * Snapshot the counters: every field of xtq_stats_t as this header declares
+ * it (those a library older than the header does not know read 0; in the
+ * style of UCX's ucp_init, the header passes its own size, so a program
+ * built against it never reads a field the call left unwritten).
+ * @return 0, or -XTQ_EINVAL (NULL ctx or stats).
+ */
+#define xtq_get_stats(ctx, stats) xtq__get_stats_sized((ctx), (stats), sizeof(xtq_stats_t))
 
 XTQ_EXTERN_C_END
 

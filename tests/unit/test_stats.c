@@ -3,7 +3,10 @@
  * context of one rank (no launcher: puts go to this process). Puts to
  * itself move the counters; the query is then asked with the first
  * version's size, this header's, a newer header's and too small a one,
- * and xtq_get_stats() must agree with it on the first version's fields.
+ * the exported xtq_get_stats (what programs built against the first header
+ * call) must agree with it on the first version's fields and write nothing
+ * after them, and xtq_get_stats() compiled with this header must fill all
+ * of this header's.
  */
 #include <xtq/xtq.h>
 
@@ -171,8 +174,9 @@ XTQ_TEST(query_invalid)
     self_fini(&s);
 }
 
-/* xtq_get_stats() is the first version's query: the same values for the
- * first version's fields, and nothing written after them. */
+/* The exported xtq_get_stats is the first version's query: the same
+ * values for the first version's fields, and nothing written after them;
+ * xtq_get_stats() as this header spells it fills every field it declares. */
 XTQ_TEST(get_stats_is_v1)
 {
     static const uint8_t payload[4096];
@@ -196,7 +200,7 @@ XTQ_TEST(get_stats_is_v1)
         memset(&q2, 0, sizeof(q2));
         memset(&g, CANARY, sizeof(g));
         CHECK_EQ(xtq_query_stats(s.ctx, &q1.st, sizeof(q1.st)), sizeof(xtq_stats_t));
-        CHECK_OK(xtq_get_stats(s.ctx, &g.st));
+        CHECK_OK((xtq_get_stats)(s.ctx, &g.st)); /* the symbol, not the macro */
         CHECK_EQ(xtq_query_stats(s.ctx, &q2.st, sizeof(q2.st)), sizeof(xtq_stats_t));
         same = memcmp(q1.b, q2.b, XTQ_STATS_SIZE_V1) == 0;
         if (!same)
@@ -210,6 +214,14 @@ XTQ_TEST(get_stats_is_v1)
     CHECK_EQ(g.st.tasks_enqueued, 3);
     CHECK_EQ(g.st.msgs_rejected, 1);
     CHECK_EQ(g.st.rejected_by_reason[xtq_stats_reject_slot(-XTQ_ENOFUNC)], 1);
+
+    /* This header's xtq_get_stats(): every field, the new ones too. */
+    union buf all;
+    memset(&all, CANARY, sizeof(all));
+    CHECK_OK(xtq_get_stats(s.ctx, &all.st));
+    CHECK(memcmp(all.b, q1.b, sizeof(xtq_stats_t)) == 0);
+    CHECK(all.st.payload_bytes_sent == sizeof(payload) + 17 + 8);
+    check_bytes(all.b, sizeof(xtq_stats_t), sizeof(all.b), CANARY);
     self_fini(&s);
 }
 
