@@ -468,6 +468,8 @@ static void initiator_xtq(size_t size, unsigned total, uint64_t *samples)
     CHECK_XTQ(xtq_cmd_kernel(cmd, sizeof(cmd), KERNEL_INDEX, QUEUE_INDEX, &g, &args,
                              sizeof(args), &cmd_len));
     const void *payload = size ? st.sbuf + sizeof(struct bench_cmd) : NULL;
+    xtq_stats_t s0, s1;
+    CHECK_XTQ(xtq_get_stats(st.ctx, &s0));
     for (unsigned i = 0; i < total; i++) {
         xtq_completion_t comp;
         memset(&comp, 0, sizeof(comp));
@@ -482,6 +484,11 @@ static void initiator_xtq(size_t size, unsigned total, uint64_t *samples)
         if (i >= st.o.warmup)
             samples[i - st.o.warmup] = t1 - t0;
     }
+    /* How many waits the target's completion word ended (on one host,
+     * XTQ_DIRECT_COMPLETION) rather than the ack. */
+    CHECK_XTQ(xtq_get_stats(st.ctx, &s1));
+    printf("# %zuB xtq: %llu of %u round trips completed from the target's word\n", size,
+           (unsigned long long)(s1.puts_completed_direct - s0.puts_completed_direct), total);
     /* End of phase: one task that decrements the target's done signal. */
     CHECK_XTQ(xtq_cmd_kernel(cmd, sizeof(cmd), DONE_INDEX, QUEUE_INDEX, &one, &args, sizeof(args),
                              &cmd_len));

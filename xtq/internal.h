@@ -138,6 +138,8 @@ int xtq__futex_wait(_Atomic uint32_t *addr, uint32_t expected, int64_t timeout_n
 void xtq__futex_wake(_Atomic uint32_t *addr, int count);
 /* xtq_completion_t.state: a thread sleeps on the word (nic-emul/initiator.c). */
 #define XTQ__COMPLETION_SLEEPER (1u << 31)
+/* ... the put may finish through the target's completion word (notify.c). */
+#define XTQ__COMPLETION_NOTIFY (1u << 30)
 
 /*
  * Spin, then sleep (util.c): the one way libxtq waits for a condition that
@@ -552,6 +554,7 @@ struct xtq__stats {
     _Atomic uint64_t acks_sent;
     _Atomic uint64_t queue_full_events;
     _Atomic uint64_t rejected_by_reason[XTQ_STATS_REJECT_SLOTS];
+    _Atomic uint64_t puts_completed_direct;
 };
 #define XTQ__STAT_INC(ctx, field) atomic_fetch_add_explicit(&(ctx)->stats.field, 1, memory_order_relaxed)
 #define XTQ__STAT_ADD(ctx, field, n)                                                               \

@@ -45,11 +45,13 @@ enum xtq__wire_flags {
     XTQ__WIRE_MISSING = 1u << 2,           /* ACK: the put never arrived (refused for good) */
     XTQ__WIRE_ASK_AGAIN = 1u << 3,         /* ASK: asked before; refuse it if not here */
     XTQ__WIRE_LONG_TASK = 1u << 4,         /* PUT: never run inline (XTQ_PUT_LONG_TASK) */
+    XTQ__WIRE_NOTIFY = 1u << 5, /* PUT: also set the completion word on one host (notify.c) */
 };
 /* The flag bits each message type may carry; any other bit is rejected
  * (a later version that adds one bumps XTQ_WIRE_VERSION or this mask). */
 #define XTQ__WIRE_PUT_FLAGS                                                                        \
-    ((uint32_t)(XTQ__WIRE_REMOTE_COMPLETION | XTQ__WIRE_RESEND | XTQ__WIRE_LONG_TASK))
+    ((uint32_t)(XTQ__WIRE_REMOTE_COMPLETION | XTQ__WIRE_RESEND | XTQ__WIRE_LONG_TASK |           \
+                XTQ__WIRE_NOTIFY))
 #define XTQ__WIRE_ACK_FLAGS ((uint32_t)XTQ__WIRE_MISSING)
 #define XTQ__WIRE_ASK_FLAGS ((uint32_t)XTQ__WIRE_ASK_AGAIN)
 #define XTQ__WIRE_FLAGS_OF(type)                                                                   \

@@ -188,6 +188,14 @@ typedef struct xtq_stats {
      * xtq_query_stats().
      */
     uint64_t payload_bytes_received;
+    /**
+     * Puts counted in puts_completed whose waiter learned of their remote
+     * completion from the target's completion word in shared memory
+     * (XTQ_DIRECT_COMPLETION, one host), before their ack arrived. Counted
+     * on the initiator, in the call that returned. Read with
+     * xtq_query_stats().
+     */
+    uint64_t puts_completed_direct;
 } xtq_stats_t;
 
 /* The exported xtq_get_stats: the first version's XTQ_STATS_SIZE_V1 bytes,

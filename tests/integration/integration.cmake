@@ -27,6 +27,19 @@ if(MPIEXEC_EXECUTABLE)
   endforeach()
   xtq_add_mpi_case(NAME integration.bad_nokernel.shm.np2.manual NP 2 PROVIDER shm
                    COMMAND $<TARGET_FILE:test_integration> bad_nokernel manual)
+  # Completion words on one host (XTQ_DIRECT_COMPLETION): used on shm by a
+  # waiter that polls (manual progress; a thread given a spin), never with
+  # the setting off, nor on tcp (auto: shm only).
+  xtq_add_mpi_case(NAME integration.direct_completion.shm.np2 NP 2 PROVIDER shm
+                   COMMAND $<TARGET_FILE:test_integration> direct_completion manual)
+  xtq_add_mpi_case(NAME integration.direct_completion.shm.np2.thread NP 2 PROVIDER shm
+                   ENV XTQ_WAIT_SPIN_US=2000
+                   COMMAND $<TARGET_FILE:test_integration> direct_completion thread)
+  xtq_add_mpi_case(NAME integration.direct_completion.shm.np2.off NP 2 PROVIDER shm
+                   ENV XTQ_DIRECT_COMPLETION=0
+                   COMMAND $<TARGET_FILE:test_integration> direct_completion manual off)
+  xtq_add_mpi_case(NAME integration.direct_completion.tcp.np2 NP 2 PROVIDER tcp
+                   COMMAND $<TARGET_FILE:test_integration> direct_completion manual off)
 endif()
 
 # A process started without a launcher is rank 0 of 1: puts go to itself.
@@ -35,6 +48,9 @@ foreach(c stress put_args bad_nokernel large window_nonblocking destroy_busy pay
   set_tests_properties(integration.self.${c} PROPERTIES LABELS integration SKIP_RETURN_CODE 77
                        TIMEOUT 300)
 endforeach()
+add_test(NAME integration.self.direct_completion COMMAND test_integration direct_completion manual)
+set_tests_properties(integration.self.direct_completion PROPERTIES LABELS integration
+                     SKIP_RETURN_CODE 77 TIMEOUT 300)
 add_test(NAME integration.self.stress_manual COMMAND test_integration stress manual)
 set_tests_properties(integration.self.stress_manual PROPERTIES LABELS integration
                      SKIP_RETURN_CODE 77 TIMEOUT 300)
@@ -70,5 +86,6 @@ endif()
 # Reports inside libfabric, PMIx and hwloc are suppressed (tsan.supp); ours
 # are not.
 xtq_sanitizer_cases(TSAN integration.stress.shm.np2 integration.self.stress
+                         integration.direct_completion.shm.np2.thread
                          integration.self.window_nonblocking
                     LSAN_REGEX "^(integration|examples|tools)\\.")

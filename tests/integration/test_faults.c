@@ -165,6 +165,9 @@ XTQ_TEST(ack_send_retried)
         atomic_store(&xtq__faults.ack_send, 3);
         CHECK_OK(xtq_put(t.ctx, 0, cmd, cmd_len, NULL, 0, flags, &c));
         CHECK_OK(xtq_completion_wait(t.ctx, &c, 60 * SEC));
+        /* Its ack in (the wait may have ended on the target's completion
+         * word, XTQ_DIRECT_COMPLETION): flush waits for every ack. */
+        CHECK_OK(xtq_flush(t.ctx, 0, 60 * SEC));
         CHECK_EQ(atomic_load(&xtq__faults.ack_send), 0);
     }
     CHECK_OK(xtq_cmd_function(cmd, sizeof(cmd), FN_RESULT, QUEUE_INDEX, 9, 0, &cmd_len));

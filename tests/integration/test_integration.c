@@ -778,3 +778,120 @@ XTQ_TEST(payload_bytes)
     CHECK_OK(xtq_finalize(ctx));
     free(buf);
 }
+
+/* ---- completion words on one host (XTQ_DIRECT_COMPLETION, notify.c) ---- */
+
+#define DIRECT_PUTS 2000
+#define DIRECT_FAIL_EVERY 7
+
+struct direct_kargs {
+    void *target;           /* rewritten (no buffer registered: NULL) */
+    const uint8_t *payload; /* rewritten (no payload: NULL) */
+    uint32_t id;
+    uint32_t fail;
+};
+
+static _Atomic uint32_t direct_runs[DIRECT_PUTS];
+
+/* Counts its run; every DIRECT_FAIL_EVERY-th fails with -XTQ_EIO. */
+static void direct_kernel(const xtq_dispatch_t *d, void *kernarg)
+{
+    const struct direct_kargs *a = kernarg;
+    (void)d;
+    if (a->id < DIRECT_PUTS)
+        atomic_fetch_add(&direct_runs[a->id], 1);
+    else
+        atomic_fetch_add(&S.errors, 1);
+    if (a->fail)
+        xtq_task_fail(-XTQ_EIO);
+}
+
+/*
+ * direct_completion [manual|thread] [off]: rank 0 puts DIRECT_PUTS remote-completion tasks to
+ * rank 1 (itself when alone), one at a time, through ONE completion object
+ * reused as soon as each put is DONE; every seventh task fails. Whether a
+ * waiter learns of its put from the target's completion word or from the
+ * ack, each put reports its own task's status (a late ack of the previous
+ * put never reaches the reused object), each task runs once, and after a
+ * flush every put is counted completed by the acks. The argument "off"
+ * (run with XTQ_DIRECT_COMPLETION=0) expects no put completed from a word;
+ * otherwise, with a waiter that polls (manual progress, or a spin), some
+ * must be.
+ */
+XTQ_TEST(direct_completion)
+{
+    bool off = false;
+    for (int i = 0; i < xtq_test_argc; i++)
+        off |= strcmp(xtq_test_argv[i], "off") == 0;
+    xtq_ctx_t *ctx = init_ctx();
+    xtq_agent_t *cpu;
+    xtq_queue_t *q;
+    xtq_kernel_t *k;
+    xtq_stats_t before, after;
+    S.rank = xtq_rank(ctx);
+    S.size = xtq_size(ctx);
+    const int target = S.size > 1 ? 1 : 0;
+
+    CHECK_OK(xtq_agent_find(ctx, XTQ_AGENT_CPU, &cpu));
+    CHECK_OK(xtq_queue_create(cpu, 16, &q));
+    CHECK_OK(xtq_signal_create(S.rank == target ? DIRECT_PUTS : 0, &S.done));
+    CHECK_OK(xtq_kernel_create_cpu(cpu, direct_kernel, sizeof(struct direct_kargs), NULL, &k));
+    CHECK_OK(xtq_register_queue(ctx, QUEUE_INDEX, q));
+    CHECK_OK(xtq_register_kernel(ctx, KERNEL_INDEX, k, NULL, S.done));
+    CHECK_OK(xtq_barrier(ctx));
+    stats_now(ctx, &before);
+
+    int failed = 0;
+    if (S.rank == 0) {
+        xtq_completion_t c = {0};
+        for (uint32_t i = 0; i < DIRECT_PUTS; i++) {
+            struct direct_kargs a = {NULL, NULL, i, i % DIRECT_FAIL_EVERY == 0};
+            uint8_t cmd[128];
+            size_t cmd_len = 0;
+            CHECK_OK(xtq_cmd_kernel(cmd, sizeof(cmd), KERNEL_INDEX, QUEUE_INDEX, NULL, &a,
+                                    sizeof(a), &cmd_len));
+            CHECK_OK(xtq_put(ctx, target, cmd, cmd_len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &c));
+            int rc = xtq_completion_wait(ctx, &c, 60ll * 1000000000);
+            if (a.fail) {
+                CHECK_ERR(rc, -XTQ_EIO);
+                failed++;
+            } else {
+                CHECK_OK(rc);
+                CHECK(xtq_completion_state(&c) & XTQ_COMPLETION_REMOTE);
+            }
+            CHECK(xtq_completion_state(&c) & XTQ_COMPLETION_LOCAL);
+        }
+        /* Every ack in: each put counted once, by its ack. */
+        CHECK_OK(xtq_flush(ctx, target, 60ll * 1000000000));
+    }
+    if (S.rank == target)
+        wait_signal_zero(ctx, S.done);
+    CHECK_OK(xtq_barrier(ctx));
+    stats_now(ctx, &after);
+    if (S.rank == target) {
+        for (uint32_t i = 0; i < DIRECT_PUTS; i++)
+            CHECK_EQ(atomic_load(&direct_runs[i]), 1);
+        CHECK_EQ(atomic_load(&S.errors), 0);
+    }
+    if (S.rank == 0) {
+        uint64_t direct = after.puts_completed_direct - before.puts_completed_direct;
+        printf("rank 0 on %s (%s): %d puts, %llu completed from the target's word, %d failed\n",
+               xtq_provider_name(ctx), manual_mode() ? "manual" : "thread", DIRECT_PUTS,
+               (unsigned long long)direct, failed);
+        CHECK_EQ(after.puts_completed - before.puts_completed, DIRECT_PUTS);
+        CHECK_EQ(after.puts_failed - before.puts_failed, failed);
+        if (off)
+            CHECK_EQ(direct, 0);
+        else
+            CHECK(direct > 0);
+    } else {
+        CHECK_EQ(after.puts_completed_direct - before.puts_completed_direct, 0);
+    }
+    CHECK_OK(xtq_barrier(ctx));
+    CHECK_OK(xtq_unregister_kernel(ctx, KERNEL_INDEX));
+    CHECK_OK(xtq_unregister_queue(ctx, QUEUE_INDEX));
+    CHECK_OK(xtq_kernel_destroy(k));
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_signal_destroy(S.done));
+    CHECK_OK(xtq_finalize(ctx));
+}

@@ -153,6 +153,9 @@ enum slot_state {
     SLOT_ARMED = 1u << 3,
     SLOT_SENDING = 1u << 4,
     SLOT_HELD = 1u << 5,
+    /* DONE already for its caller: the waiter read the target's completion
+     * word (notify.c); the ack still frees the slot. */
+    SLOT_DIRECT = 1u << 6,
 };
 
 /* How a put leaves: gathered from the caller's buffers (all of them, or
@@ -255,6 +258,27 @@ struct peer {
 /* A rank's doorbell in POSIX shared memory (wakeup.c); its name travels
  * in the address exchange. */
 #define XTQ__BELL_NAME_MAX 64
+
+/*
+ * Completion words on one host (notify.c, docs/design.md "Completion
+ * words on one host"): each engine's own segment in POSIX shared memory,
+ * which its retire writes and the other ranks of the host map read-only.
+ * Rank r's put `seq` (wire flag NOTIFY) finishes in
+ * words[r * words_per_peer + seq % words_per_peer], set to
+ * XTQ__NOTIFY_WORD(seq, status) with release order before its ack leaves.
+ */
+#define XTQ__NOTIFY_MAGIC 0x584e5731u /* "XNW1" */
+struct xtq__notify_seg {
+    uint32_t magic;
+    uint32_t words_per_peer; /* the owner's put window: a power of two or not */
+    uint32_t nranks;
+    uint32_t pad_[13];
+    _Atomic uint64_t words[];
+};
+/* (status << 32) | low 32 bits of seq + 1: never 0 for the fresh word
+ * (a put whose seq + 1 wraps to 0 is not sent with NOTIFY). */
+#define XTQ__NOTIFY_WORD(seq, status)                                                              \
+    (((uint64_t)(uint32_t)(int32_t)(status) << 32) | (uint32_t)((seq) + 1))
 struct doorbell {
     _Atomic uint32_t seq;
     _Atomic uint32_t sleeping;
@@ -349,6 +373,14 @@ struct xtq__engine {
     struct doorbell **bells;            /* by rank; NULL unless doorbells are in use */
     bool bell_fence;                    /* doorbells wanted: every rank takes the fence */
     char bell_name[XTQ__BELL_NAME_MAX]; /* until every peer mapped it */
+    bool same_host;                     /* every rank on this host (the bootstrap's word) */
+
+    /* notify.c: completion words on one host (XTQ_DIRECT_COMPLETION) */
+    struct xtq__notify_seg *notify_own;        /* ours (our retire writes it), or NULL */
+    size_t notify_len;                         /* bytes of every segment of this engine */
+    char notify_name[XTQ__BELL_NAME_MAX];      /* until every peer mapped it */
+    struct xtq__notify_seg **notify_peer;      /* by rank, read-only maps; NULL: ack only */
+    size_t *notify_peer_len;                   /* their mapped lengths */
 
     /* initiator.c, progress.c (XTQ_LONE_WAITER): a thread alone in
      * xtq_completion_wait takes the progress turns and sleeps on the
@@ -507,6 +539,23 @@ bool xtq__engine_in_turn(const struct xtq__engine *e);
 /* ---- wakeup.c ----------------------------------------------------------- */
 /* Doorbells (same host, CQ without a wait fd) and the eventfd. */
 int xtq__wakeup_open(struct xtq__engine *e, bool same_host);
+
+/* ---- notify.c: completion words on one host ----------------------------- */
+/* Make this engine's segment where XTQ_DIRECT_COMPLETION allows (never
+ * fails: without it puts are acked only). Before the address exchange. */
+void xtq__notify_open(struct xtq__engine *e);
+/* Our segment's name for the address exchange ("" when none). */
+void xtq__notify_name(struct xtq__engine *e, char name[XTQ__BELL_NAME_MAX]);
+/* Map the peers' segments (read-only); a peer without one is acked only. */
+void xtq__notify_connect(struct xtq__engine *e, const char *names, size_t stride);
+/* Every rank has mapped ours: its name leaves /dev/shm. */
+void xtq__notify_unlink(struct xtq__engine *e);
+void xtq__notify_close(struct xtq__engine *e);
+/* Target side, in retire: put `seq` of rank `src` finished with `status`. */
+void xtq__notify_post(struct xtq__engine *e, uint32_t src, uint64_t seq, int status);
+/* Initiator side: the word put `seq` to `target` finishes in, or NULL when
+ * that put cannot be completed through one (no segment, window too big). */
+const _Atomic uint64_t *xtq__notify_word(const struct xtq__engine *e, int target, uint64_t seq);
 /* Our doorbell's name for the address exchange ("" when none). */
 void xtq__wakeup_name(struct xtq__engine *e, char name[XTQ__BELL_NAME_MAX]);
 /* After the address exchange (`names`: every rank's, `stride` apart): map

@@ -62,12 +62,21 @@ struct comp_wait {
     struct xtq__engine *e;
     _Atomic uint32_t *st;
     uint32_t want;
+    xtq_completion_t *comp; /* whose put may finish through a completion word */
 };
+
+static bool notify_try(struct xtq__engine *e, xtq_completion_t *comp);
 
 static bool comp_ready(void *arg)
 {
     struct comp_wait *c = arg;
-    return atomic_load_explicit(c->st, memory_order_acquire) & c->want;
+    uint32_t st = atomic_load_explicit(c->st, memory_order_acquire);
+    if (st & c->want)
+        return true;
+    /* On one host: the target's word may say DONE before its ack does. */
+    if ((st & XTQ__COMPLETION_NOTIFY) && c->comp && notify_try(c->e, c->comp))
+        return atomic_load_explicit(c->st, memory_order_acquire) & c->want;
+    return false;
 }
 
 /* The same, polled while progressing the engine ourselves. */
@@ -188,10 +197,15 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
     xtq_ctx_t *ctx = e->ctx;
     xtq_completion_t *c = s->comp;
     bool held = !(s->state & SLOT_LOCAL);
-    XTQ_TRACE_POINT(XTQ_TRACE_COMPLETION, XTQ_TRACE_KEY(ctx->rank, s->seq));
-    if (s->status)
-        XTQ__STAT_INC(ctx, puts_failed);
-    XTQ__STAT_INC(ctx, puts_completed);
+    /* A put its waiter completed from the target's word was traced and
+     * counted then. */
+    if (!(s->state & SLOT_DIRECT))
+        XTQ_TRACE_POINT(XTQ_TRACE_COMPLETION, XTQ_TRACE_KEY(ctx->rank, s->seq));
+    if (!(s->state & SLOT_DIRECT)) {
+        if (s->status)
+            XTQ__STAT_INC(ctx, puts_failed);
+        XTQ__STAT_INC(ctx, puts_completed);
+    }
     if (s->trig) {
         /* Fired or not, it is no longer watched. */
         struct put_trigger *t = s->trig;
@@ -208,7 +222,7 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
         c->status = s->status;
         c->prov_errno = s->prov_errno;
         comp_post(st, bits);
-    } else if (s->status && !s->counter) {
+    } else if (s->status && !s->counter && !(s->state & SLOT_DIRECT)) {
         XTQ_LOG_ONCE(ENGINE, WARN, "a put without completion object to rank %d failed: %s",
                      s->target, xtq_errname(s->status));
     }
@@ -372,6 +386,53 @@ static void slot_missing(struct xtq__engine *e, struct put_slot *s, int status)
     if (!s->state)
         slot_release(e, s);
     pthread_mutex_unlock(&e->put_lock);
+}
+
+/*
+ * A waiter's look at the target's completion word for its put (notify.c):
+ * when the word names this put, the put is DONE for its caller now. The
+ * slot stays busy for the ack, which frees it and counts the put as
+ * before; the completion object is detached from it, so the caller may
+ * reuse it at once. Only a put that is LOCAL (its buffers free) and not
+ * answered yet is completed here; anything else is the ack's to finish.
+ */
+static bool notify_try(struct xtq__engine *e, xtq_completion_t *comp)
+{
+    xtq_ctx_t *ctx = e->ctx;
+    const int target = comp->target;
+    const uint64_t seq = comp->seq;
+    const _Atomic uint64_t *w = xtq__notify_word(e, target, seq);
+    if (!w)
+        return false;
+    uint64_t v = atomic_load_explicit(w, memory_order_acquire);
+    if ((uint32_t)v != (uint32_t)(seq + 1))
+        return false;
+    int32_t status = (int32_t)(v >> 32);
+    /* Statuses are 0 or negative: anything else was not written by a retire. */
+    if (status > 0)
+        return false;
+    bool done = false;
+    xtq__mutex_lock(&e->put_lock);
+    struct put_slot *s = e->peers[target].slots ? &e->peers[target].slots[seq % e->window] : NULL;
+    if (s && (s->state & SLOT_BUSY) && (s->state & SLOT_LOCAL) && s->seq == seq &&
+        s->comp == comp && !(s->state & (SLOT_ACKED | SLOT_DIRECT | SLOT_HELD))) {
+        s->state |= SLOT_DIRECT;
+        s->comp = NULL;
+        comp->status = status;
+        comp->prov_errno = 0;
+        /* Counted as the ack would have, now that its caller knows. */
+        if (status)
+            XTQ__STAT_INC(ctx, puts_failed);
+        XTQ__STAT_INC(ctx, puts_completed);
+        XTQ__STAT_INC(ctx, puts_completed_direct);
+        XTQ_TRACE_POINT(XTQ_TRACE_COMPLETION, XTQ_TRACE_KEY(ctx->rank, seq));
+        comp_post((_Atomic uint32_t *)&comp->state,
+                  XTQ_COMPLETION_DONE | XTQ_COMPLETION_LOCAL |
+                      (status == 0 ? XTQ_COMPLETION_REMOTE : 0));
+        done = true;
+    }
+    pthread_mutex_unlock(&e->put_lock);
+    return done;
 }
 
 void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr, const void *result)
@@ -1131,8 +1192,15 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
         memset(&local_comp, 0, sizeof(local_comp));
         comp = &local_comp;
     }
+    /* On one host a waiter may learn of the remote completion from the
+     * target's word (notify.c): a put that reports to a completion object
+     * alone, and whose result is all in that word (no fetched result). */
+    bool notify = comp && !wait_local && !req->counter && !trig && !req->result &&
+                  (flags & XTQ_PUT_REMOTE_COMPLETION) && xtq__notify_word(e, target, seq);
+    if (notify)
+        hdr->flags |= XTQ__WIRE_NOTIFY;
     if (comp) {
-        comp->state = 0;
+        comp->state = notify ? XTQ__COMPLETION_NOTIFY : 0;
         comp->status = 0;
         comp->prov_errno = 0;
         comp->target = target;
@@ -1238,7 +1306,7 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
 
     if (wait_local) {
         /* No completion object: return once the buffers are free. */
-        struct comp_wait c = {e, (_Atomic uint32_t *)&local_comp.state, XTQ_COMPLETION_LOCAL};
+        struct comp_wait c = {e, (_Atomic uint32_t *)&local_comp.state, XTQ_COMPLETION_LOCAL, NULL};
         if (e->manual) {
             while (!comp_ready(&c))
                 xtq__engine_progress(e);
@@ -1376,7 +1444,7 @@ bool xtq__engine_lone_waiting(struct xtq__engine *e)
 int xtq__engine_wait(struct xtq__engine *e, xtq_completion_t *comp, uint32_t bits,
                      int64_t timeout_ns)
 {
-    struct comp_wait c = {e, (_Atomic uint32_t *)&comp->state, bits | XTQ_COMPLETION_DONE};
+    struct comp_wait c = {e, (_Atomic uint32_t *)&comp->state, bits | XTQ_COMPLETION_DONE, comp};
     uint64_t deadline = xtq__deadline_ns(xtq__timeout_ns(timeout_ns));
     /* Naps of at most 100 ms on the completion word. */
     struct xtq__spin_wait sleep = {

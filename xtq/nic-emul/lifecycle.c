@@ -34,6 +34,7 @@ static void engine_free(struct xtq__engine *e)
     }
     free(e->peers);
     xtq__wakeup_close(e);
+    xtq__notify_close(e);
     pthread_mutex_destroy(&e->put_lock);
     pthread_mutex_destroy(&e->progress_lock);
     pthread_mutex_destroy(&e->ack_lock);
@@ -56,9 +57,11 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
 {
     struct xtq__engine *e = calloc(1, sizeof(*e));
     struct xtq__bootstrap *bs = ctx->bootstrap;
-    /* Each rank's blob: [uint32 len][endpoint name][doorbell name]. */
+    /* Each rank's blob: [uint32 len][endpoint name][doorbell name]
+     * [completion words' name]. */
     const size_t bell_off = sizeof(uint32_t) + XTQ__OFI_ADDR_MAX;
-    const size_t stride = bell_off + XTQ__BELL_NAME_MAX;
+    const size_t notify_off = bell_off + XTQ__BELL_NAME_MAX;
+    const size_t stride = notify_off + XTQ__BELL_NAME_MAX;
     char *blob = NULL, *all = NULL;
     int rc;
 
@@ -110,9 +113,11 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
         goto err_engine;
     e->ofi_open = true;
 
+    e->same_host = bs->same_host;
     rc = xtq__wakeup_open(e, bs->same_host);
     if (rc)
         goto err_engine;
+    xtq__notify_open(e);
 
     /* Address exchange. */
     blob = calloc(1, stride);
@@ -128,6 +133,7 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     uint32_t alen32 = (uint32_t)alen;
     memcpy(blob, &alen32, sizeof(alen32));
     xtq__wakeup_name(e, blob + bell_off);
+    xtq__notify_name(e, blob + notify_off);
     char key[XTQ__KEY_MAX];
     xtq__engine_key(e, "xtq.addr", key);
     rc = xtq__bootstrap_allgather(bs, key, blob, stride, all);
@@ -136,7 +142,11 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     rc = xtq__ofi_insert(&e->ofi, all, stride, ctx->size);
     if (rc)
         goto err_engine;
+    xtq__notify_connect(e, all + notify_off, stride);
+    /* On one host this is also the fence after which no segment's name
+     * is needed (every rank has mapped what it maps). */
     rc = xtq__wakeup_connect(e, all + bell_off, stride);
+    xtq__notify_unlink(e);
     if (rc)
         goto err_engine;
 

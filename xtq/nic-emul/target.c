@@ -332,8 +332,13 @@ static void engine_retire(void *cookie, int status)
     /* With remote completion the ack (and a fetching put's result, which
      * the task has finished writing) leaves now. After xtq__engine_stop()
      * (finalize) nothing is sent: acks.c drops it. */
-    if (t->wire_flags & XTQ__WIRE_REMOTE_COMPLETION)
+    if (t->wire_flags & XTQ__WIRE_REMOTE_COMPLETION) {
+        /* On one host the initiator may be polling our completion word:
+         * one store, before the ack's send path (notify.c). */
+        if (t->wire_flags & XTQ__WIRE_NOTIFY)
+            xtq__notify_post(e, t->src, t->seq, status);
         xtq__ack_done(e, t->ack, status);
+    }
     XTQ__STAT_INC(e->ctx, tasks_completed);
     xtq__region_put(t->region);
     free(t);

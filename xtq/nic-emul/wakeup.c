@@ -152,7 +152,9 @@ int xtq__wakeup_connect(struct xtq__engine *e, const char *names, size_t stride)
 {
     if (e->bells)
         bells_open_peers(e, names, stride);
-    if (!e->bell_fence)
+    /* Every rank of a job on one host takes the fence (bell_fence implies
+     * same_host): it also ends the completion words' names (notify.c). */
+    if (!e->bell_fence && !e->same_host)
         return 0;
     /* Once every rank has mapped the doorbells it rings, no name is needed
      * any more: a process killed later leaves nothing in /dev/shm. */
