@@ -180,7 +180,8 @@ XTQ_TEST(bad_type)
 XTQ_TEST(unknown_flags)
 {
     size_t len = make_put(msgbuf, 16, 0);
-    const uint32_t put_ok = XTQ__WIRE_REMOTE_COMPLETION | XTQ__WIRE_RESEND | XTQ__WIRE_LONG_TASK;
+    const uint32_t put_ok =
+        XTQ__WIRE_REMOTE_COMPLETION | XTQ__WIRE_RESEND | XTQ__WIRE_LONG_TASK | XTQ__WIRE_NOTIFY;
     hdr_of(msgbuf)->flags = put_ok;
     CHECK_OK(validate(msgbuf, len));
     for (unsigned b = 0; b < 32; b++) {
