@@ -101,6 +101,7 @@ struct cuda_queue {
     uint32_t inl_lines;
     uint32_t inl_data; /* data bytes an inline copy may hold */
     uint32_t inline_max; /* payload bytes inlined at most */
+    bool notify;         /* the processor stores initiators' completion words (XTQ_CUDA_NOTIFY) */
     uint64_t retired; /* retire thread only */
     struct cuda_queue *next_dead;
 };
@@ -113,6 +114,7 @@ struct cuda_agent {
     uint32_t caps;     /* XTQ__CUDA_CAP_* of the running processor */
     uint32_t grid_min;
     uint32_t inline_max;
+    bool notify; /* XTQ_CUDA_NOTIFY */
     cudaStream_t run;
     cudaStream_t ctl_stream;
     struct xtq__cuda_dev *dev; /* device memory */
@@ -703,6 +705,10 @@ static void inline_fill(struct cuda_queue *q, uint64_t index, const struct xtq__
     h.payload_len = d->payload_len;
     h.result = (uint64_t)(uintptr_t)d->result;
     h.result_len = (uint32_t)d->result_len;
+    if (q->notify && d->notify) {
+        h.notify = (uint64_t)(uintptr_t)d->notify;
+        h.notify_tag = d->notify_tag;
+    }
     const uint32_t nlines = (uint32_t)((len + XTQ__CUDA_LINE_DATA - 1) / XTQ__CUDA_LINE_DATA);
     memset(data + len, 0, (size_t)nlines * XTQ__CUDA_LINE_DATA - len);
     h.nlines = (uint16_t)nlines;
@@ -807,6 +813,7 @@ static int queue_create_on_device(xtq_agent_t *agent, uint32_t size, xtq_queue_t
                                                               : XTQ__CUDA_INLINE_LINES_MAX) *
                   XTQ__CUDA_LINE_DATA;
     q->inline_max = a->inline_max;
+    q->notify = a->notify;
     /* One pinned, mapped block: ring, indices, doorbell, completion
      * words, inline areas. */
     off_idx = (size_t)size * XTQ_AQL_PACKET_SIZE;
@@ -1262,6 +1269,7 @@ static int open_on_device(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **a
      * dispatches run on a grid of their own (modules built with -rdc). */
     uint64_t inl = xtq__param_size(XTQ__PARAM_XTQ_CUDA_INLINE_MAX);
     a->inline_max = (uint32_t)(inl < XTQ__CUDA_INLINE_DATA_MAX ? inl : XTQ__CUDA_INLINE_DATA_MAX);
+    a->notify = xtq__param_int(XTQ__PARAM_XTQ_CUDA_NOTIFY) != 0;
     int64_t gmin = xtq__param_int(XTQ__PARAM_XTQ_CUDA_GRID_MIN);
     a->grid_min = gmin > 0 ? (uint32_t)(gmin < 0x7fffffff ? gmin : 0x7fffffff) : 0;
     init->grid_min = a->grid_min;

@@ -417,6 +417,19 @@ struct xtq__enqueue {
      */
     void *result;
     uint64_t result_len;
+    /*
+     * On one host (XTQ_DIRECT_COMPLETION, nic-emul/notify.c): the
+     * initiator's completion word, in host memory every agent of the
+     * context can reach, or NULL. An agent that can may store
+     * ((uint64_t)(uint32_t)status << 32) | notify_tag there itself,
+     * ordered after the task's writes, as soon as the task finished; retire
+     * stores the same value later in any case, so an agent may ignore it
+     * (CPU, ROCr). Given only for packets without a completion signal (the
+     * signal's decrement must come first, and where the host decrements
+     * it, after the device's completion).
+     */
+    _Atomic uint64_t *notify;
+    uint32_t notify_tag;
     /* retire(cookie, status) runs on the agent's thread when the packet
      * has finished. The same retire for every packet of a queue. */
     xtq__retire_fn retire;

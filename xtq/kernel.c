@@ -6,6 +6,30 @@
  * xtq_task_payload, xtq_task_fail).
  */
 #include "internal.h"
+#include "nic-emul/engine.h"
+
+#include <unistd.h>
+
+/*
+ * Take the kernel's last reference. A GPU task can be DONE for its
+ * initiator before it retires here: on one host the device stores the
+ * initiator's completion word itself (nic-emul/notify.c), and the retire
+ * that drops the task's reference follows within microseconds. A destroy
+ * the application orders after that completion must not be refused for
+ * it: while tasks are in flight, finished ones are retired (for up to
+ * 2 ms) before a refusal stands.
+ */
+static int kernel_kill(xtq_kernel_t *kernel)
+{
+    int rc = xtq__refs_kill(&kernel->refs);
+    xtq_ctx_t *ctx = kernel->agent->ctx;
+    for (int i = 0; rc && ctx && i < 20 && xtq__ctx_tasks_inflight(ctx); i++) {
+        (void)xtq__agents_retire_poll(ctx);
+        usleep(100);
+        rc = xtq__refs_kill(&kernel->refs);
+    }
+    return rc;
+}
 
 int xtq_kernel_destroy(xtq_kernel_t *kernel)
 {
@@ -15,7 +39,7 @@ int xtq_kernel_destroy(xtq_kernel_t *kernel)
         return -XTQ_EINVAL;
     /* Registered, or named by a queued task: freeing it now would let its
      * pool slot be reused under the table entry or the task. */
-    rc = xtq__refs_kill(&kernel->refs);
+    rc = kernel_kill(kernel);
     if (rc) {
         xtq_dbg(CORE, "kernel %p destroy refused: %u registrations or tasks name it",
                 (void *)kernel, atomic_load(&kernel->refs) & ~XTQ__REFS_DEAD);

@@ -25,7 +25,7 @@
 #include <xtq/cuda.h>
 
 /* Bumped whenever a structure below changes. */
-#define XTQ_CUDA_ABI_VERSION 8u
+#define XTQ_CUDA_ABI_VERSION 9u
 
 #define XTQ__CUDA_MAX_QUEUES 64
 #define XTQ__CUDA_MAX_KERNELS 1024
@@ -44,7 +44,7 @@
  * current flag carries current data, whichever order the reads of the
  * other words were served in. No header poll, no fence, no second read.
  *
- * The data (8 bytes per line) is an xtq__cuda_inline header, the 64-byte
+ * The data (8 bytes per line) is an xtq__cuda_inline header (48 bytes), the 64-byte
  * packet, the kernel arguments (kernarg_len bytes, rounded up to 16), and,
  * with XTQ__CUDA_INLINE_PAYLOAD, the payload (payload_len bytes): argument
  * 1 then points at the processor's copy of it. Thread t of the polling
@@ -54,8 +54,8 @@
 #define XTQ__CUDA_LINE_BYTES 16u
 #define XTQ__CUDA_LINE_DATA 8u
 #define XTQ__CUDA_INLINE_LINES_MAX 248u
-#define XTQ__CUDA_INLINE_PACKET 32u  /* offset of the packet in the data */
-#define XTQ__CUDA_INLINE_KERNARG 96u /* offset of the kernel arguments */
+#define XTQ__CUDA_INLINE_PACKET 48u   /* offset of the packet in the data */
+#define XTQ__CUDA_INLINE_KERNARG 112u /* offset of the kernel arguments */
 #define XTQ__CUDA_INLINE_DATA_MAX (XTQ__CUDA_INLINE_LINES_MAX * XTQ__CUDA_LINE_DATA)
 
 enum {
@@ -72,6 +72,14 @@ struct xtq__cuda_inline {
     /* Arguments not inline: their length at kernarg_address (0: unknown),
      * fetched while the kernel is checked, then checked against it. */
     uint32_t kernarg_ext;
+    /* On one host, the initiator's completion word (GPU-visible host
+     * memory; 0: none): the processor stores
+     * ((uint64_t)(uint32_t)status << 32) | notify_tag there, ordered after
+     * the task's writes, before the queue's completion word (struct
+     * xtq__enqueue.notify; xtq/nic-emul/notify.c). */
+    uint64_t notify;
+    uint32_t notify_tag;
+    uint32_t pad_;
 };
 
 /* Device-memory kernel descriptor; kernel_object holds its address.
@@ -177,12 +185,13 @@ struct xtq__cuda_dev {
     uint64_t cur_fn;
     uint64_t cur_result;
     uint64_t cur_payload_len;
+    uint64_t cur_notify; /* the inline header's notify, notify_tag */
     uint32_t cur_result_len;
     volatile int32_t cur_status;  /* first failure of a task of the dispatch */
     uint32_t cur_kernarg_size;
     uint32_t cur_queue;
     uint32_t cur_total;   /* work-groups in cur */
-    uint32_t pad1_;
+    uint32_t cur_notify_tag;
     volatile uint64_t gen;       /* bumped by block 0 when cur is published */
     /* (tag << 32) | work-groups of the dispatch `tag`, published with gen:
      * a block that wakes late reads the tag and the count together, so it

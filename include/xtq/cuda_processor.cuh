@@ -125,6 +125,16 @@ __device__ __forceinline__ void st_release_sys_u64(void *p, uint64_t v)
     asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+__device__ __forceinline__ void st_relaxed_sys_u64(void *p, uint64_t v)
+{
+    asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ void fence_acq_rel_sys(void)
+{
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
+
 __device__ __forceinline__ uint64_t gpu_clock_ns(void)
 {
     uint64_t t;
@@ -220,16 +230,34 @@ __device__ __forceinline__ uint8_t *buf_kernarg(pshared &S)
  * otherwise the host's retire thread does.
  */
 __device__ void complete_word(uint64_t *word, uint64_t index, int32_t status, uint64_t signal,
-                              uint32_t mode, uint32_t host_atomics)
+                              uint32_t mode, uint32_t host_atomics, uint64_t notify, uint32_t tag)
 {
     const uint64_t w = XTQ__CUDA_DONE_WORD(index, status);
+    /* The initiator's word on one host (the inline header's notify), the
+     * same release as the queue's word, stored first: the waiter that
+     * polls it is the one that pays for every nanosecond. */
+    const uint64_t nw = ((uint64_t)(uint32_t)status << 32) | tag;
     if (signal && host_atomics) {
         __threadfence_system();
         atomicAdd_system((unsigned long long *)signal, ~0ull); /* value -= 1 */
         *(volatile uint64_t *)word = w;
+        if (notify) {
+            /* After the signal's decrement (the engine gives no notify
+             * with a signal; kept correct all the same). */
+            __threadfence_system();
+            *(volatile uint64_t *)notify = nw;
+        }
     } else if (mode == XTQ__CUDA_COMPLETE_FENCE) {
         __threadfence_system();
+        if (notify)
+            *(volatile uint64_t *)notify = nw;
         *(volatile uint64_t *)word = w;
+    } else if (notify) {
+        /* One fence, two strong stores: each is a release (PTX: a fence
+         * then a strong write in program order). */
+        fence_acq_rel_sys();
+        st_relaxed_sys_u64((void *)notify, nw);
+        st_relaxed_sys_u64(word, w);
     } else {
         st_release_sys_u64(word, w);
     }
@@ -246,10 +274,11 @@ __device__ void report_error(xtq__cuda_dev *dev, int32_t status)
 
 /* Block 0, thread 0: complete packet `index` of cached queue `li`. */
 __device__ void complete_local(xtq__cuda_dev *dev, const qcache &C, uint32_t li, uint64_t index,
-                               int32_t status, uint64_t signal)
+                               int32_t status, uint64_t signal, const xtq__cuda_inline *h)
 {
     uint64_t *word = (uint64_t *)C.done[li] + (index & C.mask[li]);
-    complete_word(word, index, status, signal, C.complete_mode, C.host_atomics);
+    complete_word(word, index, status, signal, C.complete_mode, C.host_atomics, h->notify,
+                  h->notify_tag);
     report_error(dev, status);
 }
 
@@ -260,7 +289,7 @@ __device__ void complete_published(xtq__cuda_dev *dev)
     uint64_t *word = (uint64_t *)qd->done + (dev->cur_index & qd->mask);
     int32_t status = dev->cur_status;
     complete_word(word, dev->cur_index, status, dev->cur.completion_signal.handle,
-                  dev->complete_mode, dev->host_atomics);
+                  dev->complete_mode, dev->host_atomics, dev->cur_notify, dev->cur_notify_tag);
     report_error(dev, status);
 }
 
@@ -797,6 +826,8 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
                     h->result = 0;
                     h->result_len = 0;
                     h->kernarg_ext = 0;
+                    h->notify = 0;
+                    h->notify_tag = 0;
                     C.rd[li] = rd + 1;
                     *(volatile uint64_t *)&dev->q[li].rd = rd + 1;
                 }
@@ -908,6 +939,8 @@ __device__ void publish_dispatch(xtq__cuda_dev *dev, pshared &S, uint32_t li, ui
         dev->cur_result = h->result;
         dev->cur_result_len = h->result_len;
         dev->cur_payload_len = h->payload_len;
+        dev->cur_notify = h->notify;
+        dev->cur_notify_tag = h->notify_tag;
     }
     /* Written by many threads, released by thread 0: each writer fences,
      * or another block may read an old word. */
@@ -981,7 +1014,7 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
                     }
                     S.cmd = st;
                     if (st <= 0)
-                        complete_local(dev, C, li, index, st, sig);
+                        complete_local(dev, C, li, index, st, sig, h);
                     else
                         C.rd[li] = index; /* stopping: the next processor waits again */
                     if (st > 0)
@@ -1041,7 +1074,7 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
             __syncthreads();
             if (S.rc) {
                 if (tid == 0)
-                    complete_local(dev, C, li, index, S.rc, sig);
+                    complete_local(dev, C, li, index, S.rc, sig, h);
                 __syncthreads();
                 continue;
             }
@@ -1084,7 +1117,7 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
                 __syncthreads();
                 if (tid == 0) {
                     end_ns = gpu_clock_ns();
-                    complete_local(dev, C, li, index, S.status, sig);
+                    complete_local(dev, C, li, index, S.status, sig, h);
                     uint64_t done_ns = gpu_clock_ns();
                     /* After the completion: these stores cost it nothing. */
                     dev->prof[PROF_SEEN] = ps.seen_ns;

@@ -1704,6 +1704,76 @@ XTQ_TEST(task_fail_status_reaches_retire)
     free(retired);
 }
 
+/*
+ * The initiator's completion word on one host (struct xtq__enqueue.notify):
+ * the processor stores (status << 32) | notify_tag there for a dispatch of
+ * one work-group, of several in its blocks, and on a grid of its own, with
+ * the dispatch's status; a packet without one leaves every word alone.
+ */
+XTQ_TEST(notify_word_stored_by_the_processor)
+{
+    xtq_agent_t *agent = open_agent();
+    xtq_queue_t *q;
+    xtq_signal_t *sig;
+    const uint32_t groups_max = 64, items = groups_max * 32;
+    uint32_t *seen = host_alloc(agent, items * 4);
+    struct fail_args *ka = host_alloc(agent, sizeof(*ka));
+    _Atomic uint64_t *words = host_alloc(agent, 4096);
+    retired = calloc(8, sizeof(*retired));
+    xtq_kernel_t *k = make_kernel(agent, TASK_FAIL, sizeof(*ka));
+    CHECK_OK(xtq_queue_create(agent, 4, &q));
+    q->retire = count_retire;
+    CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
+    struct {
+        uint32_t groups, grid_min, fail_group;
+        int32_t status;
+        bool notify;
+    } cases[] = {{1, 0, ~0u, 0, true},           {1, 0, 0, -XTQ_ERANGE, true},
+                 {8, 0, 5, -XTQ_EKERNARG, true},  {8, 0, ~0u, 0, true},
+                 {groups_max, 4, ~0u, 0, true},   {groups_max, 4, 63, -XTQ_ERANGE, true},
+                 {1, 0, ~0u, 0, false}};
+    for (uint32_t c = 0; c < ARRAY_SIZE(cases); c++) {
+        const uint32_t grid[3] = {cases[c].groups * 32, 1, 1};
+        const uint16_t wg[3] = {32, 1, 1};
+        const uint32_t tag = 0xabc00000u + c;
+        CHECK_OK(xtq__cuda_tune(agent, XTQ__CUDA_KNOB_GRID_MIN, cases[c].grid_min));
+        memset(seen, 0, items * 4);
+        memset((void *)words, 0, 4096);
+        ka->seen = seen;
+        ka->status = cases[c].status;
+        ka->fail_group = cases[c].fail_group;
+        atomic_store(&last_status, 0);
+        xtq_signal_store(sig, 1);
+        xtq_aql_packet_t p;
+        kernel_packet(&p, k, ka, 1, grid, wg, sig);
+        struct xtq__enqueue d = {.packet = &p,
+                                 .kernarg = ka,
+                                 .kernarg_len = sizeof(*ka),
+                                 .retire = count_retire,
+                                 .cookie = (void *)(uintptr_t)(c + 1),
+                                 .notify = cases[c].notify ? &words[c] : NULL,
+                                 .notify_tag = tag};
+        CHECK_OK(xtq__cuda_enqueue(q, &d, NULL));
+        CHECK_OK(xtq_signal_wait(sig, XTQ_SIGNAL_EQ, 0, WAIT_NS, NULL));
+        for (int t = 0; atomic_load(&retired[c]) == 0 && t < 20000; t++)
+            usleep(1000);
+        CHECK_EQ(atomic_load(&retired[c]), 1);
+        CHECK_EQ(atomic_load(&last_status), cases[c].status);
+        for (uint32_t i = 0; i < 4096 / 8; i++) {
+            uint64_t want = cases[c].notify && i == c
+                                ? ((uint64_t)(uint32_t)cases[c].status << 32) | tag
+                                : 0;
+            CHECK_EQ(atomic_load(&words[i]), want);
+        }
+        for (uint32_t i = 0; i < cases[c].groups * 32; i++)
+            CHECK_EQ(seen[i], 1);
+    }
+    CHECK_OK(xtq_queue_destroy(q));
+    CHECK_OK(xtq_kernel_destroy(k));
+    agent->ops->close(agent);
+    free(retired);
+}
+
 /* A plain packet of `k` (xtq_queue_submit: no enqueue descriptor) on a
  * 64-item grid, `info` set to 0xff first; waits for it. */
 static void plain_packet(xtq_queue_t *q, xtq_kernel_t *k, void *ka, uint32_t *info,

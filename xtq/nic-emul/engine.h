@@ -85,6 +85,8 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
                        unsigned plane, struct xtq__engine **engine);
 /* Wait until tasks enqueued here have retired, up to deadline. */
 int xtq__engine_drain_tasks(struct xtq__engine *e, uint64_t deadline);
+/* Tasks enqueued on any plane of `ctx` and not yet retired. */
+uint64_t xtq__ctx_tasks_inflight(xtq_ctx_t *ctx);
 /* Stop the thread, fail puts still pending with -XTQ_EFINALIZED, drop the
  * backlog; agents may still retire tasks (no acks are sent any more).
  * Then close the agents, then destroy (which stops first if needed). */

@@ -377,6 +377,7 @@ struct xtq__engine {
 
     /* notify.c: completion words on one host (XTQ_DIRECT_COMPLETION) */
     struct xtq__notify_seg *notify_own;        /* ours (our retire writes it), or NULL */
+    bool notify_agents;                        /* ours is mapped for every agent's device */
     size_t notify_len;                         /* bytes of every segment of this engine */
     char notify_name[XTQ__BELL_NAME_MAX];      /* until every peer mapped it */
     struct xtq__notify_seg **notify_peer;      /* by rank, read-only maps; NULL: ack only */
@@ -553,6 +554,9 @@ void xtq__notify_unlink(struct xtq__engine *e);
 void xtq__notify_close(struct xtq__engine *e);
 /* Target side, in retire: put `seq` of rank `src` finished with `status`. */
 void xtq__notify_post(struct xtq__engine *e, uint32_t src, uint64_t seq, int status);
+/* Target side, at enqueue: that word, for an agent that stores it itself
+ * (struct xtq__enqueue.notify), or NULL. */
+_Atomic uint64_t *xtq__notify_own_word(struct xtq__engine *e, uint32_t src, uint64_t seq);
 /* Initiator side: the word put `seq` to `target` finishes in, or NULL when
  * that put cannot be completed through one (no segment, window too big). */
 const _Atomic uint64_t *xtq__notify_word(const struct xtq__engine *e, int target, uint64_t seq);

@@ -190,6 +190,15 @@ err_engine:
     return rc;
 }
 
+uint64_t xtq__ctx_tasks_inflight(xtq_ctx_t *ctx)
+{
+    uint64_t n = 0;
+    for (unsigned j = 0; j < ctx->nplanes; j++)
+        if (ctx->planes[j])
+            n += atomic_load_explicit(&ctx->planes[j]->tasks_inflight, memory_order_acquire);
+    return n;
+}
+
 void xtq__engine_destroy(struct xtq__engine *e)
 {
     if (!e)

@@ -51,7 +51,9 @@ void xtq__notify_open(struct xtq__engine *e)
     if (!notify_wanted(e))
         return;
     size_t words = (size_t)ctx->size * e->window;
-    size_t len = sizeof(struct xtq__notify_seg) + words * sizeof(uint64_t);
+    /* Whole pages: the agents map it for their devices. */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t len = XTQ_ALIGN_UP(sizeof(struct xtq__notify_seg) + words * sizeof(uint64_t), page);
     if (len > NOTIFY_SEG_MAX) {
         xtq_info(ENGINE,
                  "completion words: %d ranks x window %u need %zu bytes, above %zu; puts to "
@@ -88,6 +90,9 @@ void xtq__notify_open(struct xtq__engine *e)
     g->magic = XTQ__NOTIFY_MAGIC;
     e->notify_own = g;
     e->notify_len = len;
+    /* A GPU's processor may then store a word itself (the enqueue's notify);
+     * without the mapping the retire stores every one. */
+    e->notify_agents = xtq__agents_mem_register(ctx, g, len) == 0;
 }
 
 void xtq__notify_name(struct xtq__engine *e, char name[XTQ__BELL_NAME_MAX])
@@ -175,21 +180,31 @@ void xtq__notify_close(struct xtq__engine *e)
     free(e->notify_peer_len);
     e->notify_peer = NULL;
     e->notify_peer_len = NULL;
+    if (e->notify_own && e->notify_agents)
+        xtq__agents_mem_deregister(e->ctx, e->notify_own, e->notify_len);
+    e->notify_agents = false;
     if (e->notify_own)
         munmap(e->notify_own, e->notify_len);
     e->notify_own = NULL;
 }
 
-void xtq__notify_post(struct xtq__engine *e, uint32_t src, uint64_t seq, int status)
+_Atomic uint64_t *xtq__notify_own_word(struct xtq__engine *e, uint32_t src, uint64_t seq)
 {
     struct xtq__notify_seg *g = e->notify_own;
     /* src was checked against the job's size when the put arrived. */
     if (!g || src >= g->nranks)
-        return;
-    size_t i = (size_t)src * g->words_per_peer + seq % g->words_per_peer;
+        return NULL;
+    return &g->words[(size_t)src * g->words_per_peer + seq % g->words_per_peer];
+}
+
+void xtq__notify_post(struct xtq__engine *e, uint32_t src, uint64_t seq, int status)
+{
+    _Atomic uint64_t *w = xtq__notify_own_word(e, src, seq);
     /* Release: the task's writes (visible to this thread, which retires
-     * it) before the word, for the initiator's acquiring load. */
-    atomic_store_explicit(&g->words[i], XTQ__NOTIFY_WORD(seq, status), memory_order_release);
+     * it) before the word, for the initiator's acquiring load. A device
+     * that stored it already stored the same value. */
+    if (w)
+        atomic_store_explicit(w, XTQ__NOTIFY_WORD(seq, status), memory_order_release);
 }
 
 const _Atomic uint64_t *xtq__notify_word(const struct xtq__engine *e, int target, uint64_t seq)

@@ -385,6 +385,14 @@ static int task_enqueue(struct xtq__engine *e, struct rx_task *t)
         .cookie = t,
         .trace_key = XTQ_TRACE_KEY(src, seq),
     };
+    /* On one host a GPU may store the initiator's completion word itself,
+     * as soon as the task finished: for packets without a completion
+     * signal, whose decrement must come first (notify.c). */
+    if ((wflags & XTQ__WIRE_NOTIFY) && e->notify_agents &&
+        pkt.kernel.completion_signal.handle == 0) {
+        d.notify = xtq__notify_own_word(e, src, seq);
+        d.notify_tag = (uint32_t)(seq + 1);
+    }
     /* A backlogged task is retried every turn while its queue is full:
      * find that out from the indices before taking the live-list lock
      * (twice: add, then remove again). */
