@@ -80,11 +80,24 @@ size_t xtq_put_max_size(const xtq_ctx_t *ctx)
     return ctx ? xtq__engine_max_put(ctx->engine) : 0;
 }
 
+/* The completion's state; a put not DONE whose target's completion word
+ * (XTQ_DIRECT_COMPLETION) may say more is looked up there first. The
+ * object is the caller's, not const: the library owns its fields. */
+static uint32_t comp_state_now(const xtq_completion_t *comp)
+{
+    _Atomic uint32_t *w = (_Atomic uint32_t *)&comp->state;
+    uint32_t st = atomic_load_explicit(w, memory_order_acquire);
+    if ((st & (XTQ__COMPLETION_NOTIFY | XTQ_COMPLETION_DONE)) == XTQ__COMPLETION_NOTIFY &&
+        xtq__engine_notify_poll((xtq_completion_t *)comp))
+        st = atomic_load_explicit(w, memory_order_acquire);
+    return st;
+}
+
 uint32_t xtq_completion_state(const xtq_completion_t *comp)
 {
     if (!comp)
         return 0;
-    uint32_t st = atomic_load_explicit((_Atomic uint32_t *)&comp->state, memory_order_acquire);
+    uint32_t st = comp_state_now(comp);
     /* The sleeper bit and any later library bits are not the caller's. */
     return st & (XTQ_COMPLETION_LOCAL | XTQ_COMPLETION_REMOTE | XTQ_COMPLETION_DONE);
 }
@@ -93,8 +106,7 @@ int xtq_completion_test(const xtq_completion_t *comp)
 {
     if (!comp)
         return 0;
-    uint32_t st = atomic_load_explicit((_Atomic uint32_t *)&comp->state, memory_order_acquire);
-    return (st & XTQ_COMPLETION_DONE) ? 1 : 0;
+    return (comp_state_now(comp) & XTQ_COMPLETION_DONE) ? 1 : 0;
 }
 
 int xtq_completion_wait(xtq_ctx_t *ctx, xtq_completion_t *comp, int64_t timeout_ns)

@@ -80,10 +80,17 @@ typedef struct xtq_completion {
 /**
  * The completion's XTQ_COMPLETION_* bits (LOCAL, REMOTE, DONE), read with
  * acquire order; the library's own bits are masked off. Never blocks.
+ * On one host (XTQ_DIRECT_COMPLETION) a remote-completion put not yet DONE
+ * is looked up in its target's completion word first, and completed from
+ * it when the word has it (taking the window's lock for that moment).
  */
 XTQ_API uint32_t xtq_completion_state(const xtq_completion_t *comp);
 
-/** 1 when the completion is DONE, else 0. Never blocks, never progresses. */
+/**
+ * 1 when the completion is DONE, else 0. Never blocks, never progresses
+ * the engine; reads the target's completion word as xtq_completion_state()
+ * does.
+ */
 XTQ_API int xtq_completion_test(const xtq_completion_t *comp);
 
 /**

@@ -793,6 +793,13 @@ struct direct_kargs {
 
 static _Atomic uint32_t direct_runs[DIRECT_PUTS];
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* Counts its run; every DIRECT_FAIL_EVERY-th fails with -XTQ_EIO. */
 static void direct_kernel(const xtq_dispatch_t *d, void *kernarg)
 {
@@ -807,7 +814,7 @@ static void direct_kernel(const xtq_dispatch_t *d, void *kernarg)
 }
 
 /*
- * direct_completion [manual|thread] [off]: rank 0 puts DIRECT_PUTS remote-completion tasks to
+ * direct_completion [manual|thread] [off] [test]: rank 0 puts DIRECT_PUTS remote-completion tasks to
  * rank 1 (itself when alone), one at a time, through ONE completion object
  * reused as soon as each put is DONE; every seventh task fails. Whether a
  * waiter learns of its put from the target's completion word or from the
@@ -816,13 +823,16 @@ static void direct_kernel(const xtq_dispatch_t *d, void *kernarg)
  * flush every put is counted completed by the acks. The argument "off"
  * (run with XTQ_DIRECT_COMPLETION=0) expects no put completed from a word;
  * otherwise, with a waiter that polls (manual progress, or a spin), some
- * must be.
+ * must be. With "test" the caller polls xtq_completion_test itself
+ * instead of waiting, as a runtime's own progress loop does.
  */
 XTQ_TEST(direct_completion)
 {
-    bool off = false;
-    for (int i = 0; i < xtq_test_argc; i++)
+    bool off = false, poll_test = false;
+    for (int i = 0; i < xtq_test_argc; i++) {
         off |= strcmp(xtq_test_argv[i], "off") == 0;
+        poll_test |= strcmp(xtq_test_argv[i], "test") == 0;
+    }
     xtq_ctx_t *ctx = init_ctx();
     xtq_agent_t *cpu;
     xtq_queue_t *q;
@@ -851,7 +861,22 @@ XTQ_TEST(direct_completion)
             CHECK_OK(xtq_cmd_kernel(cmd, sizeof(cmd), KERNEL_INDEX, QUEUE_INDEX, NULL, &a,
                                     sizeof(a), &cmd_len));
             CHECK_OK(xtq_put(ctx, target, cmd, cmd_len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &c));
-            int rc = xtq_completion_wait(ctx, &c, 60ll * 1000000000);
+            int rc;
+            if (poll_test) {
+                /* The caller's own polling loop: xtq_completion_test reads
+                 * the target's word too; progress only where nobody else
+                 * does. */
+                const uint64_t t0 = now_ns();
+                while (!xtq_completion_test(&c)) {
+                    if (manual_mode())
+                        xtq_progress(ctx);
+                    CHECK(now_ns() - t0 < 60ull * 1000000000);
+                }
+                CHECK(xtq_completion_state(&c) & XTQ_COMPLETION_DONE);
+                rc = c.status;
+            } else {
+                rc = xtq_completion_wait(ctx, &c, 60ll * 1000000000);
+            }
             if (a.fail) {
                 CHECK_ERR(rc, -XTQ_EIO);
                 failed++;

@@ -85,6 +85,10 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
                        unsigned plane, struct xtq__engine **engine);
 /* Wait until tasks enqueued here have retired, up to deadline. */
 int xtq__engine_drain_tasks(struct xtq__engine *e, uint64_t deadline);
+/* xtq_completion_test/_state of a put that may finish through the
+ * target's completion word (XTQ__COMPLETION_NOTIFY set, not DONE): read
+ * the word, and complete the put when it names it (notify.c). */
+bool xtq__engine_notify_poll(xtq_completion_t *comp);
 /* Tasks enqueued on any plane of `ctx` and not yet retired. */
 uint64_t xtq__ctx_tasks_inflight(xtq_ctx_t *ctx);
 /* Stop the thread, fail puts still pending with -XTQ_EFINALIZED, drop the

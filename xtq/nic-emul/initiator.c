@@ -435,6 +435,12 @@ static bool notify_try(struct xtq__engine *e, xtq_completion_t *comp)
     return done;
 }
 
+bool xtq__engine_notify_poll(xtq_completion_t *comp)
+{
+    struct xtq__engine *e = (struct xtq__engine *)(uintptr_t)comp->internal_[0];
+    return e && notify_try(e, comp);
+}
+
 void xtq__initiator_ack(struct xtq__engine *e, const struct xtq__wire_hdr *hdr, const void *result)
 {
     uint32_t src = hdr->src_rank;
@@ -1201,6 +1207,8 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
         hdr->flags |= XTQ__WIRE_NOTIFY;
     if (comp) {
         comp->state = notify ? XTQ__COMPLETION_NOTIFY : 0;
+        /* Whose word: for xtq_completion_test/_state, which have no ctx. */
+        comp->internal_[0] = notify ? (uint64_t)(uintptr_t)e : 0;
         comp->status = 0;
         comp->prov_errno = 0;
         comp->target = target;
