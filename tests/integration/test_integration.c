@@ -814,7 +814,7 @@ static void direct_kernel(const xtq_dispatch_t *d, void *kernarg)
 }
 
 /*
- * direct_completion [manual|thread] [off] [test]: rank 0 puts DIRECT_PUTS remote-completion tasks to
+ * direct_completion [manual|thread] [off] [test|flush]: rank 0 puts DIRECT_PUTS remote-completion tasks to
  * rank 1 (itself when alone), one at a time, through ONE completion object
  * reused as soon as each put is DONE; every seventh task fails. Whether a
  * waiter learns of its put from the target's completion word or from the
@@ -824,14 +824,17 @@ static void direct_kernel(const xtq_dispatch_t *d, void *kernarg)
  * (run with XTQ_DIRECT_COMPLETION=0) expects no put completed from a word;
  * otherwise, with a waiter that polls (manual progress, or a spin), some
  * must be. With "test" the caller polls xtq_completion_test itself
- * instead of waiting, as a runtime's own progress loop does.
+ * instead of waiting, as a runtime's own progress loop does; with "flush"
+ * the puts report to a counter and each is flushed (an MPI epoch's way),
+ * the counter final when flush returns.
  */
 XTQ_TEST(direct_completion)
 {
-    bool off = false, poll_test = false;
+    bool off = false, poll_test = false, flush = false;
     for (int i = 0; i < xtq_test_argc; i++) {
         off |= strcmp(xtq_test_argv[i], "off") == 0;
         poll_test |= strcmp(xtq_test_argv[i], "test") == 0;
+        flush |= strcmp(xtq_test_argv[i], "flush") == 0;
     }
     xtq_ctx_t *ctx = init_ctx();
     xtq_agent_t *cpu;
@@ -852,7 +855,32 @@ XTQ_TEST(direct_completion)
     stats_now(ctx, &before);
 
     int failed = 0;
-    if (S.rank == 0) {
+    if (S.rank == 0 && flush) {
+        /* An MPI epoch's way: puts counted by a counter, then a flush. */
+        xtq_counter_t *cnt;
+        CHECK_OK(xtq_counter_create(ctx, &cnt));
+        for (uint32_t i = 0; i < DIRECT_PUTS; i++) {
+            struct direct_kargs a = {NULL, NULL, i, i % DIRECT_FAIL_EVERY == 0};
+            uint8_t cmd[128];
+            size_t cmd_len = 0;
+            CHECK_OK(xtq_cmd_kernel(cmd, sizeof(cmd), KERNEL_INDEX, QUEUE_INDEX, NULL, &a,
+                                    sizeof(a), &cmd_len));
+            xtq_put_param_t p = {0};
+            p.field_mask = XTQ_PUT_PARAM_FIELD_FLAGS | XTQ_PUT_PARAM_FIELD_COUNTER;
+            p.flags = XTQ_PUT_REMOTE_COMPLETION;
+            p.counter = cnt;
+            CHECK_OK(xtq_putv(ctx, target, cmd, cmd_len, NULL, 0, &p));
+            CHECK_OK(xtq_flush(ctx, target, 60ll * 1000000000));
+            failed += a.fail;
+            /* Final once flush returns, from the word or from the ack. */
+            CHECK_EQ(xtq_counter_read_err(cnt), (uint64_t)failed);
+            CHECK_EQ(xtq_counter_read(cnt), (uint64_t)(i + 1 - failed));
+        }
+        CHECK_EQ(xtq_counter_error(cnt), -XTQ_EIO);
+        /* Every ack in before the counter goes: a late one never touches it. */
+        CHECK_OK(xtq_flush(ctx, target, 60ll * 1000000000));
+        CHECK_OK(xtq_counter_destroy(cnt));
+    } else if (S.rank == 0) {
         xtq_completion_t c = {0};
         for (uint32_t i = 0; i < DIRECT_PUTS; i++) {
             struct direct_kargs a = {NULL, NULL, i, i % DIRECT_FAIL_EVERY == 0};
@@ -886,7 +914,7 @@ XTQ_TEST(direct_completion)
             }
             CHECK(xtq_completion_state(&c) & XTQ_COMPLETION_LOCAL);
         }
-        /* Every ack in: each put counted once, by its ack. */
+        /* Every ack in: each put counted once. */
         CHECK_OK(xtq_flush(ctx, target, 60ll * 1000000000));
     }
     if (S.rank == target)

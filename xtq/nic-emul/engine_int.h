@@ -217,6 +217,7 @@ struct put_slot {
     uint8_t asks;             /* ASKs since it (last) left */
     uint8_t resends;          /* times sent again after a MISSING answer */
     bool detach_at_local;
+    bool notify; /* asked for the target's completion word (wire flag NOTIFY) */
     /* Wire header, plus the command where it is gathered here, plus the
      * payload where it is copied (eager, or more pieces than the provider
      * gathers); kept for the slot's next put unless large. */

@@ -66,6 +66,7 @@ struct comp_wait {
 };
 
 static bool notify_try(struct xtq__engine *e, xtq_completion_t *comp);
+static void peer_floor(struct xtq__engine *e, struct peer *p);
 
 static bool comp_ready(void *arg)
 {
@@ -237,13 +238,7 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
         s->state |= SLOT_HELD;
     struct peer *p = &e->peers[s->target];
     p->busy--;
-    /* Flush's floor: past every DONE put from the oldest one on. */
-    while (p->done_below < p->next_seq) {
-        const struct put_slot *o = &p->slots[p->done_below % e->window];
-        if ((o->state & SLOT_BUSY) && o->seq == p->done_below)
-            break;
-        p->done_below++;
-    }
+    peer_floor(e, p);
     atomic_fetch_sub(&e->puts_outstanding, 1);
     if (!s->state)
         slot_release(e, s);
@@ -388,49 +383,83 @@ static void slot_missing(struct xtq__engine *e, struct put_slot *s, int status)
     pthread_mutex_unlock(&e->put_lock);
 }
 
+/* Flush's floor: past every DONE put from the oldest one on (a put its
+ * caller knows DONE from the target's word counts, though its slot waits
+ * for the ack). Caller holds put_lock. */
+static void peer_floor(struct xtq__engine *e, struct peer *p)
+{
+    while (p->done_below < p->next_seq) {
+        const struct put_slot *o = &p->slots[p->done_below % e->window];
+        if ((o->state & SLOT_BUSY) && !(o->state & SLOT_DIRECT) && o->seq == p->done_below)
+            break;
+        p->done_below++;
+    }
+}
+
 /*
- * A waiter's look at the target's completion word for its put (notify.c):
- * when the word names this put, the put is DONE for its caller now. The
- * slot stays busy for the ack, which frees it and counts the put as
- * before; the completion object is detached from it, so the caller may
- * reuse it at once. Only a put that is LOCAL (its buffers free) and not
+ * The target's completion word for put slot `s` (notify.c): when it names
+ * the put, the put is DONE for its caller now: its completion object
+ * (detached from the slot, so the caller may reuse it at once) and its
+ * counter get the status, and flush's floor moves past it. The slot stays
+ * busy for the ack, which frees it and moves the window as before. Only a
+ * put that asked for the word, is LOCAL (its buffers free) and not
  * answered yet is completed here; anything else is the ack's to finish.
+ * Caller holds put_lock.
  */
-static bool notify_try(struct xtq__engine *e, xtq_completion_t *comp)
+static bool slot_direct_locked(struct xtq__engine *e, struct put_slot *s)
 {
     xtq_ctx_t *ctx = e->ctx;
-    const int target = comp->target;
-    const uint64_t seq = comp->seq;
-    const _Atomic uint64_t *w = xtq__notify_word(e, target, seq);
+    if (!s->notify || (s->state & (SLOT_ACKED | SLOT_DIRECT | SLOT_HELD)) ||
+        (s->state & (SLOT_BUSY | SLOT_LOCAL)) != (SLOT_BUSY | SLOT_LOCAL))
+        return false;
+    const _Atomic uint64_t *w = xtq__notify_word(e, s->target, s->seq);
     if (!w)
         return false;
     uint64_t v = atomic_load_explicit(w, memory_order_acquire);
-    if ((uint32_t)v != (uint32_t)(seq + 1))
+    if ((uint32_t)v != (uint32_t)(s->seq + 1))
         return false;
     int32_t status = (int32_t)(v >> 32);
     /* Statuses are 0 or negative: anything else was not written by a retire. */
     if (status > 0)
         return false;
+    s->state |= SLOT_DIRECT;
+    s->status = status;
+    /* Counted as the ack would have, now that its caller knows. */
+    if (status)
+        XTQ__STAT_INC(ctx, puts_failed);
+    XTQ__STAT_INC(ctx, puts_completed);
+    XTQ__STAT_INC(ctx, puts_completed_direct);
+    XTQ_TRACE_POINT(XTQ_TRACE_COMPLETION, XTQ_TRACE_KEY(ctx->rank, s->seq));
+    xtq_completion_t *c = s->comp;
+    s->comp = NULL;
+    if (c) {
+        c->status = status;
+        c->prov_errno = 0;
+        comp_post((_Atomic uint32_t *)&c->state,
+                  XTQ_COMPLETION_DONE | XTQ_COMPLETION_LOCAL |
+                      (status == 0 ? XTQ_COMPLETION_REMOTE : 0));
+    }
+    /* After the completion object is final, as slot_finish orders it. */
+    if (s->counter)
+        xtq__counter_complete(s->counter, status);
+    s->counter = NULL;
+    peer_floor(e, &e->peers[s->target]);
+    return true;
+}
+
+/* A waiter's look at the word of the put `comp` reports (comp_ready,
+ * xtq_completion_test/_state). */
+static bool notify_try(struct xtq__engine *e, xtq_completion_t *comp)
+{
+    const int target = comp->target;
+    const uint64_t seq = comp->seq;
+    if (target < 0 || target >= e->ctx->size || !xtq__notify_word(e, target, seq))
+        return false;
     bool done = false;
     xtq__mutex_lock(&e->put_lock);
     struct put_slot *s = e->peers[target].slots ? &e->peers[target].slots[seq % e->window] : NULL;
-    if (s && (s->state & SLOT_BUSY) && (s->state & SLOT_LOCAL) && s->seq == seq &&
-        s->comp == comp && !(s->state & (SLOT_ACKED | SLOT_DIRECT | SLOT_HELD))) {
-        s->state |= SLOT_DIRECT;
-        s->comp = NULL;
-        comp->status = status;
-        comp->prov_errno = 0;
-        /* Counted as the ack would have, now that its caller knows. */
-        if (status)
-            XTQ__STAT_INC(ctx, puts_failed);
-        XTQ__STAT_INC(ctx, puts_completed);
-        XTQ__STAT_INC(ctx, puts_completed_direct);
-        XTQ_TRACE_POINT(XTQ_TRACE_COMPLETION, XTQ_TRACE_KEY(ctx->rank, seq));
-        comp_post((_Atomic uint32_t *)&comp->state,
-                  XTQ_COMPLETION_DONE | XTQ_COMPLETION_LOCAL |
-                      (status == 0 ? XTQ_COMPLETION_REMOTE : 0));
-        done = true;
-    }
+    if (s && s->seq == seq && s->comp == comp)
+        done = slot_direct_locked(e, s);
     pthread_mutex_unlock(&e->put_lock);
     return done;
 }
@@ -1198,11 +1227,13 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
         memset(&local_comp, 0, sizeof(local_comp));
         comp = &local_comp;
     }
-    /* On one host a waiter may learn of the remote completion from the
-     * target's word (notify.c): a put that reports to a completion object
-     * alone, and whose result is all in that word (no fetched result). */
-    bool notify = comp && !wait_local && !req->counter && !trig && !req->result &&
+    /* On one host a waiter (a completion wait, a flush) may learn of the
+     * remote completion from the target's word (notify.c): a put that
+     * reports to a completion object or a counter, and whose outcome is
+     * all in that word (no fetched result, not triggered). */
+    bool notify = (comp || req->counter) && !wait_local && !trig && !req->result &&
                   (flags & XTQ_PUT_REMOTE_COMPLETION) && xtq__notify_word(e, target, seq);
+    s->notify = notify;
     if (notify)
         hdr->flags |= XTQ__WIRE_NOTIFY;
     if (comp) {
@@ -1507,11 +1538,20 @@ struct flush_wait {
 static bool flush_done(void *arg)
 {
     struct flush_wait *f = arg;
+    struct xtq__engine *e = f->e;
     bool done = true;
-    xtq__mutex_lock(&f->e->put_lock);
-    for (int r = f->lo; done && r < f->hi; r++)
-        done = f->e->peers[r].done_below >= f->snap[r - f->lo];
-    pthread_mutex_unlock(&f->e->put_lock);
+    xtq__mutex_lock(&e->put_lock);
+    for (int r = f->lo; done && r < f->hi; r++) {
+        struct peer *p = &e->peers[r];
+        /* The oldest puts not DONE may be, by their targets' words
+         * (notify.c): one look per put, oldest first, while they are. */
+        while (p->done_below < f->snap[r - f->lo] && p->slots &&
+               p->slots[p->done_below % e->window].seq == p->done_below &&
+               slot_direct_locked(e, &p->slots[p->done_below % e->window]))
+            ;
+        done = p->done_below >= f->snap[r - f->lo];
+    }
+    pthread_mutex_unlock(&e->put_lock);
     return done;
 }
 
