@@ -42,6 +42,8 @@ if(MPIEXEC_EXECUTABLE)
   xtq_add_mpi_case(NAME integration.direct_completion.shm.np2.flush_thread NP 2 PROVIDER shm
                    ENV XTQ_WAIT_SPIN_US=2000
                    COMMAND $<TARGET_FILE:test_integration> direct_completion thread flush)
+  xtq_add_mpi_case(NAME integration.direct_completion.shm.np2.trigger NP 2 PROVIDER shm
+                   COMMAND $<TARGET_FILE:test_integration> direct_completion manual trigger)
   xtq_add_mpi_case(NAME integration.direct_completion.shm.np2.off NP 2 PROVIDER shm
                    ENV XTQ_DIRECT_COMPLETION=0
                    COMMAND $<TARGET_FILE:test_integration> direct_completion manual off)

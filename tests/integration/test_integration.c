@@ -814,7 +814,7 @@ static void direct_kernel(const xtq_dispatch_t *d, void *kernarg)
 }
 
 /*
- * direct_completion [manual|thread] [off] [test|flush]: rank 0 puts DIRECT_PUTS remote-completion tasks to
+ * direct_completion [manual|thread] [off] [test|flush|trigger]: rank 0 puts DIRECT_PUTS remote-completion tasks to
  * rank 1 (itself when alone), one at a time, through ONE completion object
  * reused as soon as each put is DONE; every seventh task fails. Whether a
  * waiter learns of its put from the target's completion word or from the
@@ -826,15 +826,17 @@ static void direct_kernel(const xtq_dispatch_t *d, void *kernarg)
  * must be. With "test" the caller polls xtq_completion_test itself
  * instead of waiting, as a runtime's own progress loop does; with "flush"
  * the puts report to a counter and each is flushed (an MPI epoch's way),
- * the counter final when flush returns.
+ * the counter final when flush returns; with "trigger" each put is armed
+ * on a signal and fired by it (libxtq_coll's sends).
  */
 XTQ_TEST(direct_completion)
 {
-    bool off = false, poll_test = false, flush = false;
+    bool off = false, poll_test = false, flush = false, trigger = false;
     for (int i = 0; i < xtq_test_argc; i++) {
         off |= strcmp(xtq_test_argv[i], "off") == 0;
         poll_test |= strcmp(xtq_test_argv[i], "test") == 0;
         flush |= strcmp(xtq_test_argv[i], "flush") == 0;
+        trigger |= strcmp(xtq_test_argv[i], "trigger") == 0;
     }
     xtq_ctx_t *ctx = init_ctx();
     xtq_agent_t *cpu;
@@ -882,13 +884,32 @@ XTQ_TEST(direct_completion)
         CHECK_OK(xtq_counter_destroy(cnt));
     } else if (S.rank == 0) {
         xtq_completion_t c = {0};
+        xtq_signal_t *go = NULL;
+        if (trigger)
+            CHECK_OK(xtq_signal_create(1, &go));
         for (uint32_t i = 0; i < DIRECT_PUTS; i++) {
             struct direct_kargs a = {NULL, NULL, i, i % DIRECT_FAIL_EVERY == 0};
             uint8_t cmd[128];
             size_t cmd_len = 0;
             CHECK_OK(xtq_cmd_kernel(cmd, sizeof(cmd), KERNEL_INDEX, QUEUE_INDEX, NULL, &a,
                                     sizeof(a), &cmd_len));
-            CHECK_OK(xtq_put(ctx, target, cmd, cmd_len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &c));
+            if (trigger) {
+                /* Armed first, fired by the signal (libxtq_coll's sends). */
+                xtq_put_param_t p = {0};
+                p.field_mask = XTQ_PUT_PARAM_FIELD_FLAGS | XTQ_PUT_PARAM_FIELD_COMPLETION |
+                               XTQ_PUT_PARAM_FIELD_TRIGGER;
+                p.flags = XTQ_PUT_REMOTE_COMPLETION;
+                p.comp = &c;
+                p.trigger = go;
+                p.trigger_cond = XTQ_SIGNAL_LT;
+                p.trigger_value = 1;
+                xtq_signal_store(go, 1);
+                CHECK_OK(xtq_putv(ctx, target, cmd, cmd_len, NULL, 0, &p));
+                xtq_signal_store(go, 0);
+            } else {
+                CHECK_OK(
+                    xtq_put(ctx, target, cmd, cmd_len, NULL, 0, XTQ_PUT_REMOTE_COMPLETION, &c));
+            }
             int rc;
             if (poll_test) {
                 /* The caller's own polling loop: xtq_completion_test reads
@@ -916,6 +937,8 @@ XTQ_TEST(direct_completion)
         }
         /* Every ack in: each put counted once. */
         CHECK_OK(xtq_flush(ctx, target, 60ll * 1000000000));
+        if (go)
+            CHECK_OK(xtq_signal_destroy(go));
     }
     if (S.rank == target)
         wait_signal_zero(ctx, S.done);

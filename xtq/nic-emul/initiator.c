@@ -187,6 +187,21 @@ static void slot_release(struct xtq__engine *e, struct put_slot *s)
         xtq__futex_wake(&e->slot_freed, -1);
 }
 
+/* A triggered put is DONE: fired or not, its trigger is no longer
+ * watched, and its signal may be destroyed (once; the slot frees the
+ * trigger itself). Caller holds put_lock. */
+static void slot_untrigger(struct xtq__engine *e, struct put_slot *s)
+{
+    struct put_trigger *t = s->trig;
+    if (!t || !t->sig)
+        return;
+    trig_unlink(e, t);
+    atomic_fetch_sub(&e->trig_count, 1);
+    atomic_fetch_sub_explicit(&t->sig->watchers, 1, memory_order_relaxed);
+    xtq__refs_put(&t->sig->refs);
+    t->sig = NULL;
+}
+
 /* Report a slot's outcome: the put is DONE. Caller holds put_lock. The
  * slot is free at once unless a thread is still handing it to the
  * transport (SLOT_SENDING: that thread frees it). A put failed while the
@@ -207,14 +222,7 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
             XTQ__STAT_INC(ctx, puts_failed);
         XTQ__STAT_INC(ctx, puts_completed);
     }
-    if (s->trig) {
-        /* Fired or not, it is no longer watched. */
-        struct put_trigger *t = s->trig;
-        trig_unlink(e, t);
-        atomic_fetch_sub(&e->trig_count, 1);
-        atomic_fetch_sub_explicit(&t->sig->watchers, 1, memory_order_relaxed);
-        xtq__refs_put(&t->sig->refs);
-    }
+    slot_untrigger(e, s);
     if (c) {
         _Atomic uint32_t *st = (_Atomic uint32_t *)&c->state;
         uint32_t bits = XTQ_COMPLETION_DONE | (held ? 0 : XTQ_COMPLETION_LOCAL);
@@ -443,6 +451,8 @@ static bool slot_direct_locked(struct xtq__engine *e, struct put_slot *s)
     if (s->counter)
         xtq__counter_complete(s->counter, status);
     s->counter = NULL;
+    /* DONE: its trigger's signal is the caller's again (flush's promise). */
+    slot_untrigger(e, s);
     peer_floor(e, &e->peers[s->target]);
     return true;
 }
@@ -1227,11 +1237,12 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
         memset(&local_comp, 0, sizeof(local_comp));
         comp = &local_comp;
     }
-    /* On one host a waiter (a completion wait, a flush) may learn of the
-     * remote completion from the target's word (notify.c): a put that
-     * reports to a completion object or a counter, and whose outcome is
-     * all in that word (no fetched result, not triggered). */
-    bool notify = (comp || req->counter) && !wait_local && !trig && !req->result &&
+    /* On one host a waiter (a completion wait or test, a flush) may learn
+     * of the remote completion from the target's word (notify.c): a put
+     * that reports to a completion object or a counter, and whose outcome
+     * is all in that word (no fetched result). A triggered put asks too:
+     * its word is looked at only once it has left (LOCAL). */
+    bool notify = (comp || req->counter) && !wait_local && !req->result &&
                   (flags & XTQ_PUT_REMOTE_COMPLETION) && xtq__notify_word(e, target, seq);
     s->notify = notify;
     if (notify)
