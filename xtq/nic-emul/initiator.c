@@ -215,9 +215,8 @@ static void slot_finish(struct xtq__engine *e, struct put_slot *s)
     bool held = !(s->state & SLOT_LOCAL);
     /* A put its waiter completed from the target's word was traced and
      * counted then. */
-    if (!(s->state & SLOT_DIRECT))
-        XTQ_TRACE_POINT(XTQ_TRACE_COMPLETION, XTQ_TRACE_KEY(ctx->rank, s->seq));
     if (!(s->state & SLOT_DIRECT)) {
+        XTQ_TRACE_POINT(XTQ_TRACE_COMPLETION, XTQ_TRACE_KEY(ctx->rank, s->seq));
         if (s->status)
             XTQ__STAT_INC(ctx, puts_failed);
         XTQ__STAT_INC(ctx, puts_completed);
@@ -463,7 +462,12 @@ static bool notify_try(struct xtq__engine *e, xtq_completion_t *comp)
 {
     const int target = comp->target;
     const uint64_t seq = comp->seq;
-    if (target < 0 || target >= e->ctx->size || !xtq__notify_word(e, target, seq))
+    if (target < 0 || target >= e->ctx->size)
+        return false;
+    /* A waiter polls here: the window's lock only once the word names the
+     * put (slot_direct_locked reads it again under the lock). */
+    const _Atomic uint64_t *w = xtq__notify_word(e, target, seq);
+    if (!w || (uint32_t)atomic_load_explicit(w, memory_order_relaxed) != (uint32_t)(seq + 1))
         return false;
     bool done = false;
     xtq__mutex_lock(&e->put_lock);
