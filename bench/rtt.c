@@ -489,6 +489,8 @@ static void initiator_xtq(size_t size, unsigned total, uint64_t *samples)
     CHECK_XTQ(xtq_get_stats(st.ctx, &s1));
     printf("# %zuB xtq: %llu of %u round trips completed from the target's word\n", size,
            (unsigned long long)(s1.puts_completed_direct - s0.puts_completed_direct), total);
+    printf("# %zuB xtq: %llu of %u puts went through the target's inbox\n", size,
+           (unsigned long long)(s1.puts_via_inbox - s0.puts_via_inbox), total);
     /* End of phase: one task that decrements the target's done signal. */
     CHECK_XTQ(xtq_cmd_kernel(cmd, sizeof(cmd), DONE_INDEX, QUEUE_INDEX, &one, &args, sizeof(args),
                              &cmd_len));

@@ -328,6 +328,7 @@ int xtq_query_stats(xtq_ctx_t *ctx, xtq_stats_t *out, size_t size)
         atomic_load_explicit(&s->payload_bytes_received, memory_order_relaxed);
     st.puts_completed_direct =
         atomic_load_explicit(&s->puts_completed_direct, memory_order_relaxed);
+    st.puts_via_inbox = atomic_load_explicit(&s->puts_via_inbox, memory_order_relaxed);
     /* The caller's struct may be older (shorter) or newer (longer) than
      * ours: copy what both know, zero what only the caller knows. */
     size_t n = size < sizeof(st) ? size : sizeof(st);

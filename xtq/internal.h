@@ -568,6 +568,7 @@ struct xtq__stats {
     _Atomic uint64_t queue_full_events;
     _Atomic uint64_t rejected_by_reason[XTQ_STATS_REJECT_SLOTS];
     _Atomic uint64_t puts_completed_direct;
+    _Atomic uint64_t puts_via_inbox;
 };
 #define XTQ__STAT_INC(ctx, field) atomic_fetch_add_explicit(&(ctx)->stats.field, 1, memory_order_relaxed)
 #define XTQ__STAT_ADD(ctx, field, n)                                                               \

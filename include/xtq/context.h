@@ -196,6 +196,13 @@ typedef struct xtq_stats {
      * xtq_query_stats().
      */
     uint64_t puts_completed_direct;
+    /**
+     * Puts written into their target's inbox in shared memory instead of
+     * going through the transport (XTQ_SHM_INBOX, every rank on one host;
+     * docs/design.md "Inboxes on one host"). Appended after
+     * puts_completed_direct.
+     */
+    uint64_t puts_via_inbox;
 } xtq_stats_t;
 
 /* The exported xtq_get_stats: the first version's XTQ_STATS_SIZE_V1 bytes,

@@ -60,6 +60,11 @@ struct rx_region {
     bool release_pending;
     uint64_t pending_since; /* when the release came early (ns) */
     bool out; /* released by the provider, not posted again yet */
+    /* inbox.c: a mirror slot of peer `inbox_src`'s ring, not a posted
+     * region; free again (its ring slot too) when refs drop to 0. */
+    bool inbox;
+    bool inbox_done; /* under inbox_lock */
+    uint32_t inbox_src;
 };
 
 /*
@@ -218,6 +223,13 @@ struct put_slot {
     uint8_t resends;          /* times sent again after a MISSING answer */
     bool detach_at_local;
     bool notify; /* asked for the target's completion word (wire flag NOTIFY) */
+    /* inbox.c: its message goes into the target's inbox, ring index
+     * inbox_idx (reserved under put_lock); or it went through the
+     * transport (fi_counted: counted in its peer's fi_unacked). */
+    bool inbox;
+    bool inbox_sent; /* it did: LOCAL at once, as injected */
+    bool fi_counted;
+    uint64_t inbox_idx;
     /* Wire header, plus the command where it is gathered here, plus the
      * payload where it is copied (eager, or more pieces than the provider
      * gathers); kept for the slot's next put unless large. */
@@ -254,6 +266,11 @@ struct peer {
     uint32_t pings_failed;       /* of those, refused by the transport */
     _Atomic bool down;
     _Atomic bool fin; /* it sent FIN: it is finalizing, every put of its done */
+    /* inbox.c: puts to it that went through the transport and whose slot
+     * is not free yet (the target may not have handled them: no inbox
+     * put may overtake them); the next inbox ring index to reserve. */
+    _Atomic uint32_t fi_unacked;
+    uint64_t inbox_next; /* under put_lock */
 };
 
 /* A rank's doorbell in POSIX shared memory (wakeup.c); its name travels
@@ -276,6 +293,37 @@ struct xtq__notify_seg {
     uint32_t pad_[13];
     _Atomic uint64_t words[];
 };
+/*
+ * Inboxes on one host (inbox.c, docs/design.md "Inboxes on one host"):
+ * each engine's segment holds one ring per initiator rank, which that
+ * rank writes and this engine reads in its progress turn, in place of
+ * the transport for puts of up to slot_bytes. Slot i of rank r's ring is
+ * current when its flag is i + 1 (stored last, release); the engine
+ * copies the message out and stores `freed` once its task has let go of
+ * the copy, so the initiator may write index freed + nslots - 1 at most.
+ */
+#define XTQ__INBOX_MAGIC 0x58494231u /* "XIB1" */
+struct xtq__inbox_slot {
+    _Atomic uint64_t flag; /* index + 1: the message below is whole */
+    uint32_t len;          /* bytes of it (0: a reserved index left unused) */
+    uint8_t pad_[XTQ_CACHELINE - 12];
+    uint8_t data[]; /* slot_bytes */
+};
+struct xtq__inbox_ring {
+    _Atomic uint64_t freed; /* the owner's: indices below it are free */
+    uint8_t pad_[XTQ_CACHELINE - 8];
+};
+struct xtq__inbox_seg {
+    uint32_t magic;
+    uint32_t nranks;
+    uint32_t nslots;     /* per ring */
+    uint32_t slot_bytes; /* message bytes per slot, a multiple of 64 */
+    uint8_t pad0_[XTQ_CACHELINE - 16];
+    _Atomic uint64_t posted; /* bumped by every writer after its flag */
+    uint8_t pad1_[XTQ_CACHELINE - 8];
+    struct xtq__inbox_ring rings[]; /* nranks, then the slots, ring by ring */
+};
+
 /* (status << 32) | low 32 bits of seq + 1: never 0 for the fresh word
  * (a put whose seq + 1 wraps to 0 is not sent with NOTIFY). */
 #define XTQ__NOTIFY_WORD(seq, status)                                                              \
@@ -384,6 +432,22 @@ struct xtq__engine {
     struct xtq__notify_seg **notify_peer;      /* by rank, read-only maps; NULL: ack only */
     size_t *notify_peer_len;                   /* their mapped lengths */
 
+    /* inbox.c: small puts on one host (XTQ_SHM_INBOX) */
+    struct xtq__inbox_seg *inbox_own;     /* ours: peers write their rings in it */
+    size_t inbox_len;                     /* bytes of every inbox segment of this engine */
+    char inbox_name[XTQ__BELL_NAME_MAX];  /* until every peer mapped it */
+    struct xtq__inbox_seg **inbox_peer;   /* by rank, read-write maps; NULL: transport only */
+    size_t *inbox_peer_len;
+    uint8_t *inbox_mirror;                /* private copies, nranks x nslots x slot_bytes */
+    size_t inbox_mirror_len;
+    bool inbox_mirror_agents;             /* mapped for every agent's device */
+    struct rx_region *inbox_regions;      /* one per mirror slot */
+    uint64_t *inbox_cons;                 /* by source rank: next index to take (turn only) */
+    uint64_t *inbox_freed;                /* by source rank: under inbox_lock */
+    uint64_t inbox_posted_seen;           /* the segment's `posted` at the last full look */
+    pthread_mutex_t inbox_lock;
+    bool inbox_lock_init;
+
     /* initiator.c, progress.c (XTQ_LONE_WAITER): a thread alone in
      * xtq_completion_wait takes the progress turns and sleeps on the
      * transport; the progress thread parks until it leaves. lone_waiter
@@ -464,6 +528,9 @@ unsigned xtq__regions_stuck(struct xtq__engine *e, uint64_t now, uint64_t after_
 void xtq__region_released(struct rx_region *r, bool at_once);
 /* A message landed in region `r` from endpoint `src` (FI_SOURCE):
  * validate and dispatch it. */
+/* A message that came through rank `src`'s inbox ring (inbox.c). */
+void xtq__target_recv_inbox(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len,
+                            uint32_t src);
 void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len,
                       fi_addr_t src);
 /* Retry backlogged tasks; returns how many left the backlog. */
@@ -553,6 +620,29 @@ void xtq__notify_connect(struct xtq__engine *e, const char *names, size_t stride
 /* Every rank has mapped ours: its name leaves /dev/shm. */
 void xtq__notify_unlink(struct xtq__engine *e);
 void xtq__notify_close(struct xtq__engine *e);
+
+/* ---- inbox.c: small puts on one host (XTQ_SHM_INBOX) -------------------- */
+/* The same life as notify.c's segment: made before the exchange, named in
+ * it, peers' mapped after it, unlinked at the fence. Never fails. */
+void xtq__inbox_open(struct xtq__engine *e);
+void xtq__inbox_name(struct xtq__engine *e, char name[XTQ__BELL_NAME_MAX]);
+void xtq__inbox_connect(struct xtq__engine *e, const char *names, size_t stride);
+void xtq__inbox_unlink(struct xtq__engine *e);
+void xtq__inbox_close(struct xtq__engine *e);
+/* Initiator, under put_lock: whether a message of `len` bytes to `target`
+ * goes into its inbox, with the ring index it takes (*idx). */
+bool xtq__inbox_reserve(struct xtq__engine *e, int target, size_t len, uint64_t *idx);
+/* Initiator: write the message `iov` gathers there (niov 0: give the
+ * index back unused). */
+void xtq__inbox_write(struct xtq__engine *e, int target, uint64_t idx, const struct iovec *iov,
+                      size_t niov);
+/* Target, in the turn: take what every ring holds; returns the messages. */
+int xtq__inbox_poll(struct xtq__engine *e);
+/* Target, in the turn: take what rank `src`'s ring holds (before a message
+ * of it that came through the transport, which must not overtake it). */
+void xtq__inbox_take_from(struct xtq__engine *e, uint32_t src);
+/* A mirror slot's last task let go of it (xtq__region_put). */
+void xtq__inbox_release(struct rx_region *r);
 /* Target side, in retire: put `seq` of rank `src` finished with `status`. */
 void xtq__notify_post(struct xtq__engine *e, uint32_t src, uint64_t seq, int status);
 /* Target side, at enqueue: that word, for an agent that stores it itself

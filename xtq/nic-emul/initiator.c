@@ -175,6 +175,11 @@ static void trig_append(struct xtq__engine *e, struct put_trigger *t, uint8_t li
  * a large stage goes, and threads waiting for the window hear of it. */
 static void slot_release(struct xtq__engine *e, struct put_slot *s)
 {
+    /* Handled by its target (acked) or given up: inbox puts may follow. */
+    if (s->fi_counted) {
+        s->fi_counted = false;
+        atomic_fetch_sub_explicit(&e->peers[s->target].fi_unacked, 1, memory_order_release);
+    }
     free(s->trig);
     s->trig = NULL;
     if (s->stage_cap > STAGE_KEEP) {
@@ -333,6 +338,13 @@ static void slot_sent(struct xtq__engine *e, struct put_slot *s, ssize_t rc, boo
 static ssize_t put_transmit(struct xtq__engine *e, struct put_slot *s, const struct put_layout *l,
                             const struct iovec *iov, size_t niov);
 
+/* Its message left whole (injected, or written into the target's inbox):
+ * the caller's buffers are free, and no transport completion follows. */
+static bool put_left_whole(const struct put_slot *s, const struct put_layout *l)
+{
+    return l->how == SEND_INJECT || s->inbox_sent;
+}
+
 
 /*
  * The target never got put `s` and refused it for good (a MISSING answer
@@ -377,7 +389,7 @@ static void slot_missing(struct xtq__engine *e, struct put_slot *s, int status)
     pthread_mutex_unlock(&e->put_lock);
     ssize_t rc = put_transmit(e, s, &l, &iov, 1);
     if (rc != -FI_EAGAIN) {
-        slot_sent(e, s, rc, l.how == SEND_INJECT);
+        slot_sent(e, s, rc, put_left_whole(s, &l));
         return;
     }
     /* The transport is full: as if it left, so that the next ASK brings
@@ -786,12 +798,31 @@ static size_t put_wire(const struct put_layout *l, uint8_t *stage, const void *c
     return n;
 }
 
-/* One attempt to hand the slot's message to the transport. */
+/* One attempt to hand the slot's message to the transport, or to write it
+ * into the target's inbox where it reserved a ring index (inbox.c): once,
+ * whatever happens (the index is given back unused on a failure); a
+ * resend goes through the transport. */
 static ssize_t put_transmit(struct xtq__engine *e, struct put_slot *s, const struct put_layout *l,
                             const struct iovec *iov, size_t niov)
 {
-    if (unlikely(atomic_load_explicit(&xtq__faults.put_send, memory_order_relaxed)) &&
-        xtq__fault_take(&xtq__faults.put_send))
+    bool fault = unlikely(atomic_load_explicit(&xtq__faults.put_send, memory_order_relaxed)) &&
+                 xtq__fault_take(&xtq__faults.put_send);
+    if (s->inbox) {
+        s->inbox = false;
+        s->inbox_sent = true;
+        xtq__inbox_write(e, s->target, s->inbox_idx, iov, fault ? 0 : niov);
+        if (fault)
+            return -FI_EIO;
+        XTQ__STAT_INC(e->ctx, puts_via_inbox);
+        return 0;
+    }
+    s->inbox_sent = false;
+    /* Inbox puts may not overtake it until its target has handled it. */
+    if (!s->fi_counted) {
+        s->fi_counted = true;
+        atomic_fetch_add_explicit(&e->peers[s->target].fi_unacked, 1, memory_order_acq_rel);
+    }
+    if (fault)
         return -FI_EIO;
     if (l->how == SEND_INJECT)
         return xtq__ofi_inject(&e->ofi, s->stage, l->total, s->target);
@@ -852,6 +883,10 @@ int xtq__txq_flush(struct xtq__engine *e)
         /* Its peer went down while it was queued (the put was failed
          * with -XTQ_EHOSTDOWN): nothing to send. */
         ssize_t rc = -FI_EAGAIN;
+        if (s->inbox && atomic_load(&e->peers[s->target].down)) {
+            xtq__inbox_write(e, s->target, s->inbox_idx, NULL, 0); /* given back */
+            s->inbox = false;
+        }
         if (!atomic_load(&e->peers[s->target].down)) {
             rc = put_transmit(e, s, &s->txl, s->txiov, s->txniov);
             if (rc == -FI_EAGAIN) {
@@ -860,7 +895,7 @@ int xtq__txq_flush(struct xtq__engine *e)
             }
             XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(e->ctx->rank, s->seq));
         }
-        slot_sent(e, s, rc, s->txl.how == SEND_INJECT);
+        slot_sent(e, s, rc, put_left_whole(s, &s->txl));
         n++;
     }
     return n;
@@ -1046,7 +1081,7 @@ int xtq__triggers_poll(struct xtq__engine *e)
             atomic_store(&e->trig_kick, 1);
             continue;
         }
-        slot_sent(e, s, rc, t->l.how == SEND_INJECT);
+        slot_sent(e, s, rc, put_left_whole(s, &t->l));
         n++;
     }
     return n;
@@ -1260,6 +1295,19 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
         comp->target = target;
         comp->seq = seq;
     }
+    /* A message that fits goes into the target's inbox where it has one
+     * with room (inbox.c), gathered there as it would be sent; a
+     * triggered one leaves later, in no order with the puts after it:
+     * the transport, counted when it fires. */
+    s->inbox = false;
+    s->inbox_sent = false;
+    s->fi_counted = false;
+    if (!trig && e->inbox_peer)
+        s->inbox = xtq__inbox_reserve(e, target, l.total, &s->inbox_idx);
+    if (!trig && !s->inbox) {
+        s->fi_counted = true;
+        atomic_fetch_add_explicit(&p->fi_unacked, 1, memory_order_acq_rel);
+    }
     s->kind = CTX_PUT;
     s->state = SLOT_BUSY;
     s->target = target;
@@ -1348,13 +1396,13 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
             if (xtq__engine_progress(e) == 0)
                 sched_yield();
         }
-        slot_sent(e, s, src, l.how == SEND_INJECT);
+        slot_sent(e, s, src, put_left_whole(s, &l));
         XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(ctx->rank, seq));
         /* A gathered send completes in the CQ, which the progress thread
          * must read. An injected put is local already, and its ack rings
          * this rank's doorbell: a wake-up here would only cost a system
          * call on every small put while the thread sleeps. */
-        if (l.how != SEND_INJECT || !e->bells)
+        if (!put_left_whole(s, &l) || !e->bells)
             xtq__engine_wake(e);
     }
 

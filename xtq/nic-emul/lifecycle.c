@@ -35,6 +35,7 @@ static void engine_free(struct xtq__engine *e)
     free(e->peers);
     xtq__wakeup_close(e);
     xtq__notify_close(e);
+    xtq__inbox_close(e);
     pthread_mutex_destroy(&e->put_lock);
     pthread_mutex_destroy(&e->progress_lock);
     pthread_mutex_destroy(&e->ack_lock);
@@ -58,10 +59,11 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     struct xtq__engine *e = calloc(1, sizeof(*e));
     struct xtq__bootstrap *bs = ctx->bootstrap;
     /* Each rank's blob: [uint32 len][endpoint name][doorbell name]
-     * [completion words' name]. */
+     * [completion words' name][inbox's name]. */
     const size_t bell_off = sizeof(uint32_t) + XTQ__OFI_ADDR_MAX;
     const size_t notify_off = bell_off + XTQ__BELL_NAME_MAX;
-    const size_t stride = notify_off + XTQ__BELL_NAME_MAX;
+    const size_t inbox_off = notify_off + XTQ__BELL_NAME_MAX;
+    const size_t stride = inbox_off + XTQ__BELL_NAME_MAX;
     char *blob = NULL, *all = NULL;
     int rc;
 
@@ -118,6 +120,7 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     if (rc)
         goto err_engine;
     xtq__notify_open(e);
+    xtq__inbox_open(e);
 
     /* Address exchange. */
     blob = calloc(1, stride);
@@ -134,6 +137,7 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     memcpy(blob, &alen32, sizeof(alen32));
     xtq__wakeup_name(e, blob + bell_off);
     xtq__notify_name(e, blob + notify_off);
+    xtq__inbox_name(e, blob + inbox_off);
     char key[XTQ__KEY_MAX];
     xtq__engine_key(e, "xtq.addr", key);
     rc = xtq__bootstrap_allgather(bs, key, blob, stride, all);
@@ -143,10 +147,12 @@ int xtq__engine_create(xtq_ctx_t *ctx, const char *provider, enum xtq_progress_m
     if (rc)
         goto err_engine;
     xtq__notify_connect(e, all + notify_off, stride);
+    xtq__inbox_connect(e, all + inbox_off, stride);
     /* On one host this is also the fence after which no segment's name
      * is needed (every rank has mapped what it maps). */
     rc = xtq__wakeup_connect(e, all + bell_off, stride);
     xtq__notify_unlink(e);
+    xtq__inbox_unlink(e);
     if (rc)
         goto err_engine;
 

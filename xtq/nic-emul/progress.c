@@ -121,6 +121,8 @@ static int progress_locked(struct xtq__engine *e, bool polite)
     n += xtq__backlog_drain(e);
     n += xtq__triggers_poll(e);
     xtq__puts_reask(e);
+    /* Puts that peers on this host wrote into our inbox (inbox.c). */
+    n += xtq__inbox_poll(e);
     rc = cq_poll(e, polite, &drained);
     if (rc < 0)
         return rc;

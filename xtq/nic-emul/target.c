@@ -94,6 +94,10 @@ void xtq__region_put(struct rx_region *r)
     struct xtq__engine *e = r->e;
     if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1) {
         atomic_store_explicit(&r->refs, 1, memory_order_relaxed);
+        if (r->inbox) { /* a mirror slot (inbox.c): its ring slot is free too */
+            xtq__inbox_release(r);
+            return;
+        }
         if (atomic_load(&e->stop))
             return;
         /* Free: posted again at once if too few are, else the top spare. */
@@ -579,8 +583,10 @@ static void handle_put(struct xtq__engine *e, struct rx_region *r, const struct 
     }
 }
 
-void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len,
-                      fi_addr_t src)
+/* `inbox`: the rank whose inbox ring it came from (inbox.c), or -1: the
+ * transport, from endpoint `src`. */
+static void target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len,
+                        fi_addr_t src, int64_t inbox)
 {
     const struct xtq__wire_hdr *hdr = NULL;
     const void *cmd = NULL, *payload = NULL;
@@ -596,7 +602,8 @@ void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *bu
          * any put where its entry is free, so that the answer is not lost. */
         if (len >= sizeof(*raw) && raw->magic == XTQ_WIRE_MAGIC && raw->type == XTQ__MSG_PUT &&
             raw->job_key == ctx->job_key && raw->src_rank < (uint32_t)ctx->size &&
-            xtq__ofi_source_is(&e->ofi, (int)raw->src_rank, src)) {
+            (inbox >= 0 ? raw->src_rank == (uint32_t)inbox
+                        : xtq__ofi_source_is(&e->ofi, (int)raw->src_rank, src))) {
             int err;
             struct ack_entry *a = xtq__ack_hold(e, raw->src_rank, raw->seq, 0, false, &err);
             if (a)
@@ -609,7 +616,8 @@ void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *bu
     /* The rank a message claims must be the endpoint it came from: else a
      * process of this job could run tasks, or complete puts, in another
      * rank's name. Nobody is answered (the claimed rank sent nothing). */
-    if (!xtq__ofi_source_is(&e->ofi, (int)hdr->src_rank, src)) {
+    if (inbox >= 0 ? hdr->src_rank != (uint32_t)inbox
+                   : !xtq__ofi_source_is(&e->ofi, (int)hdr->src_rank, src)) {
         xtq__stats_rejected(ctx, -XTQ_ESRCRANK);
         XTQ_LOG_ONCE(ENGINE, WARN, "dropped a message claiming rank %u from another endpoint",
                      hdr->src_rank);
@@ -622,6 +630,9 @@ void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *bu
         unlikely(atomic_load_explicit(&xtq__faults.put_lost, memory_order_relaxed)) &&
         xtq__fault_take(&xtq__faults.put_lost))
         return;
+    /* What its inbox ring holds was written before this left it: first. */
+    if (inbox < 0 && e->inbox_own)
+        xtq__inbox_take_from(e, hdr->src_rank);
     xtq__peer_msg(e, hdr);
     if (xtq__probe_recv(e, hdr))
         ; /* liveness only */
@@ -631,4 +642,16 @@ void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *bu
         xtq__ack_reask(e, hdr->src_rank, hdr->seq, hdr->flags & XTQ__WIRE_ASK_AGAIN);
     else
         handle_put(e, r, hdr, cmd, payload);
+}
+
+void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len,
+                      fi_addr_t src)
+{
+    target_recv(e, r, buf, len, src, -1);
+}
+
+void xtq__target_recv_inbox(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len,
+                            uint32_t src)
+{
+    target_recv(e, r, buf, len, FI_ADDR_NOTAVAIL, (int64_t)src);
 }

@@ -1,0 +1,390 @@
+/*
+ * Inboxes on one host (XTQ_SHM_INBOX; docs/design.md, "Inboxes on one
+ * host").
+ *
+ * Where every rank is on one host, a small put need not cross the
+ * transport: each engine owns a segment of POSIX shared memory with one
+ * ring per initiator rank, and that rank writes the put's wire message
+ * (header, command, payload: what it would have injected) into a slot of
+ * its ring, sets the slot's flag and rings the doorbell. The engine's
+ * progress turn takes it from there as it takes a message from a receive
+ * region: copied into a private mirror slot first (a peer cannot change
+ * what was validated), then validated, rewritten and enqueued by the same
+ * code (target.c). Nothing else changes: the put is acked (or its
+ * completion word written), counted and, if lost, re-asked as before.
+ *
+ * Order. One initiator's puts to one target reach its queues in the order
+ * they were issued, whichever way each went:
+ *  - a put that goes through the transport is preceded, at the target, by
+ *    everything its ring held when it arrived (xtq__inbox_take_from before
+ *    any transport message of that rank: the ring's flag was stored before
+ *    the send began);
+ *  - a put goes into the ring only while no put to that target that went
+ *    through the transport still has its window slot (fi_unacked): the
+ *    slot is freed by the ack, which the target sends once it has handled
+ *    the put.
+ *
+ * The copy in the mirror lives as long as its task holds it (a payload
+ * read in place); the ring slot with it: `freed` moves past a slot only
+ * once its mirror slot is free, in ring order. A full ring sends the put
+ * through the transport, which the order rules above allow.
+ *
+ * A peer that reserved an index and died before it stored the flag stops
+ * its own ring only. A flag, a length or a message that does not make
+ * sense is dropped, as a malformed message from the transport would be.
+ */
+#include "internal.h"
+#include "nic-emul/engine_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Largest segment made (the mirror is as large): past it, transport only. */
+#define INBOX_SEG_MAX ((size_t)64 << 20)
+
+static size_t seg_slots_off(uint32_t nranks)
+{
+    return sizeof(struct xtq__inbox_seg) + (size_t)nranks * sizeof(struct xtq__inbox_ring);
+}
+
+static size_t slot_stride(const struct xtq__inbox_seg *g)
+{
+    return sizeof(struct xtq__inbox_slot) + g->slot_bytes;
+}
+
+static struct xtq__inbox_slot *seg_slot(struct xtq__inbox_seg *g, uint32_t src, uint64_t idx)
+{
+    size_t n = (size_t)src * g->nslots + (size_t)(idx % g->nslots);
+    return (struct xtq__inbox_slot *)((uint8_t *)g + seg_slots_off(g->nranks) +
+                                      n * slot_stride(g));
+}
+
+/* XTQ_SHM_INBOX: -1 (auto) where every rank is on this host and the
+ * transport is libfabric's shm provider (whose doorbells wake a sleeping
+ * progress thread), 1 on one host where doorbells or manual progress
+ * serve, 0 never. */
+static bool inbox_wanted(const struct xtq__engine *e)
+{
+    int64_t v = xtq__param_int(XTQ__PARAM_XTQ_SHM_INBOX);
+    if (v == 0 || !e->same_host)
+        return false;
+    if (v > 0)
+        return e->bell_fence || e->manual;
+    return strcmp(e->ofi.prov_name, "shm") == 0;
+}
+
+void xtq__inbox_open(struct xtq__engine *e)
+{
+    static _Atomic uint32_t made;
+    xtq_ctx_t *ctx = e->ctx;
+    e->inbox_name[0] = '\0';
+    if (!inbox_wanted(e))
+        return;
+    int64_t ns = xtq__param_int(XTQ__PARAM_XTQ_SHM_INBOX_SLOTS);
+    size_t sb = xtq__param_size(XTQ__PARAM_XTQ_SHM_INBOX_BYTES);
+    uint32_t nslots = ns < 2 ? 2 : ns > 4096 ? 4096 : (uint32_t)ns;
+    sb = XTQ_ALIGN_UP(sb < 256 ? 256 : sb > ((size_t)1 << 20) ? ((size_t)1 << 20) : sb,
+                      (size_t)XTQ_CACHELINE);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t per = sizeof(struct xtq__inbox_slot) + sb;
+    size_t len = XTQ_ALIGN_UP(seg_slots_off((uint32_t)ctx->size) +
+                                  (size_t)ctx->size * nslots * per,
+                              page);
+    size_t mlen = XTQ_ALIGN_UP((size_t)ctx->size * nslots * sb, page);
+    if (len > INBOX_SEG_MAX) {
+        xtq_info(ENGINE,
+                 "inboxes: %d ranks x %u slots of %zu bytes need %zu bytes, above %zu; puts "
+                 "to this rank use the transport",
+                 ctx->size, nslots, sb, len, INBOX_SEG_MAX);
+        return;
+    }
+    e->inbox_regions = calloc((size_t)ctx->size * nslots, sizeof(*e->inbox_regions));
+    e->inbox_cons = calloc((size_t)ctx->size, sizeof(*e->inbox_cons));
+    e->inbox_freed = calloc((size_t)ctx->size, sizeof(*e->inbox_freed));
+    void *m = mmap(NULL, mlen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (!e->inbox_regions || !e->inbox_cons || !e->inbox_freed || m == MAP_FAILED) {
+        if (m != MAP_FAILED)
+            munmap(m, mlen);
+        goto fail_mem;
+    }
+    e->inbox_mirror = m;
+    e->inbox_mirror_len = mlen;
+    snprintf(e->inbox_name, sizeof(e->inbox_name), "/xtq-%016llx-%d-%ld-%u-i",
+             (unsigned long long)ctx->job_key, ctx->rank, (long)getpid(),
+             (unsigned)atomic_fetch_add(&made, 1));
+    int fd = shm_open(e->inbox_name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0 && errno == EEXIST && shm_unlink(e->inbox_name) == 0)
+        fd = shm_open(e->inbox_name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    void *p = MAP_FAILED;
+    if (fd >= 0 && ftruncate(fd, (off_t)len) == 0)
+        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0)
+        close(fd);
+    if (p == MAP_FAILED) {
+        xtq_warn(ENGINE, "inboxes: no shared memory segment (%s); puts to this rank use the "
+                         "transport",
+                 strerror(errno));
+        if (fd >= 0)
+            shm_unlink(e->inbox_name);
+        e->inbox_name[0] = '\0';
+        goto fail_mem;
+    }
+    /* Agents read payloads from the mirror in place, as from a region: one
+     * a GPU cannot read would fault it. Without that, no inbox. */
+    if (xtq__agents_mem_register(ctx, m, mlen) != 0) {
+        munmap(p, len);
+        shm_unlink(e->inbox_name);
+        e->inbox_name[0] = '\0';
+        goto fail_mem;
+    }
+    e->inbox_mirror_agents = true;
+    for (size_t i = 0; i < (size_t)ctx->size * nslots; i++) {
+        struct rx_region *r = &e->inbox_regions[i];
+        r->kind = CTX_REGION;
+        r->e = e;
+        r->buf = (uint8_t *)m + i * sb;
+        r->len = sb;
+        r->inbox = true;
+        r->inbox_src = (uint32_t)(i / nslots);
+        r->out = true; /* never posted */
+        atomic_store(&r->refs, 1);
+    }
+    xtq__mutex_init(&e->inbox_lock);
+    e->inbox_lock_init = true;
+    struct xtq__inbox_seg *g = p; /* ftruncate zeroed it: no flag is current */
+    g->nranks = (uint32_t)ctx->size;
+    g->nslots = nslots;
+    g->slot_bytes = (uint32_t)sb;
+    atomic_thread_fence(memory_order_release);
+    g->magic = XTQ__INBOX_MAGIC;
+    e->inbox_own = g;
+    e->inbox_len = len;
+    return;
+
+fail_mem:
+    free(e->inbox_regions);
+    free(e->inbox_cons);
+    free(e->inbox_freed);
+    e->inbox_regions = NULL;
+    e->inbox_cons = NULL;
+    e->inbox_freed = NULL;
+    if (e->inbox_mirror)
+        munmap(e->inbox_mirror, e->inbox_mirror_len);
+    e->inbox_mirror = NULL;
+}
+
+void xtq__inbox_name(struct xtq__engine *e, char name[XTQ__BELL_NAME_MAX])
+{
+    snprintf(name, XTQ__BELL_NAME_MAX, "%s", e->inbox_own ? e->inbox_name : "");
+}
+
+/* A peer's segment, read-write; NULL when it has none or it is not what
+ * this library makes (checked before any ring of it is used). */
+static struct xtq__inbox_seg *inbox_map(const char *name, int r, int nranks, size_t *len)
+{
+    int fd = shm_open(name, O_RDWR, 0);
+    if (fd < 0)
+        return NULL;
+    struct stat sb;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &sb) == 0 && (size_t)sb.st_size >= sizeof(struct xtq__inbox_seg))
+        p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED)
+        return NULL;
+    struct xtq__inbox_seg *g = p;
+    size_t need = g->nslots && g->slot_bytes && g->nranks == (uint32_t)nranks
+                      ? seg_slots_off(g->nranks) + (size_t)nranks * g->nslots * slot_stride(g)
+                      : SIZE_MAX;
+    if (g->magic != XTQ__INBOX_MAGIC || (g->slot_bytes % XTQ_CACHELINE) ||
+        need > (size_t)sb.st_size) {
+        xtq_warn(ENGINE,
+                 "rank %d's inbox is not in this library's format; puts to it use the "
+                 "transport",
+                 r);
+        munmap(p, (size_t)sb.st_size);
+        return NULL;
+    }
+    *len = (size_t)sb.st_size;
+    return g;
+}
+
+void xtq__inbox_connect(struct xtq__engine *e, const char *names, size_t stride)
+{
+    xtq_ctx_t *ctx = e->ctx;
+    if (!inbox_wanted(e))
+        return;
+    e->inbox_peer = calloc((size_t)ctx->size, sizeof(*e->inbox_peer));
+    e->inbox_peer_len = calloc((size_t)ctx->size, sizeof(*e->inbox_peer_len));
+    if (!e->inbox_peer || !e->inbox_peer_len) {
+        free(e->inbox_peer);
+        free(e->inbox_peer_len);
+        e->inbox_peer = NULL;
+        e->inbox_peer_len = NULL;
+        return;
+    }
+    int mapped = 0;
+    for (int r = 0; r < ctx->size; r++) {
+        const char *name = names + (size_t)r * stride;
+        if (!name[0] || memchr(name, '\0', XTQ__BELL_NAME_MAX) == NULL)
+            continue;
+        if (r == ctx->rank) {
+            e->inbox_peer[r] = e->inbox_own; /* puts to ourselves too */
+            mapped++;
+            continue;
+        }
+        e->inbox_peer[r] = inbox_map(name, r, ctx->size, &e->inbox_peer_len[r]);
+        mapped += e->inbox_peer[r] != NULL;
+    }
+    if (e->plane == 0 && ctx->rank == 0)
+        xtq_info(ENGINE, "inboxes: %d of %d ranks' mapped (XTQ_SHM_INBOX)", mapped, ctx->size);
+}
+
+void xtq__inbox_unlink(struct xtq__engine *e)
+{
+    if (e->inbox_name[0]) {
+        shm_unlink(e->inbox_name);
+        e->inbox_name[0] = '\0';
+    }
+}
+
+void xtq__inbox_close(struct xtq__engine *e)
+{
+    xtq__inbox_unlink(e);
+    for (int r = 0; e->inbox_peer && r < e->ctx->size; r++)
+        if (e->inbox_peer[r] && e->inbox_peer[r] != e->inbox_own)
+            munmap(e->inbox_peer[r], e->inbox_peer_len[r]);
+    free(e->inbox_peer);
+    free(e->inbox_peer_len);
+    e->inbox_peer = NULL;
+    e->inbox_peer_len = NULL;
+    if (e->inbox_own)
+        munmap(e->inbox_own, e->inbox_len);
+    e->inbox_own = NULL;
+    if (e->inbox_mirror && e->inbox_mirror_agents)
+        xtq__agents_mem_deregister(e->ctx, e->inbox_mirror, e->inbox_mirror_len);
+    e->inbox_mirror_agents = false;
+    if (e->inbox_mirror)
+        munmap(e->inbox_mirror, e->inbox_mirror_len);
+    e->inbox_mirror = NULL;
+    free(e->inbox_regions);
+    free(e->inbox_cons);
+    free(e->inbox_freed);
+    e->inbox_regions = NULL;
+    e->inbox_cons = NULL;
+    e->inbox_freed = NULL;
+    if (e->inbox_lock_init)
+        pthread_mutex_destroy(&e->inbox_lock);
+    e->inbox_lock_init = false;
+}
+
+/* ---- the initiator ------------------------------------------------------- */
+
+bool xtq__inbox_reserve(struct xtq__engine *e, int target, size_t len, uint64_t *idx)
+{
+    struct xtq__inbox_seg *g = e->inbox_peer ? e->inbox_peer[target] : NULL;
+    if (!g || len > g->slot_bytes)
+        return false;
+    struct peer *p = &e->peers[target];
+    if (atomic_load_explicit(&p->fi_unacked, memory_order_acquire))
+        return false;
+    uint64_t freed = atomic_load_explicit(&g->rings[e->ctx->rank].freed, memory_order_acquire);
+    /* freed past what we reserved: not the owner's protocol; never write. */
+    if (freed > p->inbox_next || p->inbox_next - freed >= g->nslots)
+        return false;
+    *idx = p->inbox_next++;
+    return true;
+}
+
+void xtq__inbox_write(struct xtq__engine *e, int target, uint64_t idx, const struct iovec *iov,
+                      size_t niov)
+{
+    struct xtq__inbox_seg *g = e->inbox_peer[target];
+    struct xtq__inbox_slot *s = seg_slot(g, (uint32_t)e->ctx->rank, idx);
+    size_t len = 0;
+    for (size_t i = 0; i < niov; i++) { /* reserved for at most slot_bytes */
+        memcpy(s->data + len, iov[i].iov_base, iov[i].iov_len);
+        len += iov[i].iov_len;
+    }
+    s->len = (uint32_t)len;
+    atomic_store_explicit(&s->flag, idx + 1, memory_order_release);
+    atomic_fetch_add_explicit(&g->posted, 1, memory_order_release);
+    /* Its progress thread may sleep: the doorbell, as after a send. */
+    xtq__bell_ring(e, target);
+}
+
+/* ---- the target ---------------------------------------------------------- */
+
+/* Take one message from rank `src`'s ring, if its next one is there. */
+static bool inbox_take_one(struct xtq__engine *e, uint32_t src)
+{
+    struct xtq__inbox_seg *g = e->inbox_own;
+    uint64_t idx = e->inbox_cons[src];
+    struct xtq__inbox_slot *s = seg_slot(g, src, idx);
+    if (atomic_load_explicit(&s->flag, memory_order_acquire) != idx + 1)
+        return false;
+    uint32_t len = s->len;
+    struct rx_region *r = &e->inbox_regions[(size_t)src * g->nslots + idx % g->nslots];
+    e->inbox_cons[src] = idx + 1;
+    atomic_store_explicit(&r->refs, 1, memory_order_relaxed);
+    if (len > g->slot_bytes) {
+        xtq__stats_rejected(e->ctx, -XTQ_EPROTO);
+        XTQ_LOG_ONCE(ENGINE, WARN, "dropped a message of %u bytes in rank %u's inbox (slots "
+                                   "hold %u)",
+                     len, src, g->slot_bytes);
+    } else if (len) {
+        memcpy(r->buf, s->data, len);
+        xtq__target_recv_inbox(e, r, r->buf, len, src);
+    }
+    xtq__region_put(r);
+    return true;
+}
+
+void xtq__inbox_take_from(struct xtq__engine *e, uint32_t src)
+{
+    if (!e->inbox_own || src >= e->inbox_own->nranks)
+        return;
+    while (inbox_take_one(e, src))
+        ;
+}
+
+int xtq__inbox_poll(struct xtq__engine *e)
+{
+    struct xtq__inbox_seg *g = e->inbox_own;
+    if (!g)
+        return 0;
+    /* Writers bump `posted` after their flag: unchanged, nothing new. */
+    uint64_t posted = atomic_load_explicit(&g->posted, memory_order_acquire);
+    if (posted == e->inbox_posted_seen)
+        return 0;
+    e->inbox_posted_seen = posted;
+    int n = 0;
+    for (uint32_t src = 0; src < g->nranks; src++)
+        while (inbox_take_one(e, src))
+            n++;
+    return n;
+}
+
+void xtq__inbox_release(struct rx_region *r)
+{
+    struct xtq__engine *e = r->e;
+    struct xtq__inbox_seg *g = e->inbox_own;
+    uint32_t src = r->inbox_src;
+    struct rx_region *ring = &e->inbox_regions[(size_t)src * g->nslots];
+    xtq__mutex_lock(&e->inbox_lock);
+    r->inbox_done = true;
+    uint64_t f = e->inbox_freed[src];
+    while (ring[f % g->nslots].inbox_done) {
+        ring[f % g->nslots].inbox_done = false;
+        f++;
+    }
+    if (f != e->inbox_freed[src]) {
+        e->inbox_freed[src] = f;
+        atomic_store_explicit(&g->rings[src].freed, f, memory_order_release);
+    }
+    pthread_mutex_unlock(&e->inbox_lock);
+}
