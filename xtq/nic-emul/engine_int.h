@@ -318,8 +318,11 @@ struct xtq__inbox_seg {
     uint32_t nranks;
     uint32_t nslots;     /* per ring */
     uint32_t slot_bytes; /* message bytes per slot, a multiple of 64 */
-    uint8_t pad0_[XTQ_CACHELINE - 16];
-    _Atomic uint64_t posted; /* bumped by every writer after its flag */
+    /* 1: the owner scans every ring's next slot (few ranks), writers
+     * leave `posted` alone; 0: writers bump it after their flag. */
+    uint32_t scan;
+    uint8_t pad0_[XTQ_CACHELINE - 20];
+    _Atomic uint64_t posted;
     uint8_t pad1_[XTQ_CACHELINE - 8];
     struct xtq__inbox_ring rings[]; /* nranks, then the slots, ring by ring */
 };
@@ -442,9 +445,12 @@ struct xtq__engine {
     size_t inbox_mirror_len;
     bool inbox_mirror_agents;             /* mapped for every agent's device */
     struct rx_region *inbox_regions;      /* one per mirror slot */
-    uint64_t *inbox_cons;                 /* by source rank: next index to take (turn only) */
+    /* by source rank: next index to take (written in the turn only; read
+     * by the progress thread's watch between turns) */
+    _Atomic uint64_t *inbox_cons;
     uint64_t *inbox_freed;                /* by source rank: under inbox_lock */
-    uint64_t inbox_posted_seen;           /* the segment's `posted` at the last full look */
+    _Atomic uint64_t inbox_posted_seen;   /* the segment's `posted` at the last full look */
+    uint64_t inbox_poll_ns;               /* XTQ_SHM_INBOX_POLL_NS */
     pthread_mutex_t inbox_lock;
     bool inbox_lock_init;
 
@@ -638,6 +644,8 @@ void xtq__inbox_write(struct xtq__engine *e, int target, uint64_t idx, const str
                       size_t niov);
 /* Target, in the turn: take what every ring holds; returns the messages. */
 int xtq__inbox_poll(struct xtq__engine *e);
+/* Target, any thread (no turn needed): whether a ring holds a message. */
+bool xtq__inbox_pending(const struct xtq__engine *e);
 /* Target, in the turn: take what rank `src`'s ring holds (before a message
  * of it that came through the transport, which must not overtake it). */
 void xtq__inbox_take_from(struct xtq__engine *e, uint32_t src);

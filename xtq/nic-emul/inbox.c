@@ -45,6 +45,10 @@
 
 /* Largest segment made (the mirror is as large): past it, transport only. */
 #define INBOX_SEG_MAX ((size_t)64 << 20)
+/* Up to this many ranks the owner looks at every ring's next slot (lines
+ * it holds shared until a writer changes one); beyond, writers bump one
+ * count that it looks at instead. */
+#define INBOX_SCAN_MAX 64u
 
 static size_t seg_slots_off(uint32_t nranks)
 {
@@ -159,6 +163,9 @@ void xtq__inbox_open(struct xtq__engine *e)
     g->nranks = (uint32_t)ctx->size;
     g->nslots = nslots;
     g->slot_bytes = (uint32_t)sb;
+    g->scan = (uint32_t)ctx->size <= INBOX_SCAN_MAX;
+    int64_t pns = xtq__param_int(XTQ__PARAM_XTQ_SHM_INBOX_POLL_NS);
+    e->inbox_poll_ns = pns < 0 ? 0 : (uint64_t)pns;
     atomic_thread_fence(memory_order_release);
     g->magic = XTQ__INBOX_MAGIC;
     e->inbox_own = g;
@@ -312,7 +319,8 @@ void xtq__inbox_write(struct xtq__engine *e, int target, uint64_t idx, const str
     }
     s->len = (uint32_t)len;
     atomic_store_explicit(&s->flag, idx + 1, memory_order_release);
-    atomic_fetch_add_explicit(&g->posted, 1, memory_order_release);
+    if (!g->scan)
+        atomic_fetch_add_explicit(&g->posted, 1, memory_order_release);
     /* Its progress thread may sleep: the doorbell, as after a send. */
     xtq__bell_ring(e, target);
 }
@@ -323,13 +331,13 @@ void xtq__inbox_write(struct xtq__engine *e, int target, uint64_t idx, const str
 static bool inbox_take_one(struct xtq__engine *e, uint32_t src)
 {
     struct xtq__inbox_seg *g = e->inbox_own;
-    uint64_t idx = e->inbox_cons[src];
+    uint64_t idx = atomic_load_explicit(&e->inbox_cons[src], memory_order_relaxed);
     struct xtq__inbox_slot *s = seg_slot(g, src, idx);
     if (atomic_load_explicit(&s->flag, memory_order_acquire) != idx + 1)
         return false;
     uint32_t len = s->len;
     struct rx_region *r = &e->inbox_regions[(size_t)src * g->nslots + idx % g->nslots];
-    e->inbox_cons[src] = idx + 1;
+    atomic_store_explicit(&e->inbox_cons[src], idx + 1, memory_order_relaxed);
     atomic_store_explicit(&r->refs, 1, memory_order_relaxed);
     if (len > g->slot_bytes) {
         xtq__stats_rejected(e->ctx, -XTQ_EPROTO);
@@ -352,16 +360,34 @@ void xtq__inbox_take_from(struct xtq__engine *e, uint32_t src)
         ;
 }
 
+bool xtq__inbox_pending(const struct xtq__engine *e)
+{
+    struct xtq__inbox_seg *g = e->inbox_own;
+    if (!g)
+        return false;
+    if (!g->scan)
+        return atomic_load_explicit(&g->posted, memory_order_relaxed) !=
+               atomic_load_explicit(&e->inbox_posted_seen, memory_order_relaxed);
+    for (uint32_t src = 0; src < g->nranks; src++) {
+        uint64_t idx = atomic_load_explicit(&e->inbox_cons[src], memory_order_relaxed);
+        if (atomic_load_explicit(&seg_slot(g, src, idx)->flag, memory_order_relaxed) == idx + 1)
+            return true;
+    }
+    return false;
+}
+
 int xtq__inbox_poll(struct xtq__engine *e)
 {
     struct xtq__inbox_seg *g = e->inbox_own;
     if (!g)
         return 0;
-    /* Writers bump `posted` after their flag: unchanged, nothing new. */
-    uint64_t posted = atomic_load_explicit(&g->posted, memory_order_acquire);
-    if (posted == e->inbox_posted_seen)
-        return 0;
-    e->inbox_posted_seen = posted;
+    if (!g->scan) {
+        /* Writers bump `posted` after their flag: unchanged, nothing new. */
+        uint64_t posted = atomic_load_explicit(&g->posted, memory_order_acquire);
+        if (posted == atomic_load_explicit(&e->inbox_posted_seen, memory_order_relaxed))
+            return 0;
+        atomic_store_explicit(&e->inbox_posted_seen, posted, memory_order_relaxed);
+    }
     int n = 0;
     for (uint32_t src = 0; src < g->nranks; src++)
         while (inbox_take_one(e, src))

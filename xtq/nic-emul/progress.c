@@ -113,6 +113,9 @@ static int progress_locked(struct xtq__engine *e, bool polite)
 {
     int n = 0, rc;
     bool drained;
+    /* Puts that peers on this host wrote into our inbox (inbox.c): first,
+     * before the transport's turn, which costs far more than this look. */
+    n += xtq__inbox_poll(e);
     xtq__regions_repost(e);
     xtq__ctrl_repost(e);
     if (e->owner_only)
@@ -121,8 +124,6 @@ static int progress_locked(struct xtq__engine *e, bool polite)
     n += xtq__backlog_drain(e);
     n += xtq__triggers_poll(e);
     xtq__puts_reask(e);
-    /* Puts that peers on this host wrote into our inbox (inbox.c). */
-    n += xtq__inbox_poll(e);
     rc = cq_poll(e, polite, &drained);
     if (rc < 0)
         return rc;
@@ -321,6 +322,29 @@ static bool progress_backoff(struct xtq__engine *e)
 }
 
 /*
+ * XTQ_SHM_INBOX_POLL_NS: between two empty turns the progress thread
+ * watches its inbox alone (a few lines it holds in its cache until a peer
+ * writes one) for up to inbox_poll_ns, and takes the next turn as soon as
+ * a message is there: an inbox put waits for that look, not for the end
+ * of a transport poll. What the transport brings meanwhile waits up to
+ * that long; so does a kick, an ack to flush and a GPU's completion,
+ * which end the watch too.
+ */
+static void inbox_watch(struct xtq__engine *e, uint64_t now)
+{
+    const uint64_t until = now + e->inbox_poll_ns;
+    for (unsigned i = 0;; i++) {
+        if (xtq__inbox_pending(e) || atomic_load_explicit(&e->kick, memory_order_relaxed) ||
+            atomic_load_explicit(&e->acks_pending, memory_order_relaxed) ||
+            atomic_load_explicit(&e->stop, memory_order_relaxed))
+            return;
+        if ((i & 15) == 15 && xtq__now_ns() >= until)
+            return;
+        xtq__cpu_relax();
+    }
+}
+
+/*
  * Spin, then block, like every wait in libxtq, but not through
  * xtq__spin_wait: each poll here is a whole turn of the transport (the
  * clock is read after every one, and the spin starts again after every
@@ -360,6 +384,8 @@ static void *progress_main(void *arg)
             }
             for (int i = 0; i < 4; i++)
                 xtq__cpu_relax();
+            if (e->inbox_poll_ns)
+                inbox_watch(e, now);
             continue;
         }
         xtq__progress_block(e);
