@@ -17,6 +17,10 @@
  * than half the iterations (a mode that has no such stage, or a trace not
  * given) has no figure: "-" in both outputs, never 0; its time is counted
  * in the next stage that was seen.
+ *
+ * With BD_SAMPLES=PATH in the environment it also writes every iteration's
+ * stages there (mode,size,iter, then each stage's ns from put_issued, 0
+ * where not seen): the distributions behind the medians.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -187,9 +191,26 @@ int main(int argc, char **argv)
     printf(" %11s\n", "total");
 
     uint64_t *col = malloc(MAX_ITERS * sizeof(*col));
+    const char *dump_path = getenv("BD_SAMPLES");
+    FILE *dump = dump_path && *dump_path ? fopen(dump_path, "w") : NULL;
+    if (dump) {
+        fprintf(dump, "mode,size,iter");
+        for (int s = 1; s < NSTAGES; s++)
+            fprintf(dump, ",%s", stages[s]);
+        fprintf(dump, "\n");
+    }
     for (unsigned gi = 0; gi < ngroups; gi++) {
         struct group *g = &groups[gi];
         merge_library(g);
+        for (unsigned i = 0; dump && i < g->niters; i++) {
+            const uint64_t *t = g->t[i];
+            if (!t[0])
+                continue;
+            fprintf(dump, "%s,%zu,%u", g->mode, g->size, i);
+            for (int s = 1; s < NSTAGES; s++)
+                fprintf(dump, ",%llu", t[s] ? (unsigned long long)(t[s] - t[0]) : 0ull);
+            fprintf(dump, "\n");
+        }
         char label[64], sz[32];
         int ln = 0;
         for (const char *c = g->mode; *c && ln < 16; c++) /* "xtq" -> "XTQ" */
@@ -233,6 +254,8 @@ int main(int argc, char **argv)
         printf("\n");
     }
     free(col);
+    if (dump)
+        fclose(dump);
     fclose(out);
     return 0;
 }
