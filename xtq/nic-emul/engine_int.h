@@ -270,7 +270,7 @@ struct peer {
      * is not free yet (the target may not have handled them: no inbox
      * put may overtake them); the next inbox ring index to reserve. */
     _Atomic uint32_t fi_unacked;
-    uint64_t inbox_next; /* under put_lock */
+    uint64_t inbox_next; /* under the engine's inbox_tx_lock */
 };
 
 /* A rank's doorbell in POSIX shared memory (wakeup.c); its name travels
@@ -453,6 +453,11 @@ struct xtq__engine {
     uint64_t inbox_poll_ns;               /* XTQ_SHM_INBOX_POLL_NS */
     pthread_mutex_t inbox_lock;
     bool inbox_lock_init;
+    /* Reservations in the peers' rings (struct peer.inbox_next): puts
+     * under put_lock, control messages and acks from any thread; taken
+     * last, nothing taken under it. */
+    pthread_mutex_t inbox_tx_lock;
+    bool inbox_tx_lock_init;
 
     /* initiator.c, progress.c (XTQ_LONE_WAITER): a thread alone in
      * xtq_completion_wait takes the progress turns and sleeps on the
@@ -638,6 +643,10 @@ void xtq__inbox_close(struct xtq__engine *e);
 /* Initiator, under put_lock: whether a message of `len` bytes to `target`
  * goes into its inbox, with the ring index it takes (*idx). */
 bool xtq__inbox_reserve(struct xtq__engine *e, int target, size_t len, uint64_t *idx);
+/* Any thread: a control message or an ack (header, and a result) to
+ * `dest` through its inbox: 0 (written, as an inject would have sent it)
+ * or -FI_EAGAIN (no inbox, too long, or the ring full: the transport). */
+ssize_t xtq__inbox_send(struct xtq__engine *e, int dest, const void *msg, size_t len);
 /* Initiator: write the message `iov` gathers there (niov 0: give the
  * index back unused). */
 void xtq__inbox_write(struct xtq__engine *e, int target, uint64_t idx, const struct iovec *iov,

@@ -234,6 +234,8 @@ void xtq__inbox_connect(struct xtq__engine *e, const char *names, size_t stride)
         e->inbox_peer_len = NULL;
         return;
     }
+    xtq__mutex_init(&e->inbox_tx_lock);
+    e->inbox_tx_lock_init = true;
     int mapped = 0;
     for (int r = 0; r < ctx->size; r++) {
         const char *name = names + (size_t)r * stride;
@@ -287,24 +289,48 @@ void xtq__inbox_close(struct xtq__engine *e)
     if (e->inbox_lock_init)
         pthread_mutex_destroy(&e->inbox_lock);
     e->inbox_lock_init = false;
+    if (e->inbox_tx_lock_init)
+        pthread_mutex_destroy(&e->inbox_tx_lock);
+    e->inbox_tx_lock_init = false;
 }
 
 /* ---- the initiator ------------------------------------------------------- */
 
-bool xtq__inbox_reserve(struct xtq__engine *e, int target, size_t len, uint64_t *idx)
+/* The next index of our ring at `target`, if it has room. */
+static bool reserve(struct xtq__engine *e, int target, size_t len, bool put, uint64_t *idx)
 {
     struct xtq__inbox_seg *g = e->inbox_peer ? e->inbox_peer[target] : NULL;
-    if (!g || len > g->slot_bytes)
+    if (!g || len > g->slot_bytes || !e->peers)
         return false;
     struct peer *p = &e->peers[target];
-    if (atomic_load_explicit(&p->fi_unacked, memory_order_acquire))
+    /* A put may not overtake one the transport carries (see above). */
+    if (put && atomic_load_explicit(&p->fi_unacked, memory_order_acquire))
         return false;
+    bool ok = false;
+    xtq__mutex_lock(&e->inbox_tx_lock);
     uint64_t freed = atomic_load_explicit(&g->rings[e->ctx->rank].freed, memory_order_acquire);
     /* freed past what we reserved: not the owner's protocol; never write. */
-    if (freed > p->inbox_next || p->inbox_next - freed >= g->nslots)
-        return false;
-    *idx = p->inbox_next++;
-    return true;
+    if (freed <= p->inbox_next && p->inbox_next - freed < g->nslots) {
+        *idx = p->inbox_next++;
+        ok = true;
+    }
+    pthread_mutex_unlock(&e->inbox_tx_lock);
+    return ok;
+}
+
+bool xtq__inbox_reserve(struct xtq__engine *e, int target, size_t len, uint64_t *idx)
+{
+    return reserve(e, target, len, true, idx);
+}
+
+ssize_t xtq__inbox_send(struct xtq__engine *e, int dest, const void *msg, size_t len)
+{
+    uint64_t idx;
+    if (!reserve(e, dest, len, false, &idx))
+        return -FI_EAGAIN;
+    struct iovec iov = {(void *)msg, len};
+    xtq__inbox_write(e, dest, idx, &iov, 1);
+    return 0;
 }
 
 void xtq__inbox_write(struct xtq__engine *e, int target, uint64_t idx, const struct iovec *iov,
