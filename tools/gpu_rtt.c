@@ -287,13 +287,19 @@ static void echo_floor(int iters, cudaStream_t stream)
         unsigned lines;
         int release, how;
         const char *name;
-    } cfg[] = {{1, 0, ECHO_WORD, "1 line"},
-               {32, 0, ECHO_WORD, "32 lines"},
-               {32, 1, ECHO_WORD, "32 lines, release"},
-               {32, 0, ECHO_LINES, "host writes 6 lines"},
-               {32, 0, ECHO_PREFETCHW, "6 lines prefetchw"},
-               {32, 0, ECHO_AVX512, "6 lines avx512"},
-               {32, 0, ECHO_STREAM, "6 lines, 5 streamed"}};
+        unsigned stagger_ns;
+    } cfg[] = {{1, 0, ECHO_WORD, "1 line", 0},
+               {32, 0, ECHO_WORD, "32 lines", 0},
+               {32, 1, ECHO_WORD, "32 lines, release", 0},
+               {32, 0, ECHO_LINES, "host writes 6 lines", 0},
+               {32, 0, ECHO_PREFETCHW, "6 lines prefetchw", 0},
+               {32, 0, ECHO_AVX512, "6 lines avx512", 0},
+               {32, 0, ECHO_STREAM, "6 lines, 5 streamed", 0},
+               /* Two polls in flight, staggered (the processor polls one
+                * at a time): does the second shorten the wait? */
+               {32, 0, ECHO_WORD, "32 lines, 2 polls 300 ns apart", 300},
+               {32, 0, ECHO_WORD, "32 lines, 2 polls 500 ns apart", 500},
+               {32, 0, ECHO_WORD, "32 lines, 2 polls 700 ns apart", 700}};
     unsigned *bell, *ans;
     CK(cudaHostAlloc((void **)&bell, 4096, cudaHostAllocMapped | cudaHostAllocPortable));
     CK(cudaHostAlloc((void **)&ans, 4096, cudaHostAllocMapped | cudaHostAllocPortable));
@@ -308,7 +314,7 @@ static void echo_floor(int iters, cudaStream_t stream)
         memset(bell, 0, 4096);
         *(volatile unsigned *)ans = 0;
         CK(rtt_echo_start(bell, ans, (unsigned)(warm + iters), cfg[c].lines, cfg[c].release,
-                          stream));
+                          cfg[c].stagger_ns, stream));
         bool ok = true;
         for (int it = -warm; it < iters && ok; it++) {
             const unsigned k = (unsigned)(it + warm + 1);

@@ -41,9 +41,11 @@ int rtt_poller_wait(void *stream);
  * the first word) until it reaches 1, 2, ... `n`, and answers each in
  * `ans` (mapped host) with a release store at system scope (`release`)
  * or a plain volatile one. Nothing else runs in it: no task, no checks.
+ * stagger_ns > 0: two polls in flight, each issued stagger_ns after the
+ * one before (a plain answer).
  */
 int rtt_echo_start(const volatile unsigned *bell, unsigned *ans, unsigned n, unsigned lines,
-                   int release, void *stream);
+                   int release, unsigned stagger_ns, void *stream);
 #ifdef __cplusplus
 }
 #endif

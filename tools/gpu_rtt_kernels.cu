@@ -196,10 +196,57 @@ extern "C" int rtt_poller_start(int how, const struct rtt_args *a, unsigned grou
     return (int)e;
 }
 
+__device__ __forceinline__ unsigned echo_load(const volatile unsigned *bell, unsigned lines)
+{
+    unsigned v = 0;
+    if (threadIdx.x < lines) {
+        const volatile uint4 *line = (const volatile uint4 *)bell + threadIdx.x;
+        unsigned x, y, z, w;
+        asm volatile("ld.volatile.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(x), "=r"(y), "=r"(z), "=r"(w)
+                     : "l"(line)
+                     : "memory");
+        v = x | ((y | z | w) & 0u);
+    }
+    return v;
+}
+
+__device__ __forceinline__ uint64_t echo_now(void)
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
 __global__ void echo_kernel(const volatile unsigned *bell, unsigned *ans, unsigned n,
-                            unsigned lines, int release)
+                            unsigned lines, int release, unsigned stagger_ns)
 {
     __shared__ unsigned seen;
+    if (stagger_ns) {
+        /* Two polls in flight, issued stagger_ns apart: each round issues
+         * the next poll's loads, then consumes the previous one's. */
+        for (unsigned k = 1; k <= n; k++) {
+            unsigned prev = echo_load(bell, lines);
+            uint64_t issued = echo_now();
+            for (;;) {
+                while (echo_now() - issued < stagger_ns)
+                    ;
+                unsigned cur = echo_load(bell, lines);
+                issued = echo_now();
+                if (threadIdx.x == 0)
+                    seen = prev;
+                __syncthreads();
+                const bool got = seen >= k;
+                __syncthreads();
+                if (got)
+                    break;
+                prev = cur;
+            }
+            if (threadIdx.x == 0)
+                *(volatile unsigned *)ans = k;
+        }
+        return;
+    }
     for (unsigned k = 1; k <= n; k++) {
         for (;;) {
             /* Every line in flight at once, as the processor's poll. */
@@ -231,9 +278,10 @@ __global__ void echo_kernel(const volatile unsigned *bell, unsigned *ans, unsign
 }
 
 extern "C" int rtt_echo_start(const volatile unsigned *bell, unsigned *ans, unsigned n,
-                              unsigned lines, int release, void *stream)
+                              unsigned lines, int release, unsigned stagger_ns, void *stream)
 {
-    echo_kernel<<<1, RTT_WG, 0, (cudaStream_t)stream>>>(bell, ans, n, lines, release);
+    echo_kernel<<<1, RTT_WG, 0, (cudaStream_t)stream>>>(bell, ans, n, lines, release,
+                                                       stagger_ns);
     return (int)cudaGetLastError();
 }
 
