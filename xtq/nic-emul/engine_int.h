@@ -270,7 +270,8 @@ struct peer {
      * is not free yet (the target may not have handled them: no inbox
      * put may overtake them); the next inbox ring index to reserve. */
     _Atomic uint32_t fi_unacked;
-    uint64_t inbox_next; /* under the engine's inbox_tx_lock */
+    uint64_t inbox_next;       /* under the engine's inbox_tx_lock */
+    uint64_t inbox_freed_seen; /* its ring's `freed` when last read, same lock */
 };
 
 /* A rank's doorbell in POSIX shared memory (wakeup.c); its name travels

@@ -308,9 +308,15 @@ static bool reserve(struct xtq__engine *e, int target, size_t len, bool put, uin
         return false;
     bool ok = false;
     xtq__mutex_lock(&e->inbox_tx_lock);
-    uint64_t freed = atomic_load_explicit(&g->rings[e->ctx->rank].freed, memory_order_acquire);
-    /* freed past what we reserved: not the owner's protocol; never write. */
-    if (freed <= p->inbox_next && p->inbox_next - freed < g->nslots) {
+    /* `freed` is the owner's line, written at every release: read only
+     * when what we saw last leaves no room. */
+    if (p->inbox_next - p->inbox_freed_seen >= g->nslots) {
+        uint64_t freed = atomic_load_explicit(&g->rings[e->ctx->rank].freed, memory_order_acquire);
+        /* freed past what we reserved: not the owner's protocol; never write. */
+        if (freed <= p->inbox_next && freed > p->inbox_freed_seen)
+            p->inbox_freed_seen = freed;
+    }
+    if (p->inbox_next - p->inbox_freed_seen < g->nslots) {
         *idx = p->inbox_next++;
         ok = true;
     }

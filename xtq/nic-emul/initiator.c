@@ -318,9 +318,9 @@ void xtq__slot_local(struct xtq__engine *e, struct put_slot *s, int status, int 
  * slot was completed meanwhile) or the transport's error. */
 static void slot_sent(struct xtq__engine *e, struct put_slot *s, ssize_t rc, bool injected)
 {
-    if (rc == 0)
+    if (rc == 0 && !s->inbox_sent) /* the inbox's write rang it */
         xtq__bell_ring(e, s->target);
-    else if (rc != -FI_EAGAIN)
+    else if (rc && rc != -FI_EAGAIN)
         XTQ_LOG_ONCE(OFI, ERROR, "sending a put to rank %d: %s", s->target, fi_strerror((int)-rc));
     xtq__mutex_lock(&e->put_lock);
     s->state &= ~(uint32_t)SLOT_SENDING;
