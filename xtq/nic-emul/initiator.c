@@ -1350,11 +1350,24 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
      * completes meanwhile; send outside the window lock so acks and
      * completions keep flowing. */
     s->state |= SLOT_SENDING;
-    if (l.how != SEND_GATHER)
+    /* An inbox put sent from this thread is written into the ring straight
+     * from the caller's command and pieces, gathered as a transport would
+     * (header, command, padding, pieces), and staged for a resend only
+     * after that, off the way to the target: one copy of the payload
+     * before the target has it, not two. */
+    const bool gather_inbox = s->inbox && !e->owner_only && l.pieces + 4 <= WIRE_IOV_MAX;
+    if (!gather_inbox)
         put_stage_cmd(&l, s->stage, cmd);
     pthread_mutex_unlock(&e->put_lock);
     XTQ_TRACE_POINT(XTQ_TRACE_PUT_ISSUED, XTQ_TRACE_KEY(ctx->rank, seq));
-    size_t niov = put_wire(&l, s->stage, cmd, piov, iovcnt, iov);
+    size_t niov;
+    if (gather_inbox) {
+        struct put_layout g = l;
+        g.how = SEND_GATHER;
+        niov = put_wire(&g, s->stage, cmd, piov, iovcnt, iov);
+    } else {
+        niov = put_wire(&l, s->stage, cmd, piov, iovcnt, iov);
+    }
 
     if (e->owner_only) {
         /* XTQ_ENDPOINT_OWNER=progress: the progress turn sends it
@@ -1395,6 +1408,13 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
             }
             if (xtq__engine_progress(e) == 0)
                 sched_yield();
+        }
+        if (gather_inbox) {
+            /* Staged whole as the layout says, for a resend (the slot is
+             * ours until slot_sent lets go of it). */
+            struct iovec staged[WIRE_IOV_MAX];
+            put_stage_cmd(&l, s->stage, cmd);
+            (void)put_wire(&l, s->stage, cmd, piov, iovcnt, staged);
         }
         slot_sent(e, s, src, put_left_whole(s, &l));
         XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(ctx->rank, seq));
