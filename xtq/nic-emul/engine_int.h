@@ -540,9 +540,11 @@ unsigned xtq__regions_stuck(struct xtq__engine *e, uint64_t now, uint64_t after_
 void xtq__region_released(struct rx_region *r, bool at_once);
 /* A message landed in region `r` from endpoint `src` (FI_SOURCE):
  * validate and dispatch it. */
-/* A message that came through rank `src`'s inbox ring (inbox.c). */
+/* A message that came through rank `src`'s inbox ring (inbox.c): `buf`
+ * holds its copy up to the payload; with `inplace` (the ring slot's
+ * message), the payload is read there instead, at the same offset. */
 void xtq__target_recv_inbox(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len,
-                            uint32_t src);
+                            uint32_t src, const void *inplace);
 void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len,
                       fi_addr_t src);
 /* Retry backlogged tasks; returns how many left the backlog. */

@@ -137,8 +137,9 @@ void xtq__inbox_open(struct xtq__engine *e)
         e->inbox_name[0] = '\0';
         goto fail_mem;
     }
-    /* Agents read payloads from the mirror in place, as from a region: one
-     * a GPU cannot read would fault it. Without that, no inbox. */
+    /* Agents read payloads in place from the ring slots (and what a
+     * mirror holds), as from a region: memory a GPU cannot read would
+     * fault it. Without both mapped, no inbox. */
     if (xtq__agents_mem_register(ctx, m, mlen) != 0) {
         munmap(p, len);
         shm_unlink(e->inbox_name);
@@ -146,6 +147,14 @@ void xtq__inbox_open(struct xtq__engine *e)
         goto fail_mem;
     }
     e->inbox_mirror_agents = true;
+    if (xtq__agents_mem_register(ctx, p, len) != 0) {
+        xtq__agents_mem_deregister(ctx, m, mlen);
+        e->inbox_mirror_agents = false;
+        munmap(p, len);
+        shm_unlink(e->inbox_name);
+        e->inbox_name[0] = '\0';
+        goto fail_mem;
+    }
     for (size_t i = 0; i < (size_t)ctx->size * nslots; i++) {
         struct rx_region *r = &e->inbox_regions[i];
         r->kind = CTX_REGION;
@@ -271,8 +280,12 @@ void xtq__inbox_close(struct xtq__engine *e)
     free(e->inbox_peer_len);
     e->inbox_peer = NULL;
     e->inbox_peer_len = NULL;
-    if (e->inbox_own)
+    if (e->inbox_own) {
+        /* Mapped for the agents with the mirror (both or neither). */
+        if (e->inbox_mirror_agents)
+            xtq__agents_mem_deregister(e->ctx, e->inbox_own, e->inbox_len);
         munmap(e->inbox_own, e->inbox_len);
+    }
     e->inbox_own = NULL;
     if (e->inbox_mirror && e->inbox_mirror_agents)
         xtq__agents_mem_deregister(e->ctx, e->inbox_mirror, e->inbox_mirror_len);
@@ -377,8 +390,27 @@ static bool inbox_take_one(struct xtq__engine *e, uint32_t src)
                                    "hold %u)",
                      len, src, g->slot_bytes);
     } else if (len) {
-        memcpy(r->buf, s->data, len);
-        xtq__target_recv_inbox(e, r, r->buf, len, src);
+        /* What is validated and rewritten is copied (the header first,
+         * then the command it says precedes the payload); a put's payload
+         * is read in place, from the ring slot, which stays the message's
+         * until its task lets go (the sender changing it meanwhile changes
+         * only its own data, as with a transport that reads the sender's
+         * memory). */
+        size_t head = len;
+        if (len >= sizeof(struct xtq__wire_hdr)) {
+            memcpy(r->buf, s->data, sizeof(struct xtq__wire_hdr));
+            const struct xtq__wire_hdr *h = r->buf;
+            if (h->type == XTQ__MSG_PUT && h->payload_len && h->cmd_len < g->slot_bytes) {
+                size_t off = xtq__wire_payload_offset(h->cmd_len);
+                if (off < len)
+                    head = off;
+            }
+            memcpy((uint8_t *)r->buf + sizeof(struct xtq__wire_hdr),
+                   s->data + sizeof(struct xtq__wire_hdr), head - sizeof(struct xtq__wire_hdr));
+        } else {
+            memcpy(r->buf, s->data, len);
+        }
+        xtq__target_recv_inbox(e, r, r->buf, len, src, head < len ? s->data : NULL);
     }
     xtq__region_put(r);
     return true;

@@ -586,13 +586,17 @@ static void handle_put(struct xtq__engine *e, struct rx_region *r, const struct 
 /* `inbox`: the rank whose inbox ring it came from (inbox.c), or -1: the
  * transport, from endpoint `src`. */
 static void target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len,
-                        fi_addr_t src, int64_t inbox)
+                        fi_addr_t src, int64_t inbox, const void *inplace)
 {
     const struct xtq__wire_hdr *hdr = NULL;
     const void *cmd = NULL, *payload = NULL;
     xtq_ctx_t *ctx = e->ctx;
     int rc = xtq__wire_validate(buf, len, ctx->job_key, (uint32_t)ctx->size, e->max_msg, &hdr, &cmd,
                                 &payload);
+    /* Validated on the copy; the payload (or an ack's result) is read in
+     * place, at its offset in the ring slot (inbox.c). */
+    if (rc == 0 && inplace && payload)
+        payload = (const uint8_t *)inplace + ((const uint8_t *)payload - (const uint8_t *)buf);
     if (rc) {
         const struct xtq__wire_hdr *raw = buf;
         xtq__stats_rejected(ctx, rc);
@@ -647,11 +651,11 @@ static void target_recv(struct xtq__engine *e, struct rx_region *r, const void *
 void xtq__target_recv(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len,
                       fi_addr_t src)
 {
-    target_recv(e, r, buf, len, src, -1);
+    target_recv(e, r, buf, len, src, -1, NULL);
 }
 
 void xtq__target_recv_inbox(struct xtq__engine *e, struct rx_region *r, const void *buf, size_t len,
-                            uint32_t src)
+                            uint32_t src, const void *inplace)
 {
-    target_recv(e, r, buf, len, FI_ADDR_NOTAVAIL, (int64_t)src);
+    target_recv(e, r, buf, len, FI_ADDR_NOTAVAIL, (int64_t)src, inplace);
 }
