@@ -202,6 +202,8 @@ XTQ_TEST(hostile)
     }
     xtq_stats_t before, after;
     CHECK_OK(xtq_get_stats(S.ctx, &before));
+    /* Rank 1 counts from here: nothing is written before it has. */
+    CHECK_OK(xtq_barrier(S.ctx));
     const unsigned srcrank = xtq_stats_reject_slot(-XTQ_ESRCRANK);
     if (S.rank == 0) {
         /* The window's first put makes the peer's slots (initiator.c):
