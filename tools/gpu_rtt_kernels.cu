@@ -206,7 +206,7 @@ __device__ __forceinline__ unsigned echo_load(const volatile unsigned *bell, uns
                      : "=r"(x), "=r"(y), "=r"(z), "=r"(w)
                      : "l"(line)
                      : "memory");
-        v = x | ((y | z | w) & 0u);
+        v = x | ((y | z | w) & 0u); /* the whole line read, its first word used */
     }
     return v;
 }
@@ -250,16 +250,7 @@ __global__ void echo_kernel(const volatile unsigned *bell, unsigned *ans, unsign
     for (unsigned k = 1; k <= n; k++) {
         for (;;) {
             /* Every line in flight at once, as the processor's poll. */
-            unsigned v = 0;
-            if (threadIdx.x < lines) {
-                const volatile uint4 *line = (const volatile uint4 *)bell + threadIdx.x;
-                unsigned x, y, z, w;
-                asm volatile("ld.volatile.v4.u32 {%0, %1, %2, %3}, [%4];"
-                             : "=r"(x), "=r"(y), "=r"(z), "=r"(w)
-                             : "l"(line)
-                             : "memory");
-                v = x | ((y | z | w) & 0u); /* the whole line read, its first word used */
-            }
+            unsigned v = echo_load(bell, lines);
             if (threadIdx.x == 0)
                 seen = v;
             __syncthreads();

@@ -195,7 +195,7 @@ XTQ_TEST(hostile)
 {
     setup();
     struct xtq__engine *e = S.ctx->planes[0];
-    if (!e->inbox_own || !e->inbox_peer || !e->inbox_peer[1 - S.rank]) {
+    if (!e->inbox_own || !e->inbox_peers.seg || !e->inbox_peers.seg[1 - S.rank]) {
         printf("SKIP: no inboxes (XTQ_SHM_INBOX=0, or not all ranks on one host)\n");
         CHECK_OK(xtq_finalize(S.ctx));
         exit(77);
@@ -228,7 +228,7 @@ XTQ_TEST(hostile)
         xtq__inbox_write(e, 1, reserve(e), &iov, 1);
         /* 3: a length past the slot (stored by hand: xtq__inbox_write
          * would copy that much). */
-        struct xtq__inbox_seg *g = e->inbox_peer[1];
+        struct xtq__inbox_seg *g = e->inbox_peers.seg[1];
         uint64_t idx = reserve(e);
         struct xtq__inbox_slot *s = ring_slot(g, 0, idx);
         s->len = g->slot_bytes + 64;

@@ -301,7 +301,7 @@ static ssize_t ack_transmit(struct xtq__engine *e, struct ack_entry *a, const st
     size_t len = wire_len(o->result_len);
     /* Small enough to leave at once: through the inbox on one host. */
     if (len <= e->ofi.inject_size) {
-        if (e->inbox_peer && xtq__inbox_send(e, o->dest, o->block + SEND_HDR, len) == 0)
+        if (e->inbox_peers.seg && xtq__inbox_send(e, o->dest, o->block + SEND_HDR, len) == 0)
             return 0;
         return xtq__ofi_inject(&e->ofi, o->block + SEND_HDR, len, o->dest);
     }
@@ -630,7 +630,7 @@ ssize_t xtq__ctrl_send(struct xtq__engine *e, int dest, const struct xtq__wire_h
 {
     /* On one host, through the peer's inbox where its ring has room
      * (inbox.c): a store instead of the transport's send. */
-    if (e->inbox_peer && xtq__inbox_send(e, dest, hdr, sizeof(*hdr)) == 0)
+    if (e->inbox_peers.seg && xtq__inbox_send(e, dest, hdr, sizeof(*hdr)) == 0)
         return 0;
     if (e->nctrl)
         return xtq__ofi_tinject(&e->ofi, hdr, sizeof(*hdr), dest, XTQ__CTRL_TAG);

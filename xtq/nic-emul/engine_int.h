@@ -332,6 +332,15 @@ struct xtq__inbox_seg {
  * (a put whose seq + 1 wraps to 0 is not sent with NOTIFY). */
 #define XTQ__NOTIFY_WORD(seq, status)                                                              \
     (((uint64_t)(uint32_t)(int32_t)(status) << 32) | (uint32_t)((seq) + 1))
+/* Peers' segments of one kind (notify.c, inbox.c), mapped after the
+ * address exchange (wakeup.c): seg[r] is rank r's (NULL where it has none
+ * or it failed its checks), ours at our own rank; len[r] its mapped
+ * length. seg NULL: none wanted, or no memory for the table. */
+struct shm_peers {
+    void **seg;
+    size_t *len;
+};
+
 struct doorbell {
     _Atomic uint32_t seq;
     _Atomic uint32_t sleeping;
@@ -433,15 +442,13 @@ struct xtq__engine {
     bool notify_agents;                        /* ours is mapped for every agent's device */
     size_t notify_len;                         /* bytes of every segment of this engine */
     char notify_name[XTQ__BELL_NAME_MAX];      /* until every peer mapped it */
-    struct xtq__notify_seg **notify_peer;      /* by rank, read-only maps; NULL: ack only */
-    size_t *notify_peer_len;                   /* their mapped lengths */
+    struct shm_peers notify_peers;             /* read-only maps; seg NULL: ack only */
 
     /* inbox.c: small puts on one host (XTQ_SHM_INBOX) */
     struct xtq__inbox_seg *inbox_own;     /* ours: peers write their rings in it */
     size_t inbox_len;                     /* bytes of every inbox segment of this engine */
     char inbox_name[XTQ__BELL_NAME_MAX];  /* until every peer mapped it */
-    struct xtq__inbox_seg **inbox_peer;   /* by rank, read-write maps; NULL: transport only */
-    size_t *inbox_peer_len;
+    struct shm_peers inbox_peers;         /* read-write maps; seg NULL: transport only */
     uint8_t *inbox_mirror;                /* private copies, nranks x nslots x slot_bytes */
     size_t inbox_mirror_len;
     bool inbox_mirror_agents;             /* mapped for every agent's device */
@@ -622,6 +629,23 @@ bool xtq__engine_in_turn(const struct xtq__engine *e);
 /* ---- wakeup.c ----------------------------------------------------------- */
 /* Doorbells (same host, CQ without a wait fd) and the eventfd. */
 int xtq__wakeup_open(struct xtq__engine *e, bool same_host);
+
+/* POSIX shared memory for the peers of this host (wakeup.c): a new
+ * segment of `len` bytes, read-write, named in `name` (unique on the host:
+ * job key, rank, process id, a count, `tag`), NULL with the name emptied
+ * on failure (errno says why); and a peer's, mapped with `prot` (its whole
+ * length in *len), NULL when absent or shorter than `min`. */
+void *xtq__shm_create(const struct xtq__engine *e, char name[XTQ__BELL_NAME_MAX], const char *tag,
+                      size_t len);
+void *xtq__shm_map(const char *name, int prot, size_t min, size_t *len);
+/* Fill `t` from the names the exchange carried (`names`, `stride` apart):
+ * ours is `own`, every other rank's is what `map` returns for its name.
+ * Returns how many were mapped, -1 without memory (t->seg stays NULL). */
+int xtq__shm_peers_map(struct xtq__engine *e, struct shm_peers *t, const char *names,
+                       size_t stride, void *own,
+                       void *(*map)(const char *name, int r, int nranks, size_t *len));
+/* Unmap every peer's (not `own`) and free the table. */
+void xtq__shm_peers_unmap(struct xtq__engine *e, struct shm_peers *t, const void *own);
 
 /* ---- notify.c: completion words on one host ----------------------------- */
 /* Make this engine's segment where XTQ_DIRECT_COMPLETION allows (never

@@ -81,9 +81,25 @@ static bool inbox_wanted(const struct xtq__engine *e)
     return strcmp(e->ofi.prov_name, "shm") == 0;
 }
 
+/* Free what inbox_open made besides the segment. */
+static void mirror_free(struct xtq__engine *e)
+{
+    if (e->inbox_mirror && e->inbox_mirror_agents)
+        xtq__agents_mem_deregister(e->ctx, e->inbox_mirror, e->inbox_mirror_len);
+    e->inbox_mirror_agents = false;
+    if (e->inbox_mirror)
+        munmap(e->inbox_mirror, e->inbox_mirror_len);
+    e->inbox_mirror = NULL;
+    free(e->inbox_regions);
+    free(e->inbox_cons);
+    free(e->inbox_freed);
+    e->inbox_regions = NULL;
+    e->inbox_cons = NULL;
+    e->inbox_freed = NULL;
+}
+
 void xtq__inbox_open(struct xtq__engine *e)
 {
-    static _Atomic uint32_t made;
     xtq_ctx_t *ctx = e->ctx;
     e->inbox_name[0] = '\0';
     if (!inbox_wanted(e))
@@ -117,39 +133,18 @@ void xtq__inbox_open(struct xtq__engine *e)
     }
     e->inbox_mirror = m;
     e->inbox_mirror_len = mlen;
-    snprintf(e->inbox_name, sizeof(e->inbox_name), "/xtq-%016llx-%d-%ld-%u-i",
-             (unsigned long long)ctx->job_key, ctx->rank, (long)getpid(),
-             (unsigned)atomic_fetch_add(&made, 1));
-    int fd = shm_open(e->inbox_name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd < 0 && errno == EEXIST && shm_unlink(e->inbox_name) == 0)
-        fd = shm_open(e->inbox_name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    void *p = MAP_FAILED;
-    if (fd >= 0 && ftruncate(fd, (off_t)len) == 0)
-        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (fd >= 0)
-        close(fd);
-    if (p == MAP_FAILED) {
+    void *p = xtq__shm_create(e, e->inbox_name, "i", len);
+    if (!p) {
         xtq_warn(ENGINE, "inboxes: no shared memory segment (%s); puts to this rank use the "
                          "transport",
                  strerror(errno));
-        if (fd >= 0)
-            shm_unlink(e->inbox_name);
-        e->inbox_name[0] = '\0';
         goto fail_mem;
     }
     /* Agents read payloads in place from the ring slots (and what a
      * mirror holds), as from a region: memory a GPU cannot read would
      * fault it. Without both mapped, no inbox. */
-    if (xtq__agents_mem_register(ctx, m, mlen) != 0) {
-        munmap(p, len);
-        shm_unlink(e->inbox_name);
-        e->inbox_name[0] = '\0';
-        goto fail_mem;
-    }
-    e->inbox_mirror_agents = true;
-    if (xtq__agents_mem_register(ctx, p, len) != 0) {
-        xtq__agents_mem_deregister(ctx, m, mlen);
-        e->inbox_mirror_agents = false;
+    e->inbox_mirror_agents = xtq__agents_mem_register(ctx, m, mlen) == 0;
+    if (!e->inbox_mirror_agents || xtq__agents_mem_register(ctx, p, len) != 0) {
         munmap(p, len);
         shm_unlink(e->inbox_name);
         e->inbox_name[0] = '\0';
@@ -182,15 +177,7 @@ void xtq__inbox_open(struct xtq__engine *e)
     return;
 
 fail_mem:
-    free(e->inbox_regions);
-    free(e->inbox_cons);
-    free(e->inbox_freed);
-    e->inbox_regions = NULL;
-    e->inbox_cons = NULL;
-    e->inbox_freed = NULL;
-    if (e->inbox_mirror)
-        munmap(e->inbox_mirror, e->inbox_mirror_len);
-    e->inbox_mirror = NULL;
+    mirror_free(e);
 }
 
 void xtq__inbox_name(struct xtq__engine *e, char name[XTQ__BELL_NAME_MAX])
@@ -200,66 +187,36 @@ void xtq__inbox_name(struct xtq__engine *e, char name[XTQ__BELL_NAME_MAX])
 
 /* A peer's segment, read-write; NULL when it has none or it is not what
  * this library makes (checked before any ring of it is used). */
-static struct xtq__inbox_seg *inbox_map(const char *name, int r, int nranks, size_t *len)
+static void *inbox_map(const char *name, int r, int nranks, size_t *len)
 {
-    int fd = shm_open(name, O_RDWR, 0);
-    if (fd < 0)
+    struct xtq__inbox_seg *g = xtq__shm_map(name, PROT_READ | PROT_WRITE, sizeof(*g), len);
+    if (!g)
         return NULL;
-    struct stat sb;
-    void *p = MAP_FAILED;
-    if (fstat(fd, &sb) == 0 && (size_t)sb.st_size >= sizeof(struct xtq__inbox_seg))
-        p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED)
-        return NULL;
-    struct xtq__inbox_seg *g = p;
     size_t need = g->nslots && g->slot_bytes && g->nranks == (uint32_t)nranks
                       ? seg_slots_off(g->nranks) + (size_t)nranks * g->nslots * slot_stride(g)
                       : SIZE_MAX;
-    if (g->magic != XTQ__INBOX_MAGIC || (g->slot_bytes % XTQ_CACHELINE) ||
-        need > (size_t)sb.st_size) {
+    if (g->magic != XTQ__INBOX_MAGIC || (g->slot_bytes % XTQ_CACHELINE) || need > *len) {
         xtq_warn(ENGINE,
                  "rank %d's inbox is not in this library's format; puts to it use the "
                  "transport",
                  r);
-        munmap(p, (size_t)sb.st_size);
+        munmap(g, *len);
         return NULL;
     }
-    *len = (size_t)sb.st_size;
     return g;
 }
 
 void xtq__inbox_connect(struct xtq__engine *e, const char *names, size_t stride)
 {
-    xtq_ctx_t *ctx = e->ctx;
     if (!inbox_wanted(e))
         return;
-    e->inbox_peer = calloc((size_t)ctx->size, sizeof(*e->inbox_peer));
-    e->inbox_peer_len = calloc((size_t)ctx->size, sizeof(*e->inbox_peer_len));
-    if (!e->inbox_peer || !e->inbox_peer_len) {
-        free(e->inbox_peer);
-        free(e->inbox_peer_len);
-        e->inbox_peer = NULL;
-        e->inbox_peer_len = NULL;
+    int mapped = xtq__shm_peers_map(e, &e->inbox_peers, names, stride, e->inbox_own, inbox_map);
+    if (mapped < 0)
         return;
-    }
     xtq__mutex_init(&e->inbox_tx_lock);
     e->inbox_tx_lock_init = true;
-    int mapped = 0;
-    for (int r = 0; r < ctx->size; r++) {
-        const char *name = names + (size_t)r * stride;
-        if (!name[0] || memchr(name, '\0', XTQ__BELL_NAME_MAX) == NULL)
-            continue;
-        if (r == ctx->rank) {
-            e->inbox_peer[r] = e->inbox_own; /* puts to ourselves too */
-            mapped++;
-            continue;
-        }
-        e->inbox_peer[r] = inbox_map(name, r, ctx->size, &e->inbox_peer_len[r]);
-        mapped += e->inbox_peer[r] != NULL;
-    }
-    if (e->plane == 0 && ctx->rank == 0)
-        xtq_info(ENGINE, "inboxes: %d of %d ranks' mapped (XTQ_SHM_INBOX)", mapped, ctx->size);
+    if (e->plane == 0 && e->ctx->rank == 0)
+        xtq_info(ENGINE, "inboxes: %d of %d ranks' mapped (XTQ_SHM_INBOX)", mapped, e->ctx->size);
 }
 
 void xtq__inbox_unlink(struct xtq__engine *e)
@@ -273,13 +230,7 @@ void xtq__inbox_unlink(struct xtq__engine *e)
 void xtq__inbox_close(struct xtq__engine *e)
 {
     xtq__inbox_unlink(e);
-    for (int r = 0; e->inbox_peer && r < e->ctx->size; r++)
-        if (e->inbox_peer[r] && e->inbox_peer[r] != e->inbox_own)
-            munmap(e->inbox_peer[r], e->inbox_peer_len[r]);
-    free(e->inbox_peer);
-    free(e->inbox_peer_len);
-    e->inbox_peer = NULL;
-    e->inbox_peer_len = NULL;
+    xtq__shm_peers_unmap(e, &e->inbox_peers, e->inbox_own);
     if (e->inbox_own) {
         /* Mapped for the agents with the mirror (both or neither). */
         if (e->inbox_mirror_agents)
@@ -287,18 +238,7 @@ void xtq__inbox_close(struct xtq__engine *e)
         munmap(e->inbox_own, e->inbox_len);
     }
     e->inbox_own = NULL;
-    if (e->inbox_mirror && e->inbox_mirror_agents)
-        xtq__agents_mem_deregister(e->ctx, e->inbox_mirror, e->inbox_mirror_len);
-    e->inbox_mirror_agents = false;
-    if (e->inbox_mirror)
-        munmap(e->inbox_mirror, e->inbox_mirror_len);
-    e->inbox_mirror = NULL;
-    free(e->inbox_regions);
-    free(e->inbox_cons);
-    free(e->inbox_freed);
-    e->inbox_regions = NULL;
-    e->inbox_cons = NULL;
-    e->inbox_freed = NULL;
+    mirror_free(e);
     if (e->inbox_lock_init)
         pthread_mutex_destroy(&e->inbox_lock);
     e->inbox_lock_init = false;
@@ -312,7 +252,7 @@ void xtq__inbox_close(struct xtq__engine *e)
 /* The next index of our ring at `target`, if it has room. */
 static bool reserve(struct xtq__engine *e, int target, size_t len, bool put, uint64_t *idx)
 {
-    struct xtq__inbox_seg *g = e->inbox_peer ? e->inbox_peer[target] : NULL;
+    struct xtq__inbox_seg *g = e->inbox_peers.seg ? e->inbox_peers.seg[target] : NULL;
     if (!g || len > g->slot_bytes || !e->peers)
         return false;
     struct peer *p = &e->peers[target];
@@ -355,7 +295,7 @@ ssize_t xtq__inbox_send(struct xtq__engine *e, int dest, const void *msg, size_t
 void xtq__inbox_write(struct xtq__engine *e, int target, uint64_t idx, const struct iovec *iov,
                       size_t niov)
 {
-    struct xtq__inbox_seg *g = e->inbox_peer[target];
+    struct xtq__inbox_seg *g = e->inbox_peers.seg[target];
     struct xtq__inbox_slot *s = seg_slot(g, (uint32_t)e->ctx->rank, idx);
     size_t len = 0;
     for (size_t i = 0; i < niov; i++) { /* reserved for at most slot_bytes */

@@ -1302,7 +1302,7 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
     s->inbox = false;
     s->inbox_sent = false;
     s->fi_counted = false;
-    if (!trig && e->inbox_peer)
+    if (!trig && e->inbox_peers.seg)
         s->inbox = xtq__inbox_reserve(e, target, l.total, &s->inbox_idx);
     if (!trig && !s->inbox) {
         s->fi_counted = true;

@@ -45,7 +45,6 @@ static bool notify_wanted(const struct xtq__engine *e)
 
 void xtq__notify_open(struct xtq__engine *e)
 {
-    static _Atomic uint32_t made;
     xtq_ctx_t *ctx = e->ctx;
     e->notify_name[0] = '\0';
     if (!notify_wanted(e))
@@ -61,26 +60,12 @@ void xtq__notify_open(struct xtq__engine *e)
                  ctx->size, e->window, len, NOTIFY_SEG_MAX);
         return;
     }
-    /* Unique on the host, as the doorbell's name is (wakeup.c). */
-    snprintf(e->notify_name, sizeof(e->notify_name), "/xtq-%016llx-%d-%ld-%u-w",
-             (unsigned long long)ctx->job_key, ctx->rank, (long)getpid(),
-             (unsigned)atomic_fetch_add(&made, 1));
-    int fd = shm_open(e->notify_name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd < 0 && errno == EEXIST && shm_unlink(e->notify_name) == 0)
-        fd = shm_open(e->notify_name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    void *p = MAP_FAILED;
-    if (fd >= 0 && ftruncate(fd, (off_t)len) == 0)
-        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (fd >= 0)
-        close(fd);
-    if (p == MAP_FAILED) {
+    void *p = xtq__shm_create(e, e->notify_name, "w", len);
+    if (!p) {
         xtq_warn(ENGINE,
                  "completion words: no shared memory segment (%s); puts to this rank "
                  "are acked only",
                  strerror(errno));
-        if (fd >= 0)
-            shm_unlink(e->notify_name);
-        e->notify_name[0] = '\0';
         return;
     }
     struct xtq__notify_seg *g = p; /* ftruncate zeroed it: no word is current */
@@ -102,64 +87,33 @@ void xtq__notify_name(struct xtq__engine *e, char name[XTQ__BELL_NAME_MAX])
 
 /* A peer's segment, read-only; NULL when it has none or it is not what
  * this library makes (checked before any word of it is used). */
-static struct xtq__notify_seg *notify_map(const char *name, int r, int nranks, size_t *len)
+static void *notify_map(const char *name, int r, int nranks, size_t *len)
 {
-    int fd = shm_open(name, O_RDONLY, 0);
-    if (fd < 0)
+    struct xtq__notify_seg *g = xtq__shm_map(name, PROT_READ, sizeof(*g), len);
+    if (!g)
         return NULL;
-    struct stat sb;
-    void *p = MAP_FAILED;
-    if (fstat(fd, &sb) == 0 && (size_t)sb.st_size >= sizeof(struct xtq__notify_seg))
-        p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED)
-        return NULL;
-    struct xtq__notify_seg *g = p;
     size_t need = sizeof(*g) + (size_t)nranks * g->words_per_peer * sizeof(uint64_t);
     if (g->magic != XTQ__NOTIFY_MAGIC || g->nranks != (uint32_t)nranks || !g->words_per_peer ||
-        need > (size_t)sb.st_size) {
+        need > *len) {
         xtq_warn(ENGINE,
                  "rank %d's completion words are not in this library's format; its puts "
                  "are acked only",
                  r);
-        munmap(p, (size_t)sb.st_size);
+        munmap(g, *len);
         return NULL;
     }
-    *len = (size_t)sb.st_size;
     return g;
 }
 
 void xtq__notify_connect(struct xtq__engine *e, const char *names, size_t stride)
 {
-    xtq_ctx_t *ctx = e->ctx;
     /* We use peers' words only where we would make our own. */
     if (!notify_wanted(e))
         return;
-    e->notify_peer = calloc((size_t)ctx->size, sizeof(*e->notify_peer));
-    e->notify_peer_len = calloc((size_t)ctx->size, sizeof(*e->notify_peer_len));
-    if (!e->notify_peer || !e->notify_peer_len) {
-        free(e->notify_peer);
-        free(e->notify_peer_len);
-        e->notify_peer = NULL;
-        e->notify_peer_len = NULL;
-        return;
-    }
-    int mapped = 0;
-    for (int r = 0; r < ctx->size; r++) {
-        const char *name = names + (size_t)r * stride;
-        if (!name[0] || memchr(name, '\0', XTQ__BELL_NAME_MAX) == NULL)
-            continue;
-        if (r == ctx->rank) {
-            e->notify_peer[r] = e->notify_own; /* puts to ourselves too */
-            mapped++;
-            continue;
-        }
-        e->notify_peer[r] = notify_map(name, r, ctx->size, &e->notify_peer_len[r]);
-        mapped += e->notify_peer[r] != NULL;
-    }
-    if (e->plane == 0 && ctx->rank == 0)
+    int mapped = xtq__shm_peers_map(e, &e->notify_peers, names, stride, e->notify_own, notify_map);
+    if (mapped >= 0 && e->plane == 0 && e->ctx->rank == 0)
         xtq_info(ENGINE, "completion words: %d of %d ranks' mapped (XTQ_DIRECT_COMPLETION)", mapped,
-                 ctx->size);
+                 e->ctx->size);
 }
 
 void xtq__notify_unlink(struct xtq__engine *e)
@@ -173,13 +127,7 @@ void xtq__notify_unlink(struct xtq__engine *e)
 void xtq__notify_close(struct xtq__engine *e)
 {
     xtq__notify_unlink(e);
-    for (int r = 0; e->notify_peer && r < e->ctx->size; r++)
-        if (e->notify_peer[r] && e->notify_peer[r] != e->notify_own)
-            munmap(e->notify_peer[r], e->notify_peer_len[r]);
-    free(e->notify_peer);
-    free(e->notify_peer_len);
-    e->notify_peer = NULL;
-    e->notify_peer_len = NULL;
+    xtq__shm_peers_unmap(e, &e->notify_peers, e->notify_own);
     if (e->notify_own && e->notify_agents)
         xtq__agents_mem_deregister(e->ctx, e->notify_own, e->notify_len);
     e->notify_agents = false;
@@ -209,9 +157,9 @@ void xtq__notify_post(struct xtq__engine *e, uint32_t src, uint64_t seq, int sta
 
 const _Atomic uint64_t *xtq__notify_word(const struct xtq__engine *e, int target, uint64_t seq)
 {
-    if (!e->notify_peer || target < 0 || target >= e->ctx->size)
+    if (!e->notify_peers.seg || target < 0 || target >= e->ctx->size)
         return NULL;
-    const struct xtq__notify_seg *g = e->notify_peer[target];
+    const struct xtq__notify_seg *g = e->notify_peers.seg[target];
     /* Two puts in flight at once never share a word while our window is
      * no wider than the owner's; a seq whose tag would read 0 is skipped. */
     if (!g || e->window > g->words_per_peer || (uint32_t)(seq + 1) == 0)

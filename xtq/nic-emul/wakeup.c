@@ -20,6 +20,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -43,6 +44,87 @@ void xtq__bell_ring(struct xtq__engine *e, int dest)
          * (initiator.c) that sleeps on the transport beside it. */
         shared_futex(&b->seq, FUTEX_WAKE, INT_MAX, NULL);
     }
+}
+
+void *xtq__shm_create(const struct xtq__engine *e, char name[XTQ__BELL_NAME_MAX], const char *tag,
+                      size_t len)
+{
+    static _Atomic uint32_t made;
+    xtq_ctx_t *ctx = e->ctx;
+    snprintf(name, XTQ__BELL_NAME_MAX, "/xtq-%016llx-%d-%ld-%u-%s",
+             (unsigned long long)ctx->job_key, ctx->rank, (long)getpid(),
+             (unsigned)atomic_fetch_add(&made, 1), tag);
+    /* O_EXCL: a name is never shared; one that exists already was left by
+     * a dead process that had our pid. */
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0 && errno == EEXIST && shm_unlink(name) == 0)
+        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    void *p = MAP_FAILED;
+    if (fd >= 0 && ftruncate(fd, (off_t)len) == 0)
+        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int err = errno;
+    if (fd >= 0)
+        close(fd);
+    if (p == MAP_FAILED) {
+        if (fd >= 0)
+            shm_unlink(name);
+        name[0] = '\0';
+        errno = err;
+        return NULL;
+    }
+    return p; /* ftruncate zeroed it */
+}
+
+void *xtq__shm_map(const char *name, int prot, size_t min, size_t *len)
+{
+    int fd = shm_open(name, (prot & PROT_WRITE) ? O_RDWR : O_RDONLY, 0);
+    if (fd < 0)
+        return NULL;
+    struct stat sb;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &sb) == 0 && (size_t)sb.st_size >= min)
+        p = mmap(NULL, (size_t)sb.st_size, prot, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED)
+        return NULL;
+    *len = (size_t)sb.st_size;
+    return p;
+}
+
+int xtq__shm_peers_map(struct xtq__engine *e, struct shm_peers *t, const char *names,
+                       size_t stride, void *own,
+                       void *(*map)(const char *name, int r, int nranks, size_t *len))
+{
+    const int n = e->ctx->size;
+    t->seg = calloc((size_t)n, sizeof(*t->seg));
+    t->len = calloc((size_t)n, sizeof(*t->len));
+    if (!t->seg || !t->len) {
+        free(t->seg);
+        free(t->len);
+        t->seg = NULL;
+        t->len = NULL;
+        return -1;
+    }
+    int mapped = 0;
+    for (int r = 0; r < n; r++) {
+        const char *name = names + (size_t)r * stride;
+        if (!name[0] || memchr(name, '\0', XTQ__BELL_NAME_MAX) == NULL)
+            continue;
+        t->seg[r] = r == e->ctx->rank ? own : map(name, r, n, &t->len[r]);
+        mapped += t->seg[r] != NULL;
+    }
+    return mapped;
+}
+
+void xtq__shm_peers_unmap(struct xtq__engine *e, struct shm_peers *t, const void *own)
+{
+    for (int r = 0; t->seg && r < e->ctx->size; r++)
+        if (t->seg[r] && t->seg[r] != own)
+            munmap(t->seg[r], t->len[r]);
+    free(t->seg);
+    free(t->len);
+    t->seg = NULL;
+    t->len = NULL;
 }
 
 /* Our doorbell's name leaves /dev/shm as soon as every peer has mapped it
