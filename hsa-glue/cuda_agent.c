@@ -761,8 +761,8 @@ int xtq__cuda_enqueue(xtq_queue_t *queue, const struct xtq__enqueue *d, uint64_t
         engine_claim(a);
     xtq_aql_packet_t *slot = xtq_queue_slot(queue, i);
     memcpy(slot->bytes + 4, pkt->bytes + 4, XTQ_AQL_PACKET_SIZE - 4);
-    if (d->cookie != NULL && queue->retire != d->retire)
-        queue->retire = d->retire;
+    if (d->cookie != NULL)
+        xtq__queue_set_retire(queue, d->retire);
     queue->cookies[i & queue->mask] = d->cookie;
     inline_fill(q, i, d);
     memcpy(&first, pkt->bytes, sizeof(first));

@@ -207,8 +207,8 @@ int xtq__queue_enqueue(xtq_queue_t *q, const struct xtq__enqueue *d)
         return rc;
     xtq_aql_packet_t *slot = xtq_queue_slot(q, i);
     memcpy(slot->bytes + 4, d->packet->bytes + 4, XTQ_AQL_PACKET_SIZE - 4);
-    if (d->cookie != NULL && q->retire != d->retire)
-        q->retire = d->retire;
+    if (d->cookie != NULL)
+        xtq__queue_set_retire(q, d->retire);
     q->cookies[i & q->mask] = d->cookie;
     q->results[i & q->mask] =
         (struct xtq__result_buf){d->result, d->result_len, d->payload, d->payload_len};

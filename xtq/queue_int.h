@@ -68,4 +68,22 @@ int xtq__queue_enqueue(xtq_queue_t *q, const struct xtq__enqueue *desc);
  * nobody waits: one load. */
 void xtq__queue_notify_space(xtq_queue_t *q);
 
+/* Producer step 3's retire, set by the first enqueue that carries a cookie.
+ * Two producers may make their first enqueues at once (two engine planes
+ * putting into one queue): one stores it, with release; the other
+ * acquires that store and stores nothing, so every packet's publish comes
+ * after the store its agent reads. */
+static inline void xtq__queue_set_retire(xtq_queue_t *q, xtq__retire_fn fn)
+{
+    xtq__retire_fn cur = __atomic_load_n(&q->retire, __ATOMIC_ACQUIRE);
+    if (cur == fn)
+        return;
+    if (cur == NULL &&
+        __atomic_compare_exchange_n(&q->retire, &cur, fn, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        return;
+    if (cur != fn) /* another function than the first: it replaces it */
+        __atomic_store_n(&q->retire, fn, __ATOMIC_RELEASE);
+}
+
 #endif /* XTQ_QUEUE_INT_H */

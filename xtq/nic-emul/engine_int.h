@@ -227,7 +227,8 @@ struct put_slot {
      * inbox_idx (reserved under put_lock); or it went through the
      * transport (fi_counted: counted in its peer's fi_unacked). */
     bool inbox;
-    bool inbox_sent; /* it did: LOCAL at once, as injected */
+    bool inbox_sent;   /* it did: LOCAL at once, as injected */
+    bool inbox_filled; /* its slot holds the message already: publish only */
     bool fi_counted;
     uint64_t inbox_idx;
     /* Wire header, plus the command where it is gathered here, plus the
@@ -456,7 +457,7 @@ struct xtq__engine {
     /* by source rank: next index to take (written in the turn only; read
      * by the progress thread's watch between turns) */
     _Atomic uint64_t *inbox_cons;
-    uint64_t *inbox_freed;                /* by source rank: under inbox_lock */
+    _Atomic uint64_t *inbox_freed;        /* by source rank: stored under inbox_lock */
     _Atomic uint64_t inbox_posted_seen;   /* the segment's `posted` at the last full look */
     uint64_t inbox_poll_ns;               /* XTQ_SHM_INBOX_POLL_NS */
     pthread_mutex_t inbox_lock;
@@ -674,8 +675,12 @@ bool xtq__inbox_reserve(struct xtq__engine *e, int target, size_t len, uint64_t 
  * `dest` through its inbox: 0 (written, as an inject would have sent it)
  * or -FI_EAGAIN (no inbox, too long, or the ring full: the transport). */
 ssize_t xtq__inbox_send(struct xtq__engine *e, int dest, const void *msg, size_t len);
-/* Initiator: write the message `iov` gathers there (niov 0: give the
- * index back unused). */
+/* Initiator: copy the message `iov` gathers into the slot (fill), then
+ * make it the target's (publish); write is both (niov 0: give the index
+ * back unused). */
+void xtq__inbox_fill(struct xtq__engine *e, int target, uint64_t idx, const struct iovec *iov,
+                     size_t niov);
+void xtq__inbox_publish(struct xtq__engine *e, int target, uint64_t idx);
 void xtq__inbox_write(struct xtq__engine *e, int target, uint64_t idx, const struct iovec *iov,
                       size_t niov);
 /* Target, in the turn: take what every ring holds; returns the messages. */

@@ -810,7 +810,10 @@ static ssize_t put_transmit(struct xtq__engine *e, struct put_slot *s, const str
     if (s->inbox) {
         s->inbox = false;
         s->inbox_sent = true;
-        xtq__inbox_write(e, s->target, s->inbox_idx, iov, fault ? 0 : niov);
+        if (fault || !s->inbox_filled) /* a fault gives the index back unused */
+            xtq__inbox_fill(e, s->target, s->inbox_idx, iov, fault ? 0 : niov);
+        s->inbox_filled = false;
+        xtq__inbox_publish(e, s->target, s->inbox_idx);
         if (fault)
             return -FI_EIO;
         XTQ__STAT_INC(e->ctx, puts_via_inbox);
@@ -1301,6 +1304,7 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
      * the transport, counted when it fires. */
     s->inbox = false;
     s->inbox_sent = false;
+    s->inbox_filled = false;
     s->fi_counted = false;
     if (!trig && e->inbox_peers.seg)
         s->inbox = xtq__inbox_reserve(e, target, l.total, &s->inbox_idx);
@@ -1362,9 +1366,17 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
     XTQ_TRACE_POINT(XTQ_TRACE_PUT_ISSUED, XTQ_TRACE_KEY(ctx->rank, seq));
     size_t niov;
     if (gather_inbox) {
+        /* Into the ring from the caller's buffers, then staged whole as
+         * the layout says for a resend from the same (cached) bytes,
+         * before the slot is published: once it is, the target may answer
+         * and the caller's other threads reuse the buffers. */
         struct put_layout g = l;
         g.how = SEND_GATHER;
         niov = put_wire(&g, s->stage, cmd, piov, iovcnt, iov);
+        xtq__inbox_fill(e, target, s->inbox_idx, iov, niov);
+        put_stage_cmd(&l, s->stage, cmd);
+        niov = put_wire(&l, s->stage, cmd, piov, iovcnt, iov);
+        s->inbox_filled = true;
     } else {
         niov = put_wire(&l, s->stage, cmd, piov, iovcnt, iov);
     }
@@ -1408,13 +1420,6 @@ int xtq__engine_putv(struct xtq__engine *e, int target, const void *cmd, size_t 
             }
             if (xtq__engine_progress(e) == 0)
                 sched_yield();
-        }
-        if (gather_inbox) {
-            /* Staged whole as the layout says, for a resend (the slot is
-             * ours until slot_sent lets go of it). */
-            struct iovec staged[WIRE_IOV_MAX];
-            put_stage_cmd(&l, s->stage, cmd);
-            (void)put_wire(&l, s->stage, cmd, piov, iovcnt, staged);
         }
         slot_sent(e, s, src, put_left_whole(s, &l));
         XTQ_TRACE_POINT(XTQ_TRACE_MSG_SENT, XTQ_TRACE_KEY(ctx->rank, seq));
