@@ -8,10 +8,13 @@
  * (header, command, payload: what it would have injected) into a slot of
  * its ring, sets the slot's flag and rings the doorbell. The engine's
  * progress turn takes it from there as it takes a message from a receive
- * region: copied into a private mirror slot first (a peer cannot change
- * what was validated), then validated, rewritten and enqueued by the same
- * code (target.c). Nothing else changes: the put is acked (or its
+ * region: its header and command copied into a private mirror slot first
+ * (a peer cannot change what was validated), then validated, rewritten
+ * and enqueued by the same code (target.c), the payload read in place in
+ * the ring slot. Nothing else changes: the put is acked (or its
  * completion word written), counted and, if lost, re-asked as before.
+ * Acks and control messages to a peer on the host take its inbox too
+ * (xtq__inbox_send).
  *
  * Order. One initiator's puts to one target reach its queues in the order
  * they were issued, whichever way each went:
@@ -24,10 +27,10 @@
  *    slot is freed by the ack, which the target sends once it has handled
  *    the put.
  *
- * The copy in the mirror lives as long as its task holds it (a payload
- * read in place); the ring slot with it: `freed` moves past a slot only
- * once its mirror slot is free, in ring order. A full ring sends the put
- * through the transport, which the order rules above allow.
+ * The mirror slot and the ring slot live as long as the task holds them
+ * (its arguments, its payload read in place): `freed` moves past a slot
+ * only once its region is let go of, in ring order. A full ring sends the
+ * put through the transport, which the order rules above allow.
  *
  * A peer that reserved an index and died before it stored the flag stops
  * its own ring only. A flag, a length or a message that does not make
