@@ -299,6 +299,9 @@ static bool reserve(struct xtq__engine *e, int target, size_t len, bool put, uin
             p->inbox_freed_seen = freed;
     }
     if (p->inbox_next - p->inbox_freed_seen < g->nslots) {
+        /* A slot our threads wrote before is written again only past the
+         * owner's release of it (freed): TSan sees that order here. */
+        XPROC_ACQUIRE();
         *idx = p->inbox_next++;
         ok = true;
     }
@@ -338,14 +341,11 @@ void xtq__inbox_publish(struct xtq__engine *e, int target, uint64_t idx)
 {
     struct xtq__inbox_seg *g = e->inbox_peers.seg[target];
     struct xtq__inbox_slot *s = seg_slot(g, (uint32_t)e->ctx->rank, idx);
-    /* Under the reservations' lock: a thread of ours that writes this slot
-     * again (a later index) reserved it after this store in the lock's
-     * order, which a race detector sees within the process; the reader
-     * and its `freed` are in another process. */
+    /* No lock: a thread of ours writes this slot again only once the
+     * owner has released it (freed), which follows this store through the
+     * owner's process; under TSan the counter shows that order. */
     XPROC_RELEASE();
-    xtq__mutex_lock(&e->inbox_tx_lock);
     atomic_store_explicit(&s->flag, idx + 1, memory_order_release);
-    pthread_mutex_unlock(&e->inbox_tx_lock);
     if (!g->scan)
         atomic_fetch_add_explicit(&g->posted, 1, memory_order_release);
     /* Its progress thread may sleep: the doorbell, as after a send. */
