@@ -310,7 +310,8 @@ static int processor_start(struct cuda_agent *a, xtq_cuda_launch_fn launch, uint
     a->caps = a->ctl->caps;
     if (name != a->module_name) /* a restart passes a->module_name itself */
         snprintf(a->module_name, sizeof(a->module_name), "%s", name);
-    xtq_dbg(CUDA, "packet processor of %s running (tag %u)", name, tag);
+    xtq_dbg(CUDA, "packet processor of %s running (tag %u, %u poller warps)", name, tag,
+            (a->caps >> XTQ__CUDA_CAP_POLLERS_SHIFT) & XTQ__CUDA_CAP_POLLERS_MASK);
     if (a->grid_min && tag != CUDA_TAG_BUILTIN && !(a->caps & XTQ__CUDA_CAP_GRID))
         xtq_info(CUDA, "task module %s was built without -rdc: dispatches of %u work-groups "
                        "and more run in the processor's %u blocks, not on a grid of their own",
@@ -1260,6 +1261,11 @@ static int open_on_device(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **a
         init->stage = (uint64_t)(uintptr_t)a->stage;
     }
     init->poll_ns_max = (uint32_t)xtq__param_int(XTQ__PARAM_XTQ_CUDA_POLL_NS);
+    /* Reads of the next slot in flight at once (cuda_processor.cuh,
+     * "Pollers"), at most the module's: 0 is block 0's own poll. */
+    int64_t pollers = xtq__param_int(XTQ__PARAM_XTQ_CUDA_POLLERS);
+    init->pollers = pollers < 0 || pollers > XTQ__CUDA_POLLERS_MAX ? XTQ__CUDA_POLLERS_MAX
+                                                                   : (uint32_t)pollers;
     /* On by default (1000 us) since the H100 run of session 6: the DDP hook
      * no longer hangs, the steady round trip is unchanged (docs/cuda.md). */
     int64_t idle_us = xtq__param_int(XTQ__PARAM_XTQ_CUDA_IDLE_EXIT_US);

@@ -25,12 +25,16 @@
 #include <xtq/cuda.h>
 
 /* Bumped whenever a structure below changes. */
-#define XTQ_CUDA_ABI_VERSION 9u
+#define XTQ_CUDA_ABI_VERSION 10u
 
 #define XTQ__CUDA_MAX_QUEUES 64
 #define XTQ__CUDA_MAX_KERNELS 1024
 #define XTQ__CUDA_THREADS XTQ_CUDA_MAX_WORKGROUP
 #define XTQ__CUDA_PROF_STAGES 8
+/* Block 0 may keep up to this many poller warps beside its 256 threads
+ * (XTQ_CUDA_MODULE_POLLERS; cuda_processor.cuh, "Pollers"): threads from
+ * XTQ__CUDA_THREADS on are pollers, or return at once. */
+#define XTQ__CUDA_POLLERS_MAX 4u
 
 /*
  * Inline area: one per ring slot, beside the ring (the AQL packet in the
@@ -148,6 +152,9 @@ enum {
      * processor can launch large dispatches on the whole GPU. */
     XTQ__CUDA_CAP_GRID = 1u << 0,
 };
+/* caps bits 8-11: the poller warps the running processor keeps. */
+#define XTQ__CUDA_CAP_POLLERS_SHIFT 8u
+#define XTQ__CUDA_CAP_POLLERS_MASK 0xfu
 
 /* How the processor orders a task's writes before its completion word. */
 enum {
@@ -208,7 +215,12 @@ struct xtq__cuda_dev {
      * last group finished, completion stored. Profiling only. */
     uint64_t prof[XTQ__CUDA_PROF_STAGES];
     uint32_t error_seen;         /* an error was reported in ctl->error */
-    uint32_t pad2_;
+    /* Poller warps of block 0 (XTQ_CUDA_POLLERS; at most the module's,
+     * XTQ_CUDA_MODULE_POLLERS): they read the next slot in turn, each a
+     * fraction of a PCIe round trip after the other, while block 0's
+     * threads wait in shared memory; 0: block 0 polls itself, one read at
+     * a time. Written by the host before the launch. */
+    uint32_t pollers;
     /* A multi-group dispatch's inline payload, for every block. */
     uint8_t inl_payload[XTQ__CUDA_INLINE_DATA_MAX] __attribute__((aligned(16)));
     uint8_t kernarg[XTQ_CUDA_MAX_KERNARG] __attribute__((aligned(16)));
