@@ -287,19 +287,26 @@ static void echo_floor(int iters, cudaStream_t stream)
         unsigned lines;
         int release, how;
         const char *name;
-        unsigned stagger_ns;
-    } cfg[] = {{1, 0, ECHO_WORD, "1 line", 0},
-               {32, 0, ECHO_WORD, "32 lines", 0},
-               {32, 1, ECHO_WORD, "32 lines, release", 0},
-               {32, 0, ECHO_LINES, "host writes 6 lines", 0},
-               {32, 0, ECHO_PREFETCHW, "6 lines prefetchw", 0},
-               {32, 0, ECHO_AVX512, "6 lines avx512", 0},
-               {32, 0, ECHO_STREAM, "6 lines, 5 streamed", 0},
+        unsigned stagger_ns, warps, copies;
+    } cfg[] = {{1, 0, ECHO_WORD, "1 line", 0, 0, 0},
+               {32, 0, ECHO_WORD, "32 lines", 0, 0, 0},
+               {32, 1, ECHO_WORD, "32 lines, release", 0, 0, 0},
+               {32, 0, ECHO_LINES, "host writes 6 lines", 0, 0, 0},
+               {32, 0, ECHO_PREFETCHW, "6 lines prefetchw", 0, 0, 0},
+               {32, 0, ECHO_AVX512, "6 lines avx512", 0, 0, 0},
+               {32, 0, ECHO_STREAM, "6 lines, 5 streamed", 0, 0, 0},
                /* Two polls in flight, staggered (the processor polls one
                 * at a time): does the second shorten the wait? */
-               {32, 0, ECHO_WORD, "32 lines, 2 polls 300 ns apart", 300},
-               {32, 0, ECHO_WORD, "32 lines, 2 polls 500 ns apart", 500},
-               {32, 0, ECHO_WORD, "32 lines, 2 polls 700 ns apart", 700}};
+               {32, 0, ECHO_WORD, "32 lines, 2 polls 300 ns apart", 300, 0, 0},
+               {32, 0, ECHO_WORD, "32 lines, 2 polls 500 ns apart", 500, 0, 0},
+               {32, 0, ECHO_WORD, "32 lines, 2 polls 700 ns apart", 700, 0, 0},
+               /* Polls from several warps of the block (rtt_echo_warps_start):
+                * of one copy of the doorbell, and each of its own. */
+               {32, 0, ECHO_WORD, "1 warp", 0, 1, 1},
+               {32, 0, ECHO_WORD, "2 warps 550 ns apart, 1 copy", 550, 2, 1},
+               {32, 0, ECHO_WORD, "2 warps 550 ns apart, 2 copies", 550, 2, 2},
+               {32, 0, ECHO_WORD, "4 warps 275 ns apart, 1 copy", 275, 4, 1},
+               {32, 0, ECHO_WORD, "4 warps 275 ns apart, 4 copies", 275, 4, 4}};
     unsigned *bell, *ans;
     CK(cudaHostAlloc((void **)&bell, 4096, cudaHostAllocMapped | cudaHostAllocPortable));
     CK(cudaHostAlloc((void **)&ans, 4096, cudaHostAllocMapped | cudaHostAllocPortable));
@@ -313,12 +320,20 @@ static void echo_floor(int iters, cudaStream_t stream)
         }
         memset(bell, 0, 4096);
         *(volatile unsigned *)ans = 0;
-        CK(rtt_echo_start(bell, ans, (unsigned)(warm + iters), cfg[c].lines, cfg[c].release,
-                          cfg[c].stagger_ns, stream));
+        if (cfg[c].warps)
+            CK(rtt_echo_warps_start(bell, ans, (unsigned)(warm + iters), cfg[c].warps,
+                                    cfg[c].copies, cfg[c].stagger_ns, stream));
+        else
+            CK(rtt_echo_start(bell, ans, (unsigned)(warm + iters), cfg[c].lines, cfg[c].release,
+                              cfg[c].stagger_ns, stream));
         bool ok = true;
         for (int it = -warm; it < iters && ok; it++) {
             const unsigned k = (unsigned)(it + warm + 1);
             uint64_t t0 = xtq__now_ns();
+            if (cfg[c].copies > 1)
+                for (unsigned cp = 1; cp < cfg[c].copies; cp++)
+                    atomic_store_explicit((_Atomic unsigned *)(bell + 128u * cp), k,
+                                          memory_order_release);
             echo_ring(bell, cfg[c].how, k);
             ok = SPIN_UNTIL(*(volatile unsigned *)ans == k);
             if (it >= 0)
@@ -327,8 +342,9 @@ static void echo_floor(int iters, cudaStream_t stream)
         if (!ok) {
             printf(" %s: no answer in %llu s", cfg[c].name, STALL_NS / 1000000000ull);
             /* Let the kernel finish: ring it through. */
-            atomic_store_explicit((_Atomic unsigned *)bell, (unsigned)(warm + iters),
-                                  memory_order_release);
+            for (unsigned cp = 0; cp < (cfg[c].copies ? cfg[c].copies : 1u); cp++)
+                atomic_store_explicit((_Atomic unsigned *)(bell + 128u * cp),
+                                      (unsigned)(warm + iters), memory_order_release);
         } else {
             printf(" %s %.2f", cfg[c].name, median(t, iters) / 1e3);
         }

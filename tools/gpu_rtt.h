@@ -46,6 +46,16 @@ int rtt_poller_wait(void *stream);
  */
 int rtt_echo_start(const volatile unsigned *bell, unsigned *ans, unsigned n, unsigned lines,
                    int release, unsigned stagger_ns, void *stream);
+/*
+ * The echo with `warps` warps of one block polling, each 32 lines of its
+ * copy of the doorbell (copy w % copies, 512 bytes apart: the host writes
+ * the counter into each), warp w starting gap_ns * w after the last
+ * answer, then reading back to back; the first to see the counter
+ * answers (plain store). Do reads of one line from several warps of an
+ * SM overlap, and do reads of several copies?
+ */
+int rtt_echo_warps_start(const volatile unsigned *bell, unsigned *ans, unsigned n, unsigned warps,
+                         unsigned copies, unsigned gap_ns, void *stream);
 #ifdef __cplusplus
 }
 #endif

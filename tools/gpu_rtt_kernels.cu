@@ -276,6 +276,52 @@ extern "C" int rtt_echo_start(const volatile unsigned *bell, unsigned *ans, unsi
     return (int)cudaGetLastError();
 }
 
+__global__ void echo_warps_kernel(const volatile unsigned *bell, unsigned *ans, unsigned n,
+                                  unsigned copies, unsigned gap_ns)
+{
+    __shared__ volatile unsigned got, claim;
+    __shared__ volatile unsigned long long t_ans;
+    const unsigned warp = threadIdx.x / 32u, lane = threadIdx.x & 31u;
+    if (threadIdx.x == 0) {
+        got = 0;
+        claim = 0;
+        t_ans = echo_now();
+    }
+    __syncthreads();
+    const volatile uint4 *mine = (const volatile uint4 *)(bell + (warp % copies) * 128u) + lane;
+    for (unsigned k = 1; k <= n; k++) {
+        while (got < k - 1)
+            ;
+        const uint64_t start = t_ans + (uint64_t)warp * gap_ns;
+        while (echo_now() < start)
+            ;
+        while (got < k) {
+            unsigned x, y, z, w;
+            asm volatile("ld.volatile.v4.u32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(x), "=r"(y), "=r"(z), "=r"(w)
+                         : "l"(mine)
+                         : "memory");
+            const unsigned v = __shfl_sync(~0u, x | ((y | z | w) & 0u), 0);
+            if (v >= k) {
+                if (lane == 0 && atomicCAS((unsigned *)&claim, k - 1, k) == k - 1) {
+                    t_ans = echo_now();
+                    __threadfence_block();
+                    got = k;
+                    *(volatile unsigned *)ans = k;
+                }
+                break;
+            }
+        }
+    }
+}
+
+extern "C" int rtt_echo_warps_start(const volatile unsigned *bell, unsigned *ans, unsigned n,
+                                    unsigned warps, unsigned copies, unsigned gap_ns, void *stream)
+{
+    echo_warps_kernel<<<1, 32u * warps, 0, (cudaStream_t)stream>>>(bell, ans, n, copies, gap_ns);
+    return (int)cudaGetLastError();
+}
+
 extern "C" int rtt_poller_wait(void *stream)
 {
     return (int)cudaStreamSynchronize((cudaStream_t)stream);
