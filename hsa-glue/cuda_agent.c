@@ -1264,8 +1264,10 @@ static int open_on_device(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **a
     /* Reads of the next slot in flight at once (cuda_processor.cuh,
      * "Pollers"), at most the module's: 0 is block 0's own poll. */
     int64_t pollers = xtq__param_int(XTQ__PARAM_XTQ_CUDA_POLLERS);
-    init->pollers = pollers < 0 || pollers > XTQ__CUDA_POLLERS_MAX ? XTQ__CUDA_POLLERS_MAX
-                                                                   : (uint32_t)pollers;
+    init->pollers = pollers < 0 ? XTQ__CUDA_POLLERS_MAX
+                    : (pollers & 15) > XTQ__CUDA_POLLERS_MAX
+                        ? (uint32_t)(pollers & ~15) | XTQ__CUDA_POLLERS_MAX
+                        : (uint32_t)pollers;
     /* On by default (1000 us) since the H100 run of session 6: the DDP hook
      * no longer hangs, the steady round trip is unchanged (docs/cuda.md). */
     int64_t idle_us = xtq__param_int(XTQ__PARAM_XTQ_CUDA_IDLE_EXIT_US);

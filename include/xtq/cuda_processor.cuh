@@ -700,7 +700,7 @@ __device__ __forceinline__ ulonglong2 ld_line_volatile(const void *p)
 }
 
 /* Block 0, poller warp p of np: until block 0 quits. */
-__device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np)
+__device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np, uint32_t flags)
 {
     const uint32_t lane = threadIdx.x & 31u;
     uint32_t mykey = 0, w = 0;
@@ -713,7 +713,8 @@ __device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np)
         if (quit)
             return;
         if (!active || key == 0) {
-            __nanosleep(64);
+            if (flags & 2u)
+                __nanosleep(64);
             continue;
         }
         __threadfence_block(); /* the target after its key */
@@ -730,7 +731,7 @@ __device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np)
         }
         const long long now = __shfl_sync(~0u, clock64(), 0);
         if (now < next) {
-            if (next - now > 256)
+            if ((flags & 2u) && next - now > 256)
                 __nanosleep(32);
             continue;
         }
@@ -741,7 +742,8 @@ __device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np)
             const uint32_t l = lane + 32u * k;
             v[k] = make_ulonglong2(0, 0);
             if (l < nl)
-                v[k] = l == 0 ? ld_line_acquire(area) : ld_line_volatile(area + l * XTQ__CUDA_LINE_BYTES);
+                v[k] = l == 0 && !(flags & 1u) ? ld_line_acquire(area)
+                                               : ld_line_volatile(area + l * XTQ__CUDA_LINE_BYTES);
         }
         uint32_t hdr = 0;
         uint64_t sv = 0;
@@ -1233,15 +1235,18 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
     }
     /* Block 0's pollers; in other blocks, and beyond dev->pollers, the
      * warps past the 256 threads have nothing to do. */
+    /* dev->pollers bits 4-7: experiment flags (1: line 0 read without
+     * acquire, 2: the pollers nap while they wait) */
+    const uint32_t pflags = dev->pollers >> 4;
     const uint32_t np =
-        blockIdx.x == 0 ? min(dev->pollers, (blockDim.x - XTQ__CUDA_THREADS) / 32u) : 0u;
+        blockIdx.x == 0 ? min(dev->pollers & 15u, (blockDim.x - XTQ__CUDA_THREADS) / 32u) : 0u;
     if (tid >= XTQ__CUDA_THREADS) {
         const uint32_t p = (tid - XTQ__CUDA_THREADS) / 32u;
         if (p < np) {
             /* After block 0 has set H up (named barrier 2, every thread
              * that stays). */
             asm volatile("bar.sync 2, %0;" ::"r"(XTQ__CUDA_THREADS + 32u * np) : "memory");
-            poller(dev, H, p, np);
+            poller(dev, H, p, np, pflags);
         }
         return;
     }
