@@ -670,6 +670,7 @@ struct ppoll {
     /* the target of `key`, written before it */
     uint64_t area, slot, kobj;
     uint32_t nl;
+    uint32_t expect; /* the flag of the slot's packet */
     long long anchor; /* clock64() when it was posted */
     /* block 0's thread 0 only: its target, and the oldest issue time a
      * snapshot of it may have (past the last one taken) */
@@ -722,6 +723,7 @@ __device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np, ui
         const uint32_t *slot = (const uint32_t *)__shfl_sync(~0u, H.slot, 0);
         const uint64_t kobj = __shfl_sync(~0u, H.kobj, 0);
         const uint32_t nl = __shfl_sync(~0u, H.nl, 0);
+        const uint32_t expect = __shfl_sync(~0u, H.expect, 0);
         const long long lat = __shfl_sync(~0u, H.lat, 0);
         const long long anchor = __shfl_sync(~0u, H.anchor, 0);
         const uint32_t nap = __shfl_sync(~0u, H.nap, 0);
@@ -742,8 +744,7 @@ __device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np, ui
             const uint32_t l = lane + 32u * k;
             v[k] = make_ulonglong2(0, 0);
             if (l < nl)
-                v[k] = l == 0 && !(flags & 1u) ? ld_line_acquire(area)
-                                               : ld_line_volatile(area + l * XTQ__CUDA_LINE_BYTES);
+                v[k] = ld_line_volatile(area + l * XTQ__CUDA_LINE_BYTES);
         }
         uint32_t hdr = 0;
         uint64_t sv = 0;
@@ -760,6 +761,11 @@ __device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np, ui
             B.ver = B.ver + 1; /* odd: the other buffer is the one to read */
         __syncwarp();
         __threadfence_block();
+        /* A packet's line 0 (read relaxed: an acquire load in every poll
+         * held the block's other memory operations, each a PCIe round
+         * trip): the fence makes the read an acquire, once per packet. */
+        if (lane == 0 && !(flags & 1u) && (uint32_t)(v[0].x >> 32) == expect)
+            fence_acq_rel_sys();
 #pragma unroll
         for (uint32_t k = 0; k < XTQ__SNAP_LINES / 32; k++)
             if (lane + 32u * k < nl)
@@ -975,6 +981,7 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
                         H.slot = (uint64_t)(uintptr_t)slot;
                         H.kobj = C.last_kobj[li];
                         H.nl = nl;
+                        H.expect = expect;
                         H.anchor = clock64();
                         H.want = H.anchor;
                         __threadfence_block();
@@ -1235,8 +1242,8 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
     }
     /* Block 0's pollers; in other blocks, and beyond dev->pollers, the
      * warps past the 256 threads have nothing to do. */
-    /* dev->pollers bits 4-7: experiment flags (1: line 0 read without
-     * acquire, 2: the pollers nap while they wait) */
+    /* dev->pollers bits 4-7: experiment flags (1: no acquire fence after
+     * a packet's line 0, 2: the pollers nap while they wait) */
     const uint32_t pflags = dev->pollers >> 4;
     const uint32_t np =
         blockIdx.x == 0 ? min(dev->pollers & 15u, (blockDim.x - XTQ__CUDA_THREADS) / 32u) : 0u;
