@@ -764,8 +764,12 @@ __device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np, ui
         /* A packet's line 0 (read relaxed: an acquire load in every poll
          * held the block's other memory operations, each a PCIe round
          * trip): the fence makes the read an acquire, once per packet. */
-        if (lane == 0 && !(flags & 1u) && (uint32_t)(v[0].x >> 32) == expect)
-            fence_acq_rel_sys();
+        if (lane == 0 && !(flags & 1u) && (uint32_t)(v[0].x >> 32) == expect) {
+            if (flags & 4u)
+                fence_acq_rel_sys();
+            else
+                asm volatile("fence.acq_rel.gpu;" ::: "memory");
+        }
 #pragma unroll
         for (uint32_t k = 0; k < XTQ__SNAP_LINES / 32; k++)
             if (lane + 32u * k < nl)
@@ -1243,7 +1247,8 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
     /* Block 0's pollers; in other blocks, and beyond dev->pollers, the
      * warps past the 256 threads have nothing to do. */
     /* dev->pollers bits 4-7: experiment flags (1: no acquire fence after
-     * a packet's line 0, 2: the pollers nap while they wait) */
+     * a packet's line 0, 2: the pollers nap while they wait, 4: the fence
+     * at system scope) */
     const uint32_t pflags = dev->pollers >> 4;
     const uint32_t np =
         blockIdx.x == 0 ? min(dev->pollers & 15u, (blockDim.x - XTQ__CUDA_THREADS) / 32u) : 0u;
