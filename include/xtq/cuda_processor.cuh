@@ -680,14 +680,12 @@ struct ppoll {
     psnap snap[XTQ__CUDA_POLLERS_MAX][2];
 };
 
-__device__ __forceinline__ ulonglong2 ld_line_acquire(const void *p)
+/* clock64() once `dep` is there (a loaded value): a read's round trip. */
+__device__ __forceinline__ long long clock_after(uint64_t dep)
 {
-    ulonglong2 v;
-    asm volatile("ld.acquire.sys.v2.u64 {%0, %1}, [%2];"
-                 : "=l"(v.x), "=l"(v.y)
-                 : "l"(p)
-                 : "memory");
-    return v;
+    long long t;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(t) : "l"(dep) : "memory");
+    return t;
 }
 
 __device__ __forceinline__ ulonglong2 ld_line_volatile(const void *p)
@@ -714,8 +712,7 @@ __device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np, ui
         if (quit)
             return;
         if (!active || key == 0) {
-            if (flags & 2u)
-                __nanosleep(64);
+            __nanosleep(32);
             continue;
         }
         __threadfence_block(); /* the target after its key */
@@ -789,7 +786,7 @@ __device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np, ui
             B.issued = issued;
         }
         __syncwarp(); /* every lane's stores before the version */
-        const long long back = clock64();
+        const long long back = clock_after(v[0].x ^ v[0].y);
         __threadfence_block();
         if (lane == 0) {
             B.ver = B.ver + 1;
@@ -820,8 +817,7 @@ __device__ bool snap_take(ppoll &H, pshared &S, uint32_t np, uint32_t nl, ulongl
         for (;;) {
             for (uint32_t i = 0; i < 2 * np; i++) {
                 psnap &B = H.snap[i >> 1][i & 1];
-                const uint32_t ver = B.ver;
-                __threadfence_block();
+                const uint32_t ver = B.ver; /* shared memory: read in order */
                 if ((ver & 1u) || B.key != key || B.issued < want)
                     continue;
                 if (best < 0 || B.issued > bt) {
@@ -848,10 +844,11 @@ __device__ bool snap_take(ppoll &H, pshared &S, uint32_t np, uint32_t nl, ulongl
         S.kd = B.kd;
         H.want = B.issued + 1;
     }
-    __threadfence_block();
-    bsync();
-    if (tid == 0)
+    bsync(); /* every copy made (the barrier orders shared memory) */
+    if (tid == 0) {
+        __threadfence_block();
         S.rc = B.ver != S.snapver;
+    }
     bsync();
     const bool ok = S.rc == 0;
     bsync();
