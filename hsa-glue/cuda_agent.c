@@ -99,6 +99,7 @@ struct cuda_queue {
     _Atomic uint64_t *done; /* completion words (cuda_abi.h) */
     _Atomic uint64_t *inl;  /* inline areas: inl_lines lines (two words each) per slot */
     uint32_t inl_lines;
+    uint32_t inl_copies; /* of each area, one per poller (xtq__cuda_qdesc) */
     uint32_t inl_data; /* data bytes an inline copy may hold */
     uint32_t inline_max; /* payload bytes inlined at most */
     bool notify;         /* the processor stores initiators' completion words (XTQ_CUDA_NOTIFY) */
@@ -114,6 +115,7 @@ struct cuda_agent {
     uint32_t caps;     /* XTQ__CUDA_CAP_* of the running processor */
     uint32_t grid_min;
     uint32_t inline_max;
+    uint32_t inl_copies; /* inline copies per slot of new queues: one per poller */
     bool notify; /* XTQ_CUDA_NOTIFY */
     cudaStream_t run;
     cudaStream_t ctl_stream;
@@ -715,18 +717,24 @@ static void inline_fill(struct cuda_queue *q, uint64_t index, const struct xtq__
     h.nlines = (uint16_t)nlines;
     memcpy(data, &h, sizeof(h));
 
-    _Atomic uint64_t *area = q->inl + (index & q->base.mask) * q->inl_lines * 2;
     const uint64_t flag = (uint64_t)(uint32_t)(index + 1) << 32;
-    uint32_t w32[2];
-    for (uint32_t i = 2; i < 2 * nlines; i++) {
-        memcpy(&w32[0], data + 4 * i, 4);
-        atomic_store_explicit(&area[i], flag | w32[0], memory_order_relaxed);
+    const size_t copy_words = (size_t)(q->base.mask + 1) * q->inl_lines * 2;
+    /* The pollers' copies, then copy 0 (the one the processor's own reads
+     * and the idle handshake look at). */
+    for (uint32_t c = q->inl_copies; c-- > 0;) {
+        _Atomic uint64_t *area =
+            q->inl + c * copy_words + (index & q->base.mask) * q->inl_lines * 2;
+        uint32_t w32[2];
+        for (uint32_t i = 2; i < 2 * nlines; i++) {
+            memcpy(&w32[0], data + 4 * i, 4);
+            atomic_store_explicit(&area[i], flag | w32[0], memory_order_relaxed);
+        }
+        memcpy(w32, data, 8);
+        atomic_store_explicit(&area[1], flag | w32[1], memory_order_relaxed);
+        /* Release: the processor acquires line 0, and then reads what was
+         * written before it (a payload read in place, too). */
+        atomic_store_explicit(&area[0], flag | w32[0], memory_order_release);
     }
-    memcpy(w32, data, 8);
-    atomic_store_explicit(&area[1], flag | w32[1], memory_order_relaxed);
-    /* Release: the processor acquires line 0, and then reads what was
-     * written before it (a payload read in place, too). */
-    atomic_store_explicit(&area[0], flag | w32[0], memory_order_release);
 }
 
 const _Atomic uint64_t *xtq__cuda_done_word(xtq_queue_t *queue, uint64_t index)
@@ -815,13 +823,14 @@ static int queue_create_on_device(xtq_agent_t *agent, uint32_t size, xtq_queue_t
                   XTQ__CUDA_LINE_DATA;
     q->inline_max = a->inline_max;
     q->notify = a->notify;
+    q->inl_copies = a->inl_copies;
     /* One pinned, mapped block: ring, indices, doorbell, completion
      * words, inline areas. */
     off_idx = (size_t)size * XTQ_AQL_PACKET_SIZE;
     off_db = off_idx + sizeof(struct xtq__queue_indices);
     off_done = XTQ_ALIGN_UP(off_db + sizeof(struct xtq_signal), (size_t)XTQ_CACHELINE);
     off_inl = XTQ_ALIGN_UP(off_done + (size_t)size * sizeof(uint64_t), (size_t)XTQ_CACHELINE);
-    total = off_inl + (size_t)size * q->inl_lines * XTQ__CUDA_LINE_BYTES;
+    total = off_inl + (size_t)size * q->inl_lines * XTQ__CUDA_LINE_BYTES * q->inl_copies;
 
     rc = cuda_rc(cudaHostAlloc(&q->mem, total, cudaHostAllocMapped | cudaHostAllocPortable),
                  "cudaHostAlloc (queue)");
@@ -860,6 +869,7 @@ static int queue_create_on_device(xtq_agent_t *agent, uint32_t size, xtq_queue_t
     qd.done = dbase + off_done;
     qd.mask = size - 1;
     qd.inl_lines = q->inl_lines;
+    qd.inl_copies = q->inl_copies;
     q->slot = slot;
     /* Descriptor, active, slot count, then a new table version: the
      * processor reloads its copy of the table and polls the queue. */
@@ -1268,6 +1278,8 @@ static int open_on_device(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **a
                     : (pollers & 15) > XTQ__CUDA_POLLERS_MAX
                         ? (uint32_t)(pollers & ~15) | XTQ__CUDA_POLLERS_MAX
                         : (uint32_t)pollers;
+    /* Each poller reads its own copy of a slot's inline area. */
+    a->inl_copies = (init->pollers & 15u) ? (init->pollers & 15u) : 1u;
     /* On by default (1000 us) since the H100 run of session 6: the DDP hook
      * no longer hangs, the steady round trip is unchanged (docs/cuda.md). */
     int64_t idle_us = xtq__param_int(XTQ__PARAM_XTQ_CUDA_IDLE_EXIT_US);

@@ -120,6 +120,12 @@ struct xtq__cuda_qdesc {
     uint32_t inl_lines;  /* lines per slot: a power of two <= 256 */
     uint32_t poll_lines; /* processor: lines its next poll reads */
     uint32_t active;
+    /* Copies of every slot's inline area (1 .. XTQ__CUDA_POLLERS_MAX):
+     * copy c of a slot is (mask + 1) * inl_lines lines after copy c - 1,
+     * so that the processor's pollers each read their own (reads of one
+     * line from several warps of an SM queue behind each other). */
+    uint32_t inl_copies;
+    uint32_t pad_;
 };
 
 /* Host memory the GPU writes for the host (mapped). */

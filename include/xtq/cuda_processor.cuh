@@ -193,6 +193,7 @@ struct qcache {
     uint32_t mask[XTQ__CUDA_MAX_QUEUES];
     uint32_t lines[XTQ__CUDA_MAX_QUEUES];
     uint32_t poll[XTQ__CUDA_MAX_QUEUES];
+    uint32_t copies[XTQ__CUDA_MAX_QUEUES]; /* of each inline area (pollers) */
     uint32_t list[XTQ__CUDA_MAX_QUEUES]; /* active queues */
     uint32_t nlist;
     uint32_t complete_mode;
@@ -586,6 +587,7 @@ __device__ void load_table(xtq__cuda_dev *dev, qcache &C, uint32_t version)
         C.mask[tid] = qd->mask;
         uint32_t lines = qd->inl_lines;
         C.lines[tid] = lines;
+        C.copies[tid] = max(qd->inl_copies, 1u);
         uint32_t usable = min(lines, XTQ__CUDA_INLINE_LINES_MAX);
         C.poll[tid] = min(usable, 32u);
     }
@@ -669,6 +671,8 @@ struct ppoll {
     volatile long long lat;   /* a read's round trip (clock64), measured */
     /* the target of `key`, written before it */
     uint64_t area, slot, kobj;
+    uint64_t cstride; /* bytes from one copy of the area to the next */
+    uint32_t copies;
     uint32_t nl;
     uint32_t expect; /* the flag of the slot's packet */
     long long anchor; /* clock64() when it was posted */
@@ -716,7 +720,9 @@ __device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np, ui
             continue;
         }
         __threadfence_block(); /* the target after its key */
-        const uint8_t *area = (const uint8_t *)__shfl_sync(~0u, H.area, 0);
+        /* This poller's copy of the slot's inline area. */
+        const uint8_t *area = (const uint8_t *)__shfl_sync(~0u, H.area, 0) +
+                              (p % __shfl_sync(~0u, H.copies, 0)) * __shfl_sync(~0u, H.cstride, 0);
         const uint32_t *slot = (const uint32_t *)__shfl_sync(~0u, H.slot, 0);
         const uint64_t kobj = __shfl_sync(~0u, H.kobj, 0);
         const uint32_t nl = __shfl_sync(~0u, H.nl, 0);
@@ -746,7 +752,7 @@ __device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np, ui
         uint32_t hdr = 0;
         uint64_t sv = 0;
         uint4 kdw = make_uint4(0, 0, 0, 0);
-        if (lane == 31)
+        if (lane == 31 && p == 0) /* one reader of the ring's line (0: invalid) */
             hdr = *(const volatile uint32_t *)slot;
         else if (lane == 30 && kobj)
             kdw = ld_volatile_v4((const void *)kobj);
@@ -979,6 +985,8 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
                         H.t_rd = rd;
                         H.t_nl = nl;
                         H.area = (uint64_t)(uintptr_t)area;
+                        H.cstride = (uint64_t)(C.mask[li] + 1) * lines * XTQ__CUDA_LINE_BYTES;
+                        H.copies = C.copies[li];
                         H.slot = (uint64_t)(uintptr_t)slot;
                         H.kobj = C.last_kobj[li];
                         H.nl = nl;
