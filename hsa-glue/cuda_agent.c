@@ -1278,8 +1278,11 @@ static int open_on_device(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **a
                     : (pollers & 15) > XTQ__CUDA_POLLERS_MAX
                         ? (uint32_t)(pollers & ~15) | XTQ__CUDA_POLLERS_MAX
                         : (uint32_t)pollers;
-    /* Each poller reads its own copy of a slot's inline area. */
-    a->inl_copies = (init->pollers & 15u) ? (init->pollers & 15u) : 1u;
+    /* Experiment flag 128: each poller reads its own copy of a slot's
+     * inline area. */
+    a->inl_copies = (init->pollers & 128u) && (init->pollers & 15u) ? (init->pollers & 15u) : 1u;
+    int64_t gap = xtq__param_int(XTQ__PARAM_XTQ_CUDA_POLL_GAP_NS);
+    init->poll_gap_ns = gap > 0 ? (uint32_t)(gap < 100000 ? gap : 100000) : 0u;
     /* On by default (1000 us) since the H100 run of session 6: the DDP hook
      * no longer hangs, the steady round trip is unchanged (docs/cuda.md). */
     int64_t idle_us = xtq__param_int(XTQ__PARAM_XTQ_CUDA_IDLE_EXIT_US);

@@ -655,7 +655,7 @@ struct pollstate {
 struct psnap {
     volatile uint32_t ver; /* odd while written */
     uint32_t key;          /* the target (ppoll::key) it read */
-    long long issued;      /* clock64() when its loads were issued */
+    long long issued;      /* GPU clock (ns) when its loads were issued */
     uint32_t hdr;
     uint32_t stopv[2];
     uint32_t kd_ok;
@@ -668,14 +668,15 @@ struct ppoll {
     volatile uint32_t active; /* block 0 waits for a snapshot */
     volatile uint32_t quit;
     volatile uint32_t nap;    /* block 0's idle nap (ns): the pollers' too */
-    volatile long long lat;   /* a read's round trip (clock64), measured */
+    volatile long long lat;   /* a read's round trip (ns), measured */
+    uint32_t gap;             /* ns between the pollers' reads; 0: lat / pollers */
     /* the target of `key`, written before it */
     uint64_t area, slot, kobj;
     uint64_t cstride; /* bytes from one copy of the area to the next */
     uint32_t copies;
     uint32_t nl;
     uint32_t expect; /* the flag of the slot's packet */
-    long long anchor; /* clock64() when it was posted */
+    long long anchor; /* GPU clock (ns) when it was posted */
     /* block 0's thread 0 only: its target, and the oldest issue time a
      * snapshot of it may have (past the last one taken) */
     uint32_t t_li, t_nl;
@@ -684,11 +685,12 @@ struct ppoll {
     psnap snap[XTQ__CUDA_POLLERS_MAX][2];
 };
 
-/* clock64() once `dep` is there (a loaded value): a read's round trip. */
+/* The GPU clock (ns) once `dep` is there (a loaded value): a read's
+ * round trip. */
 __device__ __forceinline__ long long clock_after(uint64_t dep)
 {
     long long t;
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(t) : "l"(dep) : "memory");
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) : "l"(dep) : "memory");
     return t;
 }
 
@@ -728,13 +730,14 @@ __device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np, ui
         const uint32_t nl = __shfl_sync(~0u, H.nl, 0);
         const uint32_t expect = __shfl_sync(~0u, H.expect, 0);
         const long long lat = __shfl_sync(~0u, H.lat, 0);
+        const uint32_t gap = __shfl_sync(~0u, H.gap, 0);
         const long long anchor = __shfl_sync(~0u, H.anchor, 0);
         const uint32_t nap = __shfl_sync(~0u, H.nap, 0);
         if (key != mykey) {
             mykey = key;
-            next = anchor + (long long)p * (lat / np);
+            next = anchor + (long long)p * (gap ? (long long)gap : lat / np);
         }
-        const long long now = __shfl_sync(~0u, clock64(), 0);
+        const long long now = __shfl_sync(~0u, (long long)gpu_clock_ns(), 0);
         if (now < next) {
             if ((flags & 2u) && next - now > 256)
                 __nanosleep(32);
@@ -803,7 +806,7 @@ __device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np, ui
             }
         }
         w ^= 1u;
-        next = issued + lat + (long long)nap * 2; /* clock64 runs at ~2 GHz */
+        next = issued + lat + nap;
     }
 }
 
@@ -991,7 +994,7 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
                         H.kobj = C.last_kobj[li];
                         H.nl = nl;
                         H.expect = expect;
-                        H.anchor = clock64();
+                        H.anchor = (long long)gpu_clock_ns();
                         H.want = H.anchor;
                         __threadfence_block();
                         H.key = H.key + 1;
@@ -1278,6 +1281,7 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
             H.quit = 0;
             H.nap = 0;
             H.lat = 0;
+            H.gap = dev->poll_gap_ns;
             H.want = 0;
         }
         __threadfence_block();
