@@ -227,7 +227,7 @@ struct xtq__cuda_dev {
      * threads wait in shared memory; 0: block 0 polls itself, one read at
      * a time. Written by the host before the launch. */
     uint32_t pollers;
-    uint32_t poll_gap_ns; /* between the pollers' reads; 0: a read's round trip / pollers */
+    uint32_t poll_gap_cycles; /* SM cycles between the pollers' reads; 0: a read's round trip / pollers */
     /* A multi-group dispatch's inline payload, for every block. */
     uint8_t inl_payload[XTQ__CUDA_INLINE_DATA_MAX] __attribute__((aligned(16)));
     uint8_t kernarg[XTQ_CUDA_MAX_KERNARG] __attribute__((aligned(16)));

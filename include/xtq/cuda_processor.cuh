@@ -655,7 +655,7 @@ struct pollstate {
 struct psnap {
     volatile uint32_t ver; /* odd while written */
     uint32_t key;          /* the target (ppoll::key) it read */
-    long long issued;      /* GPU clock (ns) when its loads were issued */
+    long long issued;      /* clock64() when its loads were issued */
     uint32_t hdr;
     uint32_t stopv[2];
     uint32_t kd_ok;
@@ -668,15 +668,15 @@ struct ppoll {
     volatile uint32_t active; /* block 0 waits for a snapshot */
     volatile uint32_t quit;
     volatile uint32_t nap;    /* block 0's idle nap (ns): the pollers' too */
-    volatile long long lat;   /* a read's round trip (ns), measured */
-    uint32_t gap;             /* ns between the pollers' reads; 0: lat / pollers */
+    volatile long long lat;   /* a read's round trip (clock64), measured */
+    uint32_t gap;             /* cycles between the pollers' reads; 0: lat / pollers */
     /* the target of `key`, written before it */
     uint64_t area, slot, kobj;
     uint64_t cstride; /* bytes from one copy of the area to the next */
     uint32_t copies;
     uint32_t nl;
     uint32_t expect; /* the flag of the slot's packet */
-    long long anchor; /* GPU clock (ns) when it was posted */
+    long long anchor; /* clock64() when it was posted */
     /* block 0's thread 0 only: its target, and the oldest issue time a
      * snapshot of it may have (past the last one taken) */
     uint32_t t_li, t_nl;
@@ -685,12 +685,13 @@ struct ppoll {
     psnap snap[XTQ__CUDA_POLLERS_MAX][2];
 };
 
-/* The GPU clock (ns) once `dep` is there (a loaded value): a read's
- * round trip. */
+/* clock64() once `dep` is there (a loaded value): a read's round trip.
+ * (The pollers keep time in SM cycles: %globaltimer moved in steps too
+ * coarse for their schedule.) */
 __device__ __forceinline__ long long clock_after(uint64_t dep)
 {
     long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) : "l"(dep) : "memory");
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(t) : "l"(dep) : "memory");
     return t;
 }
 
@@ -737,7 +738,7 @@ __device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np, ui
             mykey = key;
             next = anchor + (long long)p * (gap ? (long long)gap : lat / np);
         }
-        const long long now = __shfl_sync(~0u, (long long)gpu_clock_ns(), 0);
+        const long long now = __shfl_sync(~0u, clock64(), 0);
         if (now < next) {
             if ((flags & 2u) && next - now > 256)
                 __nanosleep(32);
@@ -806,7 +807,7 @@ __device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np, ui
             }
         }
         w ^= 1u;
-        next = issued + lat + nap;
+        next = issued + lat + 2 * (long long)nap; /* ~2 cycles a ns */
     }
 }
 
@@ -994,7 +995,7 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
                         H.kobj = C.last_kobj[li];
                         H.nl = nl;
                         H.expect = expect;
-                        H.anchor = (long long)gpu_clock_ns();
+                        H.anchor = clock64();
                         H.want = H.anchor;
                         __threadfence_block();
                         H.key = H.key + 1;
@@ -1281,7 +1282,7 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
             H.quit = 0;
             H.nap = 0;
             H.lat = 0;
-            H.gap = dev->poll_gap_ns;
+            H.gap = dev->poll_gap_cycles;
             H.want = 0;
         }
         __threadfence_block();
