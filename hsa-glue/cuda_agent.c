@@ -1283,7 +1283,7 @@ static int open_on_device(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **a
     a->inl_copies = (init->pollers & 128u) && (init->pollers & 15u) ? (init->pollers & 15u) : 1u;
     int64_t gap = xtq__param_int(XTQ__PARAM_XTQ_CUDA_POLL_GAP_NS);
     int khz = 0;
-    (void)cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device_index);
+    (void)cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, (int)device_index);
     init->poll_gap_cycles =
         gap > 0 && khz > 0 ? (uint32_t)((gap < 100000 ? gap : 100000) * (int64_t)khz / 1000000) : 0u;
     /* On by default (1000 us) since the H100 run of session 6: the DDP hook
