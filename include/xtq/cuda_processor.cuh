@@ -756,7 +756,7 @@ __device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np, ui
         uint32_t hdr = XTQ_PACKET_TYPE_INVALID; /* not read: no header-only packet here */
         uint64_t sv = 0;
         uint4 kdw = make_uint4(0, 0, 0, 0);
-        if (lane == 31 && p == 0) /* one reader of the ring's line (0: invalid) */
+        if (lane == 31 && p == 0) /* one reader of the ring's line */
             hdr = *(const volatile uint32_t *)slot;
         else if (lane == 30 && kobj)
             kdw = ld_volatile_v4((const void *)kobj);
