@@ -76,7 +76,7 @@ XTQ_CUDA_TASK_EXPORT(rtt_done_task);
 
 /* The CUDA agent's processor for this module: the tasks above are only
  * callable from here. */
-XTQ_CUDA_MODULE_POLLERS(xtq_bench_rtt, 4)
+XTQ_CUDA_MODULE(xtq_bench_rtt)
 
 extern "C" int rtt_cuda_attach(struct xtq_agent *agent)
 {

@@ -99,7 +99,6 @@ struct cuda_queue {
     _Atomic uint64_t *done; /* completion words (cuda_abi.h) */
     _Atomic uint64_t *inl;  /* inline areas: inl_lines lines (two words each) per slot */
     uint32_t inl_lines;
-    uint32_t inl_copies; /* of each area, one per poller (xtq__cuda_qdesc) */
     uint32_t inl_data; /* data bytes an inline copy may hold */
     uint32_t inline_max; /* payload bytes inlined at most */
     bool notify;         /* the processor stores initiators' completion words (XTQ_CUDA_NOTIFY) */
@@ -115,7 +114,6 @@ struct cuda_agent {
     uint32_t caps;     /* XTQ__CUDA_CAP_* of the running processor */
     uint32_t grid_min;
     uint32_t inline_max;
-    uint32_t inl_copies; /* inline copies per slot of new queues: one per poller */
     bool notify; /* XTQ_CUDA_NOTIFY */
     cudaStream_t run;
     cudaStream_t ctl_stream;
@@ -312,8 +310,7 @@ static int processor_start(struct cuda_agent *a, xtq_cuda_launch_fn launch, uint
     a->caps = a->ctl->caps;
     if (name != a->module_name) /* a restart passes a->module_name itself */
         snprintf(a->module_name, sizeof(a->module_name), "%s", name);
-    xtq_dbg(CUDA, "packet processor of %s running (tag %u, %u poller warps)", name, tag,
-            (a->caps >> XTQ__CUDA_CAP_POLLERS_SHIFT) & XTQ__CUDA_CAP_POLLERS_MASK);
+    xtq_dbg(CUDA, "packet processor of %s running (tag %u)", name, tag);
     if (a->grid_min && tag != CUDA_TAG_BUILTIN && !(a->caps & XTQ__CUDA_CAP_GRID))
         xtq_info(CUDA, "task module %s was built without -rdc: dispatches of %u work-groups "
                        "and more run in the processor's %u blocks, not on a grid of their own",
@@ -717,24 +714,18 @@ static void inline_fill(struct cuda_queue *q, uint64_t index, const struct xtq__
     h.nlines = (uint16_t)nlines;
     memcpy(data, &h, sizeof(h));
 
+    _Atomic uint64_t *area = q->inl + (index & q->base.mask) * q->inl_lines * 2;
     const uint64_t flag = (uint64_t)(uint32_t)(index + 1) << 32;
-    const size_t copy_words = (size_t)(q->base.mask + 1) * q->inl_lines * 2;
-    /* The pollers' copies, then copy 0 (the one the processor's own reads
-     * and the idle handshake look at). */
-    for (uint32_t c = q->inl_copies; c-- > 0;) {
-        _Atomic uint64_t *area =
-            q->inl + c * copy_words + (index & q->base.mask) * q->inl_lines * 2;
-        uint32_t w32[2];
-        for (uint32_t i = 2; i < 2 * nlines; i++) {
-            memcpy(&w32[0], data + 4 * i, 4);
-            atomic_store_explicit(&area[i], flag | w32[0], memory_order_relaxed);
-        }
-        memcpy(w32, data, 8);
-        atomic_store_explicit(&area[1], flag | w32[1], memory_order_relaxed);
-        /* Release: the processor acquires line 0, and then reads what was
-         * written before it (a payload read in place, too). */
-        atomic_store_explicit(&area[0], flag | w32[0], memory_order_release);
+    uint32_t w32[2];
+    for (uint32_t i = 2; i < 2 * nlines; i++) {
+        memcpy(&w32[0], data + 4 * i, 4);
+        atomic_store_explicit(&area[i], flag | w32[0], memory_order_relaxed);
     }
+    memcpy(w32, data, 8);
+    atomic_store_explicit(&area[1], flag | w32[1], memory_order_relaxed);
+    /* Release: the processor acquires line 0, and then reads what was
+     * written before it (a payload read in place, too). */
+    atomic_store_explicit(&area[0], flag | w32[0], memory_order_release);
 }
 
 const _Atomic uint64_t *xtq__cuda_done_word(xtq_queue_t *queue, uint64_t index)
@@ -823,14 +814,13 @@ static int queue_create_on_device(xtq_agent_t *agent, uint32_t size, xtq_queue_t
                   XTQ__CUDA_LINE_DATA;
     q->inline_max = a->inline_max;
     q->notify = a->notify;
-    q->inl_copies = a->inl_copies;
     /* One pinned, mapped block: ring, indices, doorbell, completion
      * words, inline areas. */
     off_idx = (size_t)size * XTQ_AQL_PACKET_SIZE;
     off_db = off_idx + sizeof(struct xtq__queue_indices);
     off_done = XTQ_ALIGN_UP(off_db + sizeof(struct xtq_signal), (size_t)XTQ_CACHELINE);
     off_inl = XTQ_ALIGN_UP(off_done + (size_t)size * sizeof(uint64_t), (size_t)XTQ_CACHELINE);
-    total = off_inl + (size_t)size * q->inl_lines * XTQ__CUDA_LINE_BYTES * q->inl_copies;
+    total = off_inl + (size_t)size * q->inl_lines * XTQ__CUDA_LINE_BYTES;
 
     rc = cuda_rc(cudaHostAlloc(&q->mem, total, cudaHostAllocMapped | cudaHostAllocPortable),
                  "cudaHostAlloc (queue)");
@@ -869,7 +859,6 @@ static int queue_create_on_device(xtq_agent_t *agent, uint32_t size, xtq_queue_t
     qd.done = dbase + off_done;
     qd.mask = size - 1;
     qd.inl_lines = q->inl_lines;
-    qd.inl_copies = q->inl_copies;
     q->slot = slot;
     /* Descriptor, active, slot count, then a new table version: the
      * processor reloads its copy of the table and polls the queue. */
@@ -1271,21 +1260,6 @@ static int open_on_device(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **a
         init->stage = (uint64_t)(uintptr_t)a->stage;
     }
     init->poll_ns_max = (uint32_t)xtq__param_int(XTQ__PARAM_XTQ_CUDA_POLL_NS);
-    /* Reads of the next slot in flight at once (cuda_processor.cuh,
-     * "Pollers"), at most the module's: 0 is block 0's own poll. */
-    int64_t pollers = xtq__param_int(XTQ__PARAM_XTQ_CUDA_POLLERS);
-    init->pollers = pollers < 0 ? XTQ__CUDA_POLLERS_MAX
-                    : (pollers & 15) > XTQ__CUDA_POLLERS_MAX
-                        ? (uint32_t)(pollers & ~15) | XTQ__CUDA_POLLERS_MAX
-                        : (uint32_t)pollers;
-    /* Experiment flag 128: each poller reads its own copy of a slot's
-     * inline area. */
-    a->inl_copies = (init->pollers & 128u) && (init->pollers & 15u) ? (init->pollers & 15u) : 1u;
-    int64_t gap = xtq__param_int(XTQ__PARAM_XTQ_CUDA_POLL_GAP_NS);
-    int khz = 0;
-    (void)cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, (int)device_index);
-    init->poll_gap_cycles =
-        gap > 0 && khz > 0 ? (uint32_t)((gap < 100000 ? gap : 100000) * (int64_t)khz / 1000000) : 0u;
     /* On by default (1000 us) since the H100 run of session 6: the DDP hook
      * no longer hangs, the steady round trip is unchanged (docs/cuda.md). */
     int64_t idle_us = xtq__param_int(XTQ__PARAM_XTQ_CUDA_IDLE_EXIT_US);

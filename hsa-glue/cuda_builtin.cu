@@ -7,4 +7,4 @@
 
 #include "cuda_builtin.h"
 
-XTQ_CUDA_MODULE_POLLERS(xtq__builtin, 4)
+XTQ_CUDA_MODULE(xtq__builtin)

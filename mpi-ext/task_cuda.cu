@@ -408,7 +408,7 @@ XTQ_CUDA_TASK_EXPORT(xtq_mpi_gpu_task);
  * attached to the agent, so CUDA teams (MPI_Allreduce on device memory)
  * run it from here (xtq_coll_team_attr_t.cuda_task). */
 XTQ_CUDA_TASK_EXPORT(xtq_coll_cuda_task);
-XTQ_CUDA_MODULE_POLLERS(xtq_mpi_tasks, 4);
+XTQ_CUDA_MODULE(xtq_mpi_tasks);
 
 /* ---- host side ------------------------------------------------------------------------- */
 

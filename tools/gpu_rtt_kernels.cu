@@ -73,7 +73,7 @@ __global__ void rtt_kernel_counted(struct rtt_args a, unsigned int *done)
     grid_done(done, 0);
 }
 
-XTQ_CUDA_MODULE_POLLERS(xtq_gpu_rtt, 4)
+XTQ_CUDA_MODULE(xtq_gpu_rtt)
 
 extern "C" int rtt_attach(xtq_agent_t *agent)
 {

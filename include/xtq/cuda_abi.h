@@ -25,16 +25,12 @@
 #include <xtq/cuda.h>
 
 /* Bumped whenever a structure below changes. */
-#define XTQ_CUDA_ABI_VERSION 10u
+#define XTQ_CUDA_ABI_VERSION 9u
 
 #define XTQ__CUDA_MAX_QUEUES 64
 #define XTQ__CUDA_MAX_KERNELS 1024
 #define XTQ__CUDA_THREADS XTQ_CUDA_MAX_WORKGROUP
 #define XTQ__CUDA_PROF_STAGES 8
-/* Block 0 may keep up to this many poller warps beside its 256 threads
- * (XTQ_CUDA_MODULE_POLLERS; cuda_processor.cuh, "Pollers"): threads from
- * XTQ__CUDA_THREADS on are pollers, or return at once. */
-#define XTQ__CUDA_POLLERS_MAX 4u
 
 /*
  * Inline area: one per ring slot, beside the ring (the AQL packet in the
@@ -120,12 +116,6 @@ struct xtq__cuda_qdesc {
     uint32_t inl_lines;  /* lines per slot: a power of two <= 256 */
     uint32_t poll_lines; /* processor: lines its next poll reads */
     uint32_t active;
-    /* Copies of every slot's inline area (1 .. XTQ__CUDA_POLLERS_MAX):
-     * copy c of a slot is (mask + 1) * inl_lines lines after copy c - 1,
-     * so that the processor's pollers each read their own (reads of one
-     * line from several warps of an SM queue behind each other). */
-    uint32_t inl_copies;
-    uint32_t pad_;
 };
 
 /* Host memory the GPU writes for the host (mapped). */
@@ -158,9 +148,6 @@ enum {
      * processor can launch large dispatches on the whole GPU. */
     XTQ__CUDA_CAP_GRID = 1u << 0,
 };
-/* caps bits 8-11: the poller warps the running processor keeps. */
-#define XTQ__CUDA_CAP_POLLERS_SHIFT 8u
-#define XTQ__CUDA_CAP_POLLERS_MASK 0xfu
 
 /* How the processor orders a task's writes before its completion word. */
 enum {
@@ -221,13 +208,7 @@ struct xtq__cuda_dev {
      * last group finished, completion stored. Profiling only. */
     uint64_t prof[XTQ__CUDA_PROF_STAGES];
     uint32_t error_seen;         /* an error was reported in ctl->error */
-    /* Poller warps of block 0 (XTQ_CUDA_POLLERS; at most the module's,
-     * XTQ_CUDA_MODULE_POLLERS): they read the next slot in turn, each a
-     * fraction of a PCIe round trip after the other, while block 0's
-     * threads wait in shared memory; 0: block 0 polls itself, one read at
-     * a time. Written by the host before the launch. */
-    uint32_t pollers;
-    uint32_t poll_gap_cycles; /* SM cycles between the pollers' reads; 0: a read's round trip / pollers */
+    uint32_t pad2_;
     /* A multi-group dispatch's inline payload, for every block. */
     uint8_t inl_payload[XTQ__CUDA_INLINE_DATA_MAX] __attribute__((aligned(16)));
     uint8_t kernarg[XTQ_CUDA_MAX_KERNARG] __attribute__((aligned(16)));

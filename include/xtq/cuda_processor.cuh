@@ -142,26 +142,6 @@ __device__ __forceinline__ uint64_t gpu_clock_ns(void)
     return t;
 }
 
-/* The processor's barrier: its 256 threads, named barrier 1, so that
- * block 0's poller warps (beyond them) never wait in it, nor it for their
- * reads in flight. (XTQ_CUDA_MODULE_POLLERS launches more.) */
-__device__ __forceinline__ void bsync(void)
-{
-    asm volatile("bar.sync 1, %0;" ::"n"(XTQ__CUDA_THREADS) : "memory");
-}
-
-/* bsync(), true when `pred` holds in every thread (__syncthreads_and). */
-__device__ __forceinline__ int bsync_and(int pred)
-{
-    int r;
-    asm volatile("{\n\t.reg .pred p, q;\n\tsetp.ne.s32 p, %1, 0;\n\t"
-                 "bar.red.and.pred q, 1, %2, p;\n\tselp.s32 %0, 1, 0, q;\n\t}"
-                 : "=r"(r)
-                 : "r"(pred), "n"(XTQ__CUDA_THREADS)
-                 : "memory");
-    return r;
-}
-
 /* prof[]: the processor's stage clock (PROF_ENTRY: a grid's first
  * instruction, before its prologue; 0 where no grid ran). */
 enum {
@@ -193,7 +173,6 @@ struct qcache {
     uint32_t mask[XTQ__CUDA_MAX_QUEUES];
     uint32_t lines[XTQ__CUDA_MAX_QUEUES];
     uint32_t poll[XTQ__CUDA_MAX_QUEUES];
-    uint32_t copies[XTQ__CUDA_MAX_QUEUES]; /* of each inline area (pollers) */
     uint32_t list[XTQ__CUDA_MAX_QUEUES]; /* active queues */
     uint32_t nlist;
     uint32_t complete_mode;
@@ -223,7 +202,6 @@ struct pshared {
     uint32_t ks, total;
     int32_t status;   /* a one-group dispatch's status word */
     int exit_idle;    /* the idle check's verdict, for every thread */
-    uint32_t snap, snapver; /* the snapshot taken (snap_take) */
     uint64_t gen, disp;
     __align__(16) uint8_t buf[XTQ__CUDA_INLINE_KERNARG + XTQ_CUDA_MAX_KERNARG];
 };
@@ -479,9 +457,9 @@ __device__ void run_groups(xtq__cuda_dev *dev, uint32_t tag, const xtq_kernel_di
             s_group = g;
             s_count = n;
         }
-        bsync();
+        __syncthreads();
         const uint32_t g = s_group, n = s_count;
-        bsync();
+        __syncthreads();
         if (g == ~0u)
             break;
         if (g == 0 && tid == 0)
@@ -489,12 +467,12 @@ __device__ void run_groups(xtq__cuda_dev *dev, uint32_t tag, const xtq_kernel_di
         for (uint32_t i = 0; i < n; i++) {
             /* A task may use shared memory: each group starts afresh. */
             if (i)
-                bsync();
+                __syncthreads();
             run_group(&d, g + i, fn_addr, kernarg);
         }
         ran += n;
     }
-    bsync();
+    __syncthreads();
     if (tid == 0 && ran) {
         /* The block's task writes, before the count the last block reads;
          * the completion's release carries them further. */
@@ -542,7 +520,7 @@ __device__ void stage_payload(const qcache &C, uint64_t len, uint8_t *karg, uint
     uint8_t *dst = (uint8_t *)C.stage;
     if (!src)
         return;
-    const uint32_t tid = threadIdx.x, nt = XTQ__CUDA_THREADS;
+    const uint32_t tid = threadIdx.x, nt = blockDim.x;
     uint64_t done = 0;
     if (!((uintptr_t)src & 15)) {
         const uint4 *s4 = (const uint4 *)src;
@@ -564,7 +542,7 @@ __device__ void stage_payload(const qcache &C, uint64_t len, uint8_t *karg, uint
         dst[i] = ((const volatile uint8_t *)src)[i];
     /* Every block reads the copy after it acquires this dispatch. */
     __threadfence();
-    bsync();
+    __syncthreads();
     if (tid == 0)
         *(uint64_t *)(karg + 8) = (uint64_t)(uintptr_t)dst;
 }
@@ -587,11 +565,10 @@ __device__ void load_table(xtq__cuda_dev *dev, qcache &C, uint32_t version)
         C.mask[tid] = qd->mask;
         uint32_t lines = qd->inl_lines;
         C.lines[tid] = lines;
-        C.copies[tid] = max(qd->inl_copies, 1u);
         uint32_t usable = min(lines, XTQ__CUDA_INLINE_LINES_MAX);
         C.poll[tid] = min(usable, 32u);
     }
-    bsync();
+    __syncthreads();
     if (tid == 0) {
         uint32_t n = 0;
         for (uint32_t i = 0; i < nq && i < XTQ__CUDA_MAX_QUEUES; i++)
@@ -612,7 +589,7 @@ __device__ void load_table(xtq__cuda_dev *dev, qcache &C, uint32_t version)
         __threadfence();
         ((xtq__cuda_ctl *)dev->ctl)->version_seen = version;
     }
-    bsync();
+    __syncthreads();
 }
 
 __device__ __forceinline__ bool line_ok(ulonglong2 v, uint32_t expect)
@@ -630,240 +607,6 @@ struct pollstate {
     uint64_t unpacked_ns;
     uint64_t idle_since; /* GPU clock of the first backed-off empty poll; 0: none */
 };
-
-/*
- * Pollers. With one reader, the next slot is read once per PCIe round
- * trip (about 1.1 us), and a packet that lands just after a read was
- * served waits for the whole next one: the round trip moves in steps of a
- * read (docs/cuda.md, "the poll's staircase"). A block cannot keep a
- * second read in flight (its barrier waits for every load in flight), so
- * block 0 keeps up to XTQ__CUDA_POLLERS_MAX poller warps beside its 256
- * threads. Block 0 posts a target (queue slot, lines to read, the kernel
- * descriptor to prefetch) and waits in shared memory; poller p reads the
- * target p/pollers of a round trip after poller 0, then again as soon as
- * its read is back, so a read is served every 1/pollers of a round trip.
- * Each read becomes a snapshot: the lines, the ring header, the
- * descriptor, the stop flag and table version, what block 0's own round
- * reads; block 0 takes the newest snapshot of its target issued after the
- * last one it took, and goes on exactly as after its own round. Two
- * snapshot buffers per poller, each under a version word (odd while it is
- * written), so one stays readable while the other waits for its read.
- * The pollers read only while block 0 waits (`active`).
- */
-#define XTQ__SNAP_LINES 128u /* targets of more lines: block 0 polls itself */
-
-struct psnap {
-    volatile uint32_t ver; /* odd while written */
-    uint32_t key;          /* the target (ppoll::key) it read */
-    long long issued;      /* clock64() when its loads were issued */
-    uint32_t hdr;
-    uint32_t stopv[2];
-    uint32_t kd_ok;
-    xtq__cuda_kdesc kd;
-    ulonglong2 lines[XTQ__SNAP_LINES];
-};
-
-struct ppoll {
-    volatile uint32_t key;    /* target generation, bumped by block 0; 0: none */
-    volatile uint32_t active; /* block 0 waits for a snapshot */
-    volatile uint32_t quit;
-    volatile uint32_t nap;    /* block 0's idle nap (ns): the pollers' too */
-    volatile long long lat;   /* a read's round trip (clock64), measured */
-    uint32_t gap;             /* cycles between the pollers' reads; 0: lat / pollers */
-    /* the target of `key`, written before it */
-    uint64_t area, slot, kobj;
-    uint64_t cstride; /* bytes from one copy of the area to the next */
-    uint32_t copies;
-    uint32_t nl;
-    uint32_t expect; /* the flag of the slot's packet */
-    long long anchor; /* clock64() when it was posted */
-    /* block 0's thread 0 only: its target, and the oldest issue time a
-     * snapshot of it may have (past the last one taken) */
-    uint32_t t_li, t_nl;
-    uint64_t t_rd;
-    long long want;
-    psnap snap[XTQ__CUDA_POLLERS_MAX][2];
-};
-
-/* clock64() once `dep` is there (a loaded value): a read's round trip.
- * (The pollers keep time in SM cycles: %globaltimer moved in steps too
- * coarse for their schedule.) */
-__device__ __forceinline__ long long clock_after(uint64_t dep)
-{
-    long long t;
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(t) : "l"(dep) : "memory");
-    return t;
-}
-
-__device__ __forceinline__ ulonglong2 ld_line_volatile(const void *p)
-{
-    ulonglong2 v;
-    asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];"
-                 : "=l"(v.x), "=l"(v.y)
-                 : "l"(p)
-                 : "memory");
-    return v;
-}
-
-/* Block 0, poller warp p of np: until block 0 quits. */
-__device__ void poller(xtq__cuda_dev *dev, ppoll &H, uint32_t p, uint32_t np, uint32_t flags)
-{
-    const uint32_t lane = threadIdx.x & 31u;
-    uint32_t mykey = 0, w = 0;
-    long long next = 0;
-    for (;;) {
-        /* Lane 0's view, for the whole warp. */
-        const uint32_t quit = __shfl_sync(~0u, H.quit, 0);
-        const uint32_t active = __shfl_sync(~0u, H.active, 0);
-        const uint32_t key = __shfl_sync(~0u, H.key, 0);
-        if (quit)
-            return;
-        if (!active || key == 0) {
-            __nanosleep(32);
-            continue;
-        }
-        __threadfence_block(); /* the target after its key */
-        /* This poller's copy of the slot's inline area. */
-        const uint8_t *area = (const uint8_t *)__shfl_sync(~0u, H.area, 0) +
-                              (p % __shfl_sync(~0u, H.copies, 0)) * __shfl_sync(~0u, H.cstride, 0);
-        const uint32_t *slot = (const uint32_t *)__shfl_sync(~0u, H.slot, 0);
-        const uint64_t kobj = __shfl_sync(~0u, H.kobj, 0);
-        const uint32_t nl = __shfl_sync(~0u, H.nl, 0);
-        const uint32_t expect = __shfl_sync(~0u, H.expect, 0);
-        const long long lat = __shfl_sync(~0u, H.lat, 0);
-        const uint32_t gap = __shfl_sync(~0u, H.gap, 0);
-        const long long anchor = __shfl_sync(~0u, H.anchor, 0);
-        const uint32_t nap = __shfl_sync(~0u, H.nap, 0);
-        if (key != mykey) {
-            mykey = key;
-            next = anchor + (long long)p * (gap ? (long long)gap : lat / np);
-        }
-        const long long now = __shfl_sync(~0u, clock64(), 0);
-        if (now < next) {
-            if ((flags & 2u) && next - now > 256)
-                __nanosleep(32);
-            continue;
-        }
-        /* Every load in flight at once, as block 0's round. */
-        ulonglong2 v[XTQ__SNAP_LINES / 32];
-#pragma unroll
-        for (uint32_t k = 0; k < XTQ__SNAP_LINES / 32; k++) {
-            const uint32_t l = lane + 32u * k;
-            v[k] = make_ulonglong2(0, 0);
-            if (l < nl)
-                v[k] = ld_line_volatile(area + l * XTQ__CUDA_LINE_BYTES);
-        }
-        uint32_t hdr = XTQ_PACKET_TYPE_INVALID; /* not read: no header-only packet here */
-        uint64_t sv = 0;
-        uint4 kdw = make_uint4(0, 0, 0, 0);
-        if (lane == 31 && p == 0) /* one reader of the ring's line */
-            hdr = *(const volatile uint32_t *)slot;
-        else if (lane == 30 && kobj)
-            kdw = ld_volatile_v4((const void *)kobj);
-        else if (lane == 29)
-            sv = *(const volatile uint64_t *)&dev->stop;
-        const long long issued = now;
-        psnap &B = H.snap[p][w];
-        if (lane == 0)
-            B.ver = B.ver + 1; /* odd: the other buffer is the one to read */
-        __syncwarp();
-        __threadfence_block();
-        /* A packet's line 0 (read relaxed: an acquire load in every poll
-         * held the block's other memory operations, each a PCIe round
-         * trip): the fence makes the read an acquire, once per packet. */
-        if (lane == 0 && !(flags & 1u) && (uint32_t)(v[0].x >> 32) == expect) {
-            if (flags & 4u)
-                fence_acq_rel_sys();
-            else
-                asm volatile("fence.acq_rel.gpu;" ::: "memory");
-        }
-#pragma unroll
-        for (uint32_t k = 0; k < XTQ__SNAP_LINES / 32; k++)
-            if (lane + 32u * k < nl)
-                B.lines[lane + 32u * k] = v[k];
-        if (lane == 31)
-            B.hdr = hdr;
-        if (lane == 30) {
-            B.kd_ok = kobj != 0;
-            memcpy(&B.kd, &kdw, sizeof(B.kd));
-        }
-        if (lane == 29) {
-            B.stopv[0] = (uint32_t)sv;
-            B.stopv[1] = (uint32_t)(sv >> 32);
-        }
-        if (lane == 0) {
-            B.key = mykey;
-            B.issued = issued;
-        }
-        __syncwarp(); /* every lane's stores before the version */
-        const long long back = clock_after(v[0].x ^ v[0].y);
-        __threadfence_block();
-        if (lane == 0) {
-            B.ver = B.ver + 1;
-            if (p == 0) {
-                /* The round trip, smoothed: the pollers' spacing. */
-                const long long d = back - issued;
-                H.lat = lat ? (3 * lat + d) / 4 : d;
-            }
-        }
-        w ^= 1u;
-        next = issued + lat + 2 * (long long)nap; /* ~2 cycles a ns */
-    }
-}
-
-/* Block 0, every thread: the newest snapshot of the posted target issued
- * at or after H.want, as block 0's own round would have read it (v: line tid;
- * S: header, descriptor, stop flag and version). False: torn (a poller
- * wrote it meanwhile); wait again. */
-__device__ bool snap_take(ppoll &H, pshared &S, uint32_t np, uint32_t nl, ulonglong2 *v)
-{
-    const uint32_t tid = threadIdx.x;
-    if (tid == 0) {
-        const uint32_t key = H.key;
-        const long long want = H.want;
-        int best = -1;
-        uint32_t bver = 0;
-        long long bt = 0;
-        for (;;) {
-            for (uint32_t i = 0; i < 2 * np; i++) {
-                psnap &B = H.snap[i >> 1][i & 1];
-                const uint32_t ver = B.ver; /* shared memory: read in order */
-                if ((ver & 1u) || B.key != key || B.issued < want)
-                    continue;
-                if (best < 0 || B.issued > bt) {
-                    best = (int)i;
-                    bt = B.issued;
-                    bver = ver;
-                }
-            }
-            if (best >= 0)
-                break;
-        }
-        S.snap = (uint32_t)best;
-        S.snapver = bver;
-    }
-    bsync();
-    const psnap &B = H.snap[S.snap >> 1][S.snap & 1];
-    if (tid < nl)
-        *v = B.lines[tid];
-    if (tid == 0) {
-        S.hdr = B.hdr;
-        S.stopv[0] = B.stopv[0];
-        S.stopv[1] = B.stopv[1];
-        S.kd_ok = B.kd_ok;
-        S.kd = B.kd;
-        H.want = B.issued + 1;
-    }
-    bsync(); /* every copy made (the barrier orders shared memory) */
-    if (tid == 0) {
-        __threadfence_block();
-        S.rc = B.ver != S.snapver;
-    }
-    bsync();
-    const bool ok = S.rc == 0;
-    bsync();
-    return ok;
-}
 
 /* Lines an inline packet needs, from line 0 as read; 0: no current
  * inline packet (or a line 0 no enqueue of ours wrote). */
@@ -946,9 +689,9 @@ __device__ bool idle_exit(xtq__cuda_dev *dev, const qcache &C, pshared &S, polls
         }
         S.exit_idle = out;
     }
-    bsync();
+    __syncthreads();
     const bool out = S.exit_idle != 0;
-    bsync();
+    __syncthreads();
     return out;
 }
 
@@ -959,8 +702,7 @@ __device__ bool idle_exit(xtq__cuda_dev *dev, const qcache &C, pshared &S, polls
  * producer's hints). Every shared word is written before one barrier and
  * read between it and the next.
  */
-__device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate &ps, ppoll &H,
-                           uint32_t np)
+__device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate &ps)
 {
     const uint32_t tid = threadIdx.x;
     for (;;) {
@@ -970,9 +712,7 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
         const uint8_t *area = NULL;
         const uint32_t *slot = NULL;
         uint64_t rd = 0;
-        /* One round: every load below is in flight at once (or the
-         * pollers' newest snapshot of the same loads). */
-        bool snap = false;
+        /* One round: every load below is in flight at once. */
         if (li != ~0u) {
             rd = C.rd[li];
             nl = C.poll[li];
@@ -981,30 +721,7 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
             area = (const uint8_t *)C.inl[li] +
                    (rd & C.mask[li]) * (uint64_t)lines * XTQ__CUDA_LINE_BYTES;
             slot = (const uint32_t *)((const xtq_aql_packet_t *)C.ring[li] + (rd & C.mask[li]));
-            snap = np && nl <= XTQ__SNAP_LINES;
-            if (snap) {
-                if (tid == 0) {
-                    if (H.key == 0 || H.t_li != li || H.t_rd != rd || H.t_nl != nl) {
-                        H.t_li = li;
-                        H.t_rd = rd;
-                        H.t_nl = nl;
-                        H.area = (uint64_t)(uintptr_t)area;
-                        H.cstride = (uint64_t)(C.mask[li] + 1) * lines * XTQ__CUDA_LINE_BYTES;
-                        H.copies = C.copies[li];
-                        H.slot = (uint64_t)(uintptr_t)slot;
-                        H.kobj = C.last_kobj[li];
-                        H.nl = nl;
-                        H.expect = expect;
-                        H.anchor = clock64();
-                        H.want = H.anchor;
-                        __threadfence_block();
-                        H.key = H.key + 1;
-                    }
-                    H.active = 1;
-                }
-                if (!snap_take(H, S, np, nl, &v))
-                    continue;
-            } else if (tid < nl) {
+            if (tid < nl) {
                 v = ld_line(area + tid * XTQ__CUDA_LINE_BYTES);
             } else if (tid == XTQ__CUDA_THREADS - 1) {
                 S.hdr = *(const volatile uint32_t *)slot;
@@ -1018,7 +735,7 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
                 }
             }
         }
-        if (tid == XTQ__CUDA_THREADS - 3 && !snap) {
+        if (tid == XTQ__CUDA_THREADS - 3) {
             /* stop and version, adjacent: one load */
             uint64_t sv = *(const volatile uint64_t *)&dev->stop;
             S.stopv[0] = (uint32_t)sv;
@@ -1026,10 +743,10 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
         }
         if (tid == 0)
             S.need = li != ~0u ? inline_need(v, expect, lines) : 0;
-        bsync();
+        __syncthreads();
         const uint32_t stop = S.stopv[0], version = S.stopv[1], hdr = S.hdr;
         uint32_t need = S.need;
-        bsync();
+        __syncthreads();
         if (stop)
             return -1;
         if (version != ps.version) {
@@ -1053,8 +770,6 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
                     ps.idle++;
                 } else {
                     ps.ns = ps.ns ? min(ps.ns * 2, C.poll_ns_max) : 32;
-                    if (tid == 0)
-                        H.nap = ps.ns;
                     __nanosleep(ps.ns);
                     /* Off the packet path: only once the poll backs off. */
                     if (C.idle_exit_ns && idle_exit(dev, C, S, ps))
@@ -1078,11 +793,11 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
                     hw = ld_acquire_sys_u32(slot);
                 S.hdr = hw;
             }
-            bsync();
+            __syncthreads();
             const uint32_t hw = S.hdr;
             if ((hw & 0xffu) == XTQ_PACKET_TYPE_INVALID) {
                 ps.next++;
-                bsync(); /* everyone has read S.hdr */
+                __syncthreads(); /* everyone has read S.hdr */
                 continue;
             }
             if (tid < nl)
@@ -1092,7 +807,7 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
                     ld_volatile_v4((const uint4 *)slot + (tid - (XTQ__CUDA_THREADS - 4)));
             if (tid == 0)
                 S.need = inline_need(v, expect, lines);
-            bsync();
+            __syncthreads();
             need = S.need;
             if (need == 0) {
                 if (tid == 0) {
@@ -1115,15 +830,13 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
                     h->notify_tag = 0;
                     C.rd[li] = rd + 1;
                     *(volatile uint64_t *)&dev->q[li].rd = rd + 1;
-                    H.active = 0; /* the pollers rest while it runs */
-                    H.nap = 0;
                 }
                 /* Every thread: the poll state is per thread. */
                 ps.next++;
                 ps.idle = 0;
                 ps.ns = 0;
                 ps.idle_since = 0;
-                bsync();
+                __syncthreads();
                 return (int)li;
             }
         }
@@ -1133,13 +846,13 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
             ps.seen_ns = gpu_clock_ns();
         for (;;) {
             const bool ok = tid >= need || line_ok(v, expect);
-            if (bsync_and(ok))
+            if (__syncthreads_and(ok))
                 break;
             if (!ok)
                 v = ld_line(area + tid * XTQ__CUDA_LINE_BYTES);
             if (tid == 0)
                 S.stopv[0] = *(volatile uint32_t *)&dev->stop;
-            bsync();
+            __syncthreads();
             if (S.stopv[0])
                 return -1;
         }
@@ -1150,8 +863,6 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
         if (tid == 0) {
             C.rd[li] = rd + 1;
             *(volatile uint64_t *)&dev->q[li].rd = rd + 1;
-            H.active = 0; /* the pollers rest while it runs */
-            H.nap = 0;
             /* The next poll of this queue reads as many lines as this
              * packet had (a warp at least): same-sized tasks in one read. */
             uint32_t usable = min(lines, XTQ__CUDA_INLINE_LINES_MAX);
@@ -1161,7 +872,7 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
         ps.idle = 0;
         ps.ns = 0;
         ps.idle_since = 0;
-        bsync();
+        __syncthreads();
         if (tid == 0)
             ps.unpacked_ns = gpu_clock_ns();
         return (int)li;
@@ -1234,14 +945,13 @@ __device__ void publish_dispatch(xtq__cuda_dev *dev, pshared &S, uint32_t li, ui
     /* Written by many threads, released by thread 0: each writer fences,
      * or another block may read an old word. */
     __threadfence();
-    bsync();
+    __syncthreads();
 }
 
 __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
 {
     __shared__ pshared S;
     __shared__ qcache C;
-    __shared__ ppoll H;
     const uint32_t tid = threadIdx.x;
     xtq__cuda_ctl *ctl = (xtq__cuda_ctl *)dev->ctl;
     if (dev->abi != XTQ_CUDA_ABI_VERSION) {
@@ -1253,47 +963,12 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
         }
         return;
     }
-    /* Block 0's pollers; in other blocks, and beyond dev->pollers, the
-     * warps past the 256 threads have nothing to do. */
-    /* dev->pollers bits 4-7: experiment flags (1: no acquire fence after
-     * a packet's line 0, 2: the pollers nap while they wait, 4: the fence
-     * at system scope) */
-    const uint32_t pflags = dev->pollers >> 4;
-    const uint32_t np =
-        blockIdx.x == 0 ? min(dev->pollers & 15u, (blockDim.x - XTQ__CUDA_THREADS) / 32u) : 0u;
-    if (tid >= XTQ__CUDA_THREADS) {
-        const uint32_t p = (tid - XTQ__CUDA_THREADS) / 32u;
-        if (p < np) {
-            /* After block 0 has set H up (named barrier 2, every thread
-             * that stays). */
-            asm volatile("bar.sync 2, %0;" ::"r"(XTQ__CUDA_THREADS + 32u * np) : "memory");
-            poller(dev, H, p, np, pflags);
-        }
-        return;
-    }
-    if (np) {
-        if (tid < 2 * XTQ__CUDA_POLLERS_MAX) {
-            H.snap[tid >> 1][tid & 1].ver = 0;
-            H.snap[tid >> 1][tid & 1].key = 0;
-        }
-        if (tid == 0) {
-            H.key = 0;
-            H.active = 0;
-            H.quit = 0;
-            H.nap = 0;
-            H.lat = 0;
-            H.gap = dev->poll_gap_cycles;
-            H.want = 0;
-        }
-        __threadfence_block();
-        asm volatile("bar.sync 2, %0;" ::"r"(XTQ__CUDA_THREADS + 32u * np) : "memory");
-    }
     if (blockIdx.x == 0 && tid == 0) {
         ctl->abi_seen = XTQ_CUDA_ABI_VERSION;
 #if defined(__CUDACC_RDC__)
-        ctl->caps = XTQ__CUDA_CAP_GRID | (np << XTQ__CUDA_CAP_POLLERS_SHIFT);
+        ctl->caps = XTQ__CUDA_CAP_GRID;
 #else
-        ctl->caps = np << XTQ__CUDA_CAP_POLLERS_SHIFT;
+        ctl->caps = 0;
 #endif
         ctl->running = tag;
     }
@@ -1313,7 +988,7 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
         ps.version = *(volatile uint32_t *)&dev->version;
         load_table(dev, C, ps.version);
         for (;;) {
-            int li = take_packet(dev, C, S, ps, H, np);
+            int li = take_packet(dev, C, S, ps);
             if (li < 0)
                 break;
             const uint64_t index = C.rd[li] - 1;
@@ -1345,7 +1020,7 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
                     if (st > 0)
                         *(volatile uint64_t *)&dev->q[li].rd = index;
                 }
-                bsync();
+                __syncthreads();
                 if (S.cmd > 0)
                     break;
                 continue;
@@ -1396,18 +1071,18 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
             } else if (early) {
                 copy_kernarg(buf_kernarg(S), karg_src, hint, KARG_HOST, XTQ__CUDA_THREADS - 1);
             }
-            bsync();
+            __syncthreads();
             if (S.rc) {
                 if (tid == 0)
                     complete_local(dev, C, li, index, S.rc, sig, h);
-                bsync();
+                __syncthreads();
                 continue;
             }
             const uint32_t ks = S.ks, total = S.total;
             const uint64_t fn = S.fn;
             if (!inl_ks && !early) {
                 copy_kernarg(buf_kernarg(S), karg_src, ks, KARG_HOST);
-                bsync();
+                __syncthreads();
             }
             uint64_t args_ns = 0;
             if (tid == 0)
@@ -1422,14 +1097,14 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
                                  KARG_SHARED);
                     inl = dev->inl_payload;
                 }
-                bsync();
+                __syncthreads();
                 if (tid == 0)
                     *(uint64_t *)(karg + 8) = (uint64_t)(uintptr_t)inl;
             } else if (!grid) {
                 /* A grid reads the payload in place, every SM at once. */
                 stage_payload(C, h->payload_len, karg, ks);
             }
-            bsync();
+            __syncthreads();
             if (total == 1) {
                 /* One work-group: this block runs it alone, nothing to
                  * publish to the others. */
@@ -1439,7 +1114,7 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
                 xtq_cuda_dispatch_t d;
                 dispatch_init(&d, &pkt->kernel, &S.status, h->result, h->result_len, h->payload_len);
                 run_group(&d, 0, fn, karg);
-                bsync();
+                __syncthreads();
                 if (tid == 0) {
                     end_ns = gpu_clock_ns();
                     complete_local(dev, C, li, index, S.status, sig, h);
@@ -1453,7 +1128,7 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
                     dev->prof[PROF_END] = end_ns;
                     dev->prof[PROF_DONE] = done_ns;
                 }
-                bsync();
+                __syncthreads();
                 continue;
             }
             publish_dispatch(dev, S, (uint32_t)li, index, ks);
@@ -1483,7 +1158,7 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
                         dev->grid_failures++;
                     }
                 }
-                bsync();
+                __syncthreads();
                 if (S.rc == 0)
                     continue;
                 /* Refused (launch limits): the processor's blocks run it. */
@@ -1498,17 +1173,15 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
                 st_release_gpu_u64((void *)&dev->gen, gen);
                 dev->prof[PROF_PUBLISHED] = gpu_clock_ns();
             }
-            bsync();
+            __syncthreads();
             run_groups(dev, tag_now, &pkt->kernel, fn, karg, total);
             if (tid == 0) {
                 /* In order: the next packet waits for this one. */
                 while ((uint32_t)ld_acquire_gpu_u64((const void *)&dev->completed) != tag_now)
                     __nanosleep(64);
             }
-            bsync();
+            __syncthreads();
         }
-        if (tid == 0 && np)
-            H.quit = 1; /* the pollers go too */
         return;
     }
 
@@ -1536,7 +1209,7 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
             if (cmd > 0)
                 S.disp = ld_acquire_gpu_u64((const void *)&dev->dispatch);
         }
-        bsync();
+        __syncthreads();
         if (S.cmd < 0)
             break;
         gen = S.gen;
@@ -1547,13 +1220,13 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
         const uint32_t tag_seen = (uint32_t)(S.disp >> 32), total = (uint32_t)S.disp;
         if (tid < sizeof(*pkt) / 4)
             ((uint32_t *)pkt)[tid] = __ldcg((const unsigned int *)&dev->cur + tid);
-        bsync();
+        __syncthreads();
         uint32_t ks = *(volatile uint32_t *)&dev->cur_kernarg_size;
         uint64_t fn = *(volatile uint64_t *)&dev->cur_fn;
         copy_kernarg(buf_kernarg(S), dev->kernarg, ks, KARG_DEVICE);
-        bsync();
+        __syncthreads();
         run_groups(dev, tag_seen, pkt, fn, buf_kernarg(S), total);
-        bsync();
+        __syncthreads();
     }
 }
 
@@ -1563,34 +1236,18 @@ __device__ __forceinline__ void processor(xtq__cuda_dev *dev, uint32_t tag)
 /**
  * Instantiate the processor in this module, as `<name>_xtq_processor`, and
  * its launcher `<name>_xtq_launch` (an xtq_cuda_launch_fn) for
- * xtq_cuda_attach() / xtq_cuda_module_attach(). Once per module. Its
- * tasks may use every register a thread of a 256-thread block can have.
+ * xtq_cuda_attach() / xtq_cuda_module_attach(). Once per module.
  */
-#define XTQ_CUDA_MODULE(name) XTQ_CUDA_MODULE_POLLERS(name, 0)
-
-/**
- * XTQ_CUDA_MODULE with up to `pollers` (0-4) poller warps beside the
- * processor's first block (XTQ_CUDA_POLLERS picks how many run; "Pollers"
- * above): a small task's packet is then found a fraction of a PCIe round
- * trip after it lands, instead of up to a whole one. The price is
- * registers: every thread of the processor, tasks included, then has at
- * most 65536 / (256 + 32 x pollers) of them (168 with 4, 204 with 2); a
- * task that needs more fails at the device link (ptxas: "calls function
- * ... with regcount of ..."), so modules of heavy tasks keep
- * XTQ_CUDA_MODULE.
- */
-#define XTQ_CUDA_MODULE_POLLERS(name, pollers)                                                 \
-    extern "C" __global__ void __launch_bounds__(XTQ__CUDA_THREADS + 32u * (pollers), 1)       \
+#define XTQ_CUDA_MODULE(name)                                                                  \
+    extern "C" __global__ void __launch_bounds__(XTQ_CUDA_MAX_WORKGROUP, 1)                    \
         name##_xtq_processor(struct xtq__cuda_dev *dev, uint32_t tag)                          \
     {                                                                                          \
         xtq_cuda_detail::processor(dev, tag);                                                  \
     }                                                                                          \
     extern "C" int name##_xtq_launch(void *state, uint32_t tag, unsigned blocks, void *stream) \
     {                                                                                          \
-        static_assert((pollers) >= 0 && (pollers) <= (int)XTQ__CUDA_POLLERS_MAX,              \
-                      "XTQ_CUDA_MODULE_POLLERS: 0 to XTQ__CUDA_POLLERS_MAX pollers");           \
-        name##_xtq_processor<<<blocks, XTQ__CUDA_THREADS + 32u * (pollers), 0,                 \
-                               (cudaStream_t)stream>>>((struct xtq__cuda_dev *)state, tag);     \
+        name##_xtq_processor<<<blocks, XTQ_CUDA_MAX_WORKGROUP, 0, (cudaStream_t)stream>>>(     \
+            (struct xtq__cuda_dev *)state, tag);                                               \
         return (int)cudaGetLastError();                                                        \
     }
 

@@ -125,19 +125,9 @@ __device__ void task_karg(const xtq_cuda_dispatch_t *d, void *kernarg)
 }
 XTQ_CUDA_TASK_EXPORT(task_karg);
 
-/* The tests' module; built a second time with poller warps
- * (tests/unit/gpu.cmake: cuda_polled, every case again). */
-#ifndef XTQ_TEST_POLLERS
-#define XTQ_TEST_POLLERS 0
-#endif
-XTQ_CUDA_MODULE_POLLERS(xtq_test_tasks, XTQ_TEST_POLLERS)
+XTQ_CUDA_MODULE(xtq_test_tasks)
 /* A second processor, standing for another module in the attach rules. */
 XTQ_CUDA_MODULE(xtq_test_other)
-
-extern "C" unsigned cuda_tasks_pollers(void)
-{
-    return XTQ_TEST_POLLERS;
-}
 
 extern "C" int cuda_tasks_attach(xtq_agent_t *agent)
 {

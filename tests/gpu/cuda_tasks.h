@@ -90,8 +90,6 @@ struct xtq_agent;
 int cuda_tasks_attach(struct xtq_agent *agent);
 int cuda_tasks_detach(struct xtq_agent *agent);
 int cuda_tasks_attach_other(struct xtq_agent *agent);
-/* The poller warps this build of the module has (XTQ_CUDA_MODULE_POLLERS). */
-unsigned cuda_tasks_pollers(void);
 /* The device address of a task (0 on failure). */
 uint64_t cuda_task_address(int which);
 void heavy_reference(const float *in, uint32_t lid, float *out);

@@ -1623,53 +1623,6 @@ XTQ_TEST(inline_many_packets_exactly_once)
     free(retired);
 }
 
-/* The processor keeps the module's poller warps (XTQ_CUDA_MODULE_POLLERS;
- * cuda_polled builds it with 4), as many as XTQ_CUDA_POLLERS allows (-1,
- * the default: all), and inline packets one at a time, the pollers'
- * case, each run once and retire once. */
-XTQ_TEST(pollers_follow_the_setting)
-{
-    enum { N = 400 };
-    const char *set[3] = {NULL, "0", "2"};
-    const uint32_t grid[3] = {1, 1, 1};
-    const uint16_t wg[3] = {1, 1, 1};
-    for (int s = 0; s < 3; s++) {
-        if (set[s] != NULL)
-            setenv("XTQ_CUDA_POLLERS", set[s], 1);
-        xtq_agent_t *agent = open_agent();
-        unsigned want = cuda_tasks_pollers();
-        if (set[s] != NULL && (unsigned)atoi(set[s]) < want)
-            want = (unsigned)atoi(set[s]);
-        CHECK_EQ((xtq__cuda_caps(agent) >> XTQ__CUDA_CAP_POLLERS_SHIFT) & XTQ__CUDA_CAP_POLLERS_MASK,
-                 want);
-        xtq_queue_t *q;
-        xtq_signal_t *sig;
-        uint32_t *seen = host_alloc(agent, N * 4);
-        struct count_args *ka = host_alloc(agent, N * sizeof(*ka));
-        retired = calloc(N, sizeof(*retired));
-        xtq_kernel_t *k = make_kernel(agent, TASK_COUNT, sizeof(*ka));
-        CHECK_OK(xtq_queue_create(agent, 8, &q));
-        q->retire = count_retire;
-        CHECK_OK(xtq_cuda_signal_create(agent, 1, &sig));
-        for (uint32_t i = 0; i < N; i++) {
-            ka[i].seen = seen;
-            ka[i].seq = i;
-            CHECK_EQ(enqueue_retired(q, k, &ka[i], sizeof(ka[i]), 1, grid, wg, sig, i + 1), 0);
-            CHECK_EQ(seen[i], 1);
-        }
-        CHECK(xtq_queue_load_read_index(q) == N);
-        printf("XTQ_CUDA_POLLERS=%s: %u poller warps, %d packets each once\n",
-               set[s] ? set[s] : "(default)", want, N);
-        CHECK_OK(xtq_queue_destroy(q));
-        CHECK_OK(xtq_kernel_destroy(k));
-        host_free(agent, ka, N * sizeof(*ka));
-        host_free(agent, seen, N * 4);
-        agent->ops->close(agent);
-        free(retired);
-    }
-    unsetenv("XTQ_CUDA_POLLERS");
-}
-
 /* Two small queues, one fed through the agent's enqueue (inline), one
  * with plain packets, interleaved and kept full: the processor serves
  * both in turn, and never takes a slot's previous packet (whose header

@@ -25,33 +25,16 @@ target_include_directories(xtq_gpu_test_tasks_plain PUBLIC ${PROJECT_SOURCE_DIR}
 set_target_properties(xtq_gpu_test_tasks_plain PROPERTIES CUDA_STANDARD 17)
 target_link_libraries(xtq_gpu_test_tasks_plain PUBLIC CUDA::cudart_static)
 xtq_cuda_host_only_flags(xtq_gpu_test_tasks_plain)
-# The module again with four poller warps beside the processor's block
-# (XTQ_CUDA_MODULE_POLLERS): every case with the pollers finding the
-# packets. Its threads have 168 registers at most, task_heavy included.
-add_library(xtq_gpu_test_tasks_polled STATIC ${PROJECT_SOURCE_DIR}/tests/gpu/cuda_tasks.cu)
-target_include_directories(xtq_gpu_test_tasks_polled PUBLIC ${PROJECT_SOURCE_DIR}/tests/gpu
-                                                            ${PROJECT_SOURCE_DIR}/include
-                                                            ${PROJECT_SOURCE_DIR}/apps/allreduce/include)
-target_compile_definitions(xtq_gpu_test_tasks_polled PRIVATE XTQ_TEST_POLLERS=4)
-target_compile_options(xtq_gpu_test_tasks_polled PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-maxrregcount=168>)
-set_target_properties(xtq_gpu_test_tasks_polled
-                      PROPERTIES CUDA_STANDARD 17 CUDA_SEPARABLE_COMPILATION ON
-                                 CUDA_RESOLVE_DEVICE_SYMBOLS ON)
-target_link_libraries(xtq_gpu_test_tasks_polled PUBLIC CUDA::cudart_static)
-xtq_cuda_host_only_flags(xtq_gpu_test_tasks_polled)
 # Also "unit": CI runs them, and they SKIP there with the reason.
 xtq_add_runner(cuda LABEL "gpu;unit" SOURCES ${PROJECT_SOURCE_DIR}/tests/gpu/test_cuda_agent.c
                INTERNAL LIBS xtq_gpu_test_tasks TIMEOUT 60)
 xtq_add_runner(cuda_plain LABEL "gpu;unit"
                SOURCES ${PROJECT_SOURCE_DIR}/tests/gpu/test_cuda_agent.c
                INTERNAL LIBS xtq_gpu_test_tasks_plain TIMEOUT 60)
-xtq_add_runner(cuda_polled LABEL "gpu;unit"
-               SOURCES ${PROJECT_SOURCE_DIR}/tests/gpu/test_cuda_agent.c
-               INTERNAL LIBS xtq_gpu_test_tasks_polled TIMEOUT 60)
 # (LABEL takes one word: the list is set here.)
 xtq_test_cases_of(xtq_gpu_cases ${PROJECT_SOURCE_DIR}/tests/gpu/test_cuda_agent.c)
 foreach(c IN LISTS xtq_gpu_cases)
-  set_tests_properties(cuda.${c} cuda_plain.${c} cuda_polled.${c} PROPERTIES LABELS "gpu;unit")
+  set_tests_properties(cuda.${c} cuda_plain.${c} PROPERTIES LABELS "gpu;unit")
 endforeach()
 # The retiring left to the agent's retire thread (XTQ_AGENT_RETIRE=thread):
 # the engine's tasks still run once and are acked, none by engine turns.
