@@ -25,7 +25,7 @@
 #include <xtq/cuda.h>
 
 /* Bumped whenever a structure below changes. */
-#define XTQ_CUDA_ABI_VERSION 9u
+#define XTQ_CUDA_ABI_VERSION 10u
 
 #define XTQ__CUDA_MAX_QUEUES 64
 #define XTQ__CUDA_MAX_KERNELS 1024
@@ -208,7 +208,9 @@ struct xtq__cuda_dev {
      * last group finished, completion stored. Profiling only. */
     uint64_t prof[XTQ__CUDA_PROF_STAGES];
     uint32_t error_seen;         /* an error was reported in ctl->error */
-    uint32_t pad2_;
+    /* SM cycles block 0 waits before its second read of a slot after a
+     * completion (the first goes at once); 0: none. */
+    uint32_t poll_delay_cycles;
     /* A multi-group dispatch's inline payload, for every block. */
     uint8_t inl_payload[XTQ__CUDA_INLINE_DATA_MAX] __attribute__((aligned(16)));
     uint8_t kernarg[XTQ_CUDA_MAX_KERNARG] __attribute__((aligned(16)));
