@@ -208,8 +208,8 @@ struct xtq__cuda_dev {
      * last group finished, completion stored. Profiling only. */
     uint64_t prof[XTQ__CUDA_PROF_STAGES];
     uint32_t error_seen;         /* an error was reported in ctl->error */
-    /* SM cycles block 0 waits before its second read of a slot after a
-     * completion (the first goes at once); 0: none. */
+    /* SM cycles block 0 waits before its first read of a slot after a
+     * completion; 0: none. */
     uint32_t poll_delay_cycles;
     /* A multi-group dispatch's inline payload, for every block. */
     uint8_t inl_payload[XTQ__CUDA_INLINE_DATA_MAX] __attribute__((aligned(16)));

@@ -708,8 +708,8 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
 {
     const uint32_t tid = threadIdx.x;
     for (;;) {
-        if (C.poll_delay && ps.idle == 1 && C.nlist == 1) {
-            /* The second read of the slot after a completion, later. */
+        if (C.poll_delay && ps.idle == 0 && C.nlist == 1) {
+            /* The first read of the slot after a completion, later. */
             if (tid == 0) {
                 const long long t0 = clock64();
                 while (clock64() - t0 < (long long)C.poll_delay)
