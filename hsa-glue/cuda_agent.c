@@ -1260,12 +1260,6 @@ static int open_on_device(xtq_ctx_t *ctx, unsigned device_index, xtq_agent_t **a
         init->stage = (uint64_t)(uintptr_t)a->stage;
     }
     init->poll_ns_max = (uint32_t)xtq__param_int(XTQ__PARAM_XTQ_CUDA_POLL_NS);
-    int64_t delay = xtq__param_int(XTQ__PARAM_XTQ_CUDA_POLL_DELAY_NS);
-    int khz = 0;
-    (void)cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, (int)device_index);
-    init->poll_delay_cycles =
-        delay > 0 && khz > 0 ? (uint32_t)((delay < 100000 ? delay : 100000) * (int64_t)khz / 1000000)
-                             : 0u;
     /* On by default (1000 us) since the H100 run of session 6: the DDP hook
      * no longer hangs, the steady round trip is unchanged (docs/cuda.md). */
     int64_t idle_us = xtq__param_int(XTQ__PARAM_XTQ_CUDA_IDLE_EXIT_US);

@@ -25,7 +25,7 @@
 #include <xtq/cuda.h>
 
 /* Bumped whenever a structure below changes. */
-#define XTQ_CUDA_ABI_VERSION 10u
+#define XTQ_CUDA_ABI_VERSION 9u
 
 #define XTQ__CUDA_MAX_QUEUES 64
 #define XTQ__CUDA_MAX_KERNELS 1024
@@ -208,9 +208,7 @@ struct xtq__cuda_dev {
      * last group finished, completion stored. Profiling only. */
     uint64_t prof[XTQ__CUDA_PROF_STAGES];
     uint32_t error_seen;         /* an error was reported in ctl->error */
-    /* SM cycles block 0 waits before its first read of a slot after a
-     * completion; 0: none. */
-    uint32_t poll_delay_cycles;
+    uint32_t pad2_;
     /* A multi-group dispatch's inline payload, for every block. */
     uint8_t inl_payload[XTQ__CUDA_INLINE_DATA_MAX] __attribute__((aligned(16)));
     uint8_t kernarg[XTQ_CUDA_MAX_KERNARG] __attribute__((aligned(16)));

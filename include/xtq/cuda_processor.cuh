@@ -185,7 +185,6 @@ struct qcache {
     uint64_t stage;
     uint64_t stage_len;
     uint64_t idle_exit_ns; /* 0: never exit when idle */
-    uint32_t poll_delay;   /* dev->poll_delay_cycles */
 };
 
 /* Per-block shared state. `buf` holds the inline data: header, packet at
@@ -586,7 +585,6 @@ __device__ void load_table(xtq__cuda_dev *dev, qcache &C, uint32_t version)
         C.stage = dev->stage;
         C.stage_len = dev->stage_len;
         C.idle_exit_ns = (uint64_t)dev->idle_exit_us * 1000u;
-        C.poll_delay = dev->poll_delay_cycles;
         /* The host waits for this before it frees a removed queue. */
         __threadfence();
         ((xtq__cuda_ctl *)dev->ctl)->version_seen = version;
@@ -708,15 +706,6 @@ __device__ int take_packet(xtq__cuda_dev *dev, qcache &C, pshared &S, pollstate 
 {
     const uint32_t tid = threadIdx.x;
     for (;;) {
-        if (C.poll_delay && ps.idle == 0 && C.nlist == 1) {
-            /* The first read of the slot after a completion, later. */
-            if (tid == 0) {
-                const long long t0 = clock64();
-                while (clock64() - t0 < (long long)C.poll_delay)
-                    ;
-            }
-            __syncthreads();
-        }
         const uint32_t li = C.nlist ? C.list[ps.next % C.nlist] : ~0u;
         uint32_t nl = 0, expect = 0, lines = 0;
         ulonglong2 v = make_ulonglong2(0, 0);
