@@ -295,7 +295,8 @@ __global__ void echo_warps_kernel(const volatile unsigned *bell, unsigned *ans, 
         const uint64_t start = t_ans + (uint64_t)warp * gap_ns;
         while (echo_now() < start)
             ;
-        while (got < k) {
+        /* got as lane 0 read it: the warp leaves the loop together. */
+        while (__shfl_sync(~0u, got, 0) < k) {
             unsigned x, y, z, w;
             asm volatile("ld.volatile.v4.u32 {%0, %1, %2, %3}, [%4];"
                          : "=r"(x), "=r"(y), "=r"(z), "=r"(w)
