@@ -647,6 +647,9 @@ int xtq__shm_peers_map(struct xtq__engine *e, struct shm_peers *t, const char *n
                        void *(*map)(const char *name, int r, int nranks, size_t *len));
 /* Unmap every peer's (not `own`) and free the table. */
 void xtq__shm_peers_unmap(struct xtq__engine *e, struct shm_peers *t, const void *own);
+/* Unmap our own segment `p` (NULL: nothing), deregistered from the agents
+ * first where `agents` says it was registered with them. */
+void xtq__shm_unmap(struct xtq__engine *e, void *p, size_t len, bool agents);
 
 /* ---- notify.c: completion words on one host ----------------------------- */
 /* Make this engine's segment where XTQ_DIRECT_COMPLETION allows (never

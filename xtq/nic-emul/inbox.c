@@ -113,11 +113,8 @@ static bool inbox_wanted(const struct xtq__engine *e)
 /* Free what inbox_open made besides the segment. */
 static void mirror_free(struct xtq__engine *e)
 {
-    if (e->inbox_mirror && e->inbox_mirror_agents)
-        xtq__agents_mem_deregister(e->ctx, e->inbox_mirror, e->inbox_mirror_len);
+    xtq__shm_unmap(e, e->inbox_mirror, e->inbox_mirror_len, e->inbox_mirror_agents);
     e->inbox_mirror_agents = false;
-    if (e->inbox_mirror)
-        munmap(e->inbox_mirror, e->inbox_mirror_len);
     e->inbox_mirror = NULL;
     free(e->inbox_regions);
     free(e->inbox_cons);
@@ -260,12 +257,8 @@ void xtq__inbox_close(struct xtq__engine *e)
 {
     xtq__inbox_unlink(e);
     xtq__shm_peers_unmap(e, &e->inbox_peers, e->inbox_own);
-    if (e->inbox_own) {
-        /* Mapped for the agents with the mirror (both or neither). */
-        if (e->inbox_mirror_agents)
-            xtq__agents_mem_deregister(e->ctx, e->inbox_own, e->inbox_len);
-        munmap(e->inbox_own, e->inbox_len);
-    }
+    /* Mapped for the agents with the mirror (both or neither). */
+    xtq__shm_unmap(e, e->inbox_own, e->inbox_len, e->inbox_mirror_agents);
     e->inbox_own = NULL;
     mirror_free(e);
     if (e->inbox_lock_init)

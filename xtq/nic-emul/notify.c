@@ -128,11 +128,8 @@ void xtq__notify_close(struct xtq__engine *e)
 {
     xtq__notify_unlink(e);
     xtq__shm_peers_unmap(e, &e->notify_peers, e->notify_own);
-    if (e->notify_own && e->notify_agents)
-        xtq__agents_mem_deregister(e->ctx, e->notify_own, e->notify_len);
+    xtq__shm_unmap(e, e->notify_own, e->notify_len, e->notify_agents);
     e->notify_agents = false;
-    if (e->notify_own)
-        munmap(e->notify_own, e->notify_len);
     e->notify_own = NULL;
 }
 

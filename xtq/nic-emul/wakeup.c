@@ -127,6 +127,15 @@ void xtq__shm_peers_unmap(struct xtq__engine *e, struct shm_peers *t, const void
     t->len = NULL;
 }
 
+void xtq__shm_unmap(struct xtq__engine *e, void *p, size_t len, bool agents)
+{
+    if (p == NULL)
+        return;
+    if (agents)
+        xtq__agents_mem_deregister(e->ctx, p, len);
+    munmap(p, len);
+}
+
 /* Our doorbell's name leaves /dev/shm as soon as every peer has mapped it
  * (xtq__wakeup_connect), else here: no exit path leaves it behind. */
 static void bell_unlink(struct xtq__engine *e)
